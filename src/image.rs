@@ -1,0 +1,175 @@
+//! Image identity: when two pull specs name the same image.
+//!
+//! MCO writes digested pull specs (`repo@sha256:X`) on nodes and builds, but admins and
+//! other tools may write `repo:tag@sha256:X`, upper-case hex or Docker Hub short names.
+//! Two specs are the same image when registry, repository and digest agree; the tag is
+//! ignored once a digest is present. Parsing is done by `oci_spec`'s reference parser.
+
+use std::fmt;
+
+use oci_spec::distribution::Reference;
+
+/// What makes an image the same image: registry, repository and version.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ImageKey {
+    repo: RepoKey,
+    version: Version,
+}
+
+/// Registry host and repository path, without tag or digest.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RepoKey {
+    pub registry: String,
+    pub repository: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Version {
+    /// `algorithm:hex`, hex lower-cased.
+    Digest(String),
+    /// Only a tag: equal to the same tag only.
+    Tag(String),
+    /// Not a valid reference: compared as written (trimmed), so it can still match itself.
+    Unparsed(String),
+}
+
+impl ImageKey {
+    /// Parses a pull spec. Never fails: an invalid spec becomes an opaque key that
+    /// equals only the same text, so bad data can still be reported and matched.
+    pub fn parse(spec: &str) -> ImageKey {
+        let spec = spec.trim();
+        match spec.parse::<Reference>() {
+            Ok(r) => {
+                let version = match r.digest() {
+                    Some(d) => Version::Digest(d.to_ascii_lowercase()),
+                    None => Version::Tag(r.tag().unwrap_or("latest").to_string()),
+                };
+                ImageKey {
+                    repo: RepoKey {
+                        registry: r.registry().to_string(),
+                        repository: r.repository().to_string(),
+                    },
+                    version,
+                }
+            }
+            Err(_) => ImageKey {
+                repo: RepoKey {
+                    registry: String::new(),
+                    repository: String::new(),
+                },
+                version: Version::Unparsed(spec.to_string()),
+            },
+        }
+    }
+
+    /// The repository, for a parsed reference.
+    pub fn repo(&self) -> Option<&RepoKey> {
+        match self.version {
+            Version::Unparsed(_) => None,
+            _ => Some(&self.repo),
+        }
+    }
+
+    /// Lower-case digest hex (without the algorithm), when the spec carries a digest.
+    pub fn digest_hex(&self) -> Option<&str> {
+        match &self.version {
+            Version::Digest(d) => d.split_once(':').map(|(_, hex)| hex),
+            _ => None,
+        }
+    }
+}
+
+/// The repository of a pull spec (tag and digest ignored), if it parses.
+pub fn repo_of(spec: &str) -> Option<RepoKey> {
+    ImageKey::parse(spec).repo().cloned()
+}
+
+impl fmt::Display for RepoKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.registry, self.repository)
+    }
+}
+
+/// Short form for messages: `.../<last path element>@sha256:<12 hex>...`.
+pub fn abbreviate(spec: &str) -> String {
+    let key = ImageKey::parse(spec);
+    match (key.repo(), &key.version) {
+        (Some(repo), Version::Digest(d)) => {
+            let last = repo.repository.rsplit('/').next().unwrap_or_default();
+            let (algo, hex) = d.split_once(':').unwrap_or(("sha256", d));
+            let short: String = hex.chars().take(12).collect();
+            let dots = if hex.len() > 12 { "..." } else { "" };
+            format!(".../{last}@{algo}:{short}{dots}")
+        }
+        _ => spec.trim().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEX: &str = "01971adebd63a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f607182930";
+
+    #[test]
+    fn same_image_in_different_spellings() {
+        let repo = "quay.io/openshift/ocb-image";
+        let cases = [
+            (
+                format!("{repo}@sha256:{HEX}"),
+                format!("{repo}:latest@sha256:{HEX}"),
+                true,
+            ),
+            (
+                format!("{repo}@sha256:{HEX}"),
+                format!("{repo}@sha256:{}", HEX.to_uppercase()),
+                true,
+            ),
+            (
+                "ubuntu@sha256:".to_string() + HEX,
+                format!("docker.io/library/ubuntu@sha256:{HEX}"),
+                true,
+            ),
+            (
+                format!("{repo}@sha256:{HEX}"),
+                format!("quay.io/openshift/other@sha256:{HEX}"),
+                false,
+            ),
+            (
+                format!("{repo}@sha256:{HEX}"),
+                format!("registry.example.com/openshift/ocb-image@sha256:{HEX}"),
+                false,
+            ),
+            (format!("{repo}:a"), format!("{repo}:b"), false),
+            (format!("{repo}:a"), format!("{repo}@sha256:{HEX}"), false),
+            ("not a ref".to_string(), " not a ref ".to_string(), true),
+        ];
+        for (a, b, same) in cases {
+            assert_eq!(
+                ImageKey::parse(&a) == ImageKey::parse(&b),
+                same,
+                "{a} vs {b}"
+            );
+        }
+    }
+
+    #[test]
+    fn repository_ignores_tag_and_digest() {
+        let a = repo_of("image-registry.openshift-image-registry.svc:5000/ns/ocb-image:latest");
+        let b = repo_of(&format!(
+            "image-registry.openshift-image-registry.svc:5000/ns/ocb-image@sha256:{HEX}"
+        ));
+        assert!(a.is_some());
+        assert_eq!(a, b);
+        assert_eq!(repo_of("Not Valid"), None);
+    }
+
+    #[test]
+    fn abbreviation_keeps_repo_name_and_digest_prefix() {
+        assert_eq!(
+            abbreviate(&format!("quay.io/x/ocb-image@sha256:{HEX}")),
+            ".../ocb-image@sha256:01971adebd63..."
+        );
+        assert_eq!(abbreviate("weird value"), "weird value");
+    }
+}

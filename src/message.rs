@@ -1,0 +1,161 @@
+//! Words for verdicts: the denial an admin reads on `kubectl delete`, the warnings an
+//! override produces, and the refusal when the guard cannot verify.
+//!
+//! Every front end renders through here, so the webhook and `check` say the same thing.
+
+use std::fmt::Write;
+
+use crate::image::abbreviate;
+use crate::model::OVERRIDE_ANNOTATION;
+use crate::policy::{BlockReason, BlockingNode, PolicyMode, TargetKind, Verdict};
+
+/// Nodes listed by name before "and N more".
+pub const MAX_LISTED_NODES: usize = 5;
+/// The API server truncates longer warnings.
+const MAX_WARNING_LEN: usize = 256;
+
+/// The message for a blocked deletion (the verdict must have blocking nodes).
+pub fn denial(v: &Verdict) -> String {
+    let n = v.blocking.len();
+    let kind = v.kind.cli_name();
+    let mut out = format!(
+        "{kind} \"{}\" cannot be deleted yet: {}.\n",
+        v.name,
+        headline(v)
+    );
+    for node in v.blocking.iter().take(MAX_LISTED_NODES) {
+        let _ = writeln!(out, "  {}", node_line(node));
+    }
+    if n > MAX_LISTED_NODES {
+        let _ = writeln!(out, "  and {} more", n - MAX_LISTED_NODES);
+    }
+    let in_flight = v.blocking.iter().any(|b| b.reason == BlockReason::InFlight);
+    if in_flight {
+        let (images, nodes, fail) = if n == 1 {
+            ("that image", "the node", "fails")
+        } else {
+            ("those images", "the nodes", "fail")
+        };
+        let _ = writeln!(
+            out,
+            "Deleting it now removes {images} from the registry and {nodes} {fail} \"manifest unknown\" (the pool goes Degraded)."
+        );
+        let _ = writeln!(
+            out,
+            "Wait until `oc get mcp {}` shows UPDATED=True, then delete again, or override with:",
+            pools(v)
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "Policy in-use blocks while any node runs an image built from it, so this deletion stays blocked until those nodes move to another image. Override with:"
+        );
+    }
+    let _ = write!(
+        out,
+        "  oc annotate {kind} {} {OVERRIDE_ANNOTATION}=\"<reason>\"",
+        v.name
+    );
+    out
+}
+
+/// Warnings returned when the override let a blocked deletion through.
+pub fn override_warnings(v: &Verdict) -> Vec<String> {
+    if !v.overridden() {
+        return Vec::new();
+    }
+    let mut warnings = vec![clip(format!(
+        "mosc-guard: {} \"{}\" deleted by override ({OVERRIDE_ANNOTATION}=\"{}\") although {}; expect \"manifest unknown\" and a Degraded pool",
+        v.kind.cli_name(),
+        v.name,
+        v.override_reason.as_deref().unwrap_or_default(),
+        headline(v)
+    ))];
+    warnings.extend(
+        v.blocking
+            .iter()
+            .take(MAX_LISTED_NODES)
+            .map(|b| clip(format!("mosc-guard: {}", node_line(b)))),
+    );
+    if v.blocking.len() > MAX_LISTED_NODES {
+        warnings.push(format!(
+            "mosc-guard: and {} more nodes",
+            v.blocking.len() - MAX_LISTED_NODES
+        ));
+    }
+    warnings
+}
+
+/// The refusal when a would-be allow could not be confirmed against the API server.
+pub fn unverified(kind: TargetKind, name: &str, why: &str) -> String {
+    format!(
+        "{} \"{name}\" cannot be deleted right now: mosc-guard could not verify that no node still needs its images ({why}). \
+         The guard fails closed because deleting an image a node still needs degrades the pool. \
+         Retry in a moment; if the API server stays unreachable, override with: oc annotate {} {name} {OVERRIDE_ANNOTATION}=\"<reason>\"",
+        kind.cli_name(),
+        kind.cli_name()
+    )
+}
+
+fn headline(v: &Verdict) -> String {
+    let n = v.blocking.len();
+    let nodes = if n == 1 { "node" } else { "nodes" };
+    let verb = match (n == 1, v.mode) {
+        (true, PolicyMode::InFlight) => "still needs",
+        (false, PolicyMode::InFlight) => "still need",
+        (true, PolicyMode::InUse) => "still needs or runs",
+        (false, PolicyMode::InUse) => "still need or run",
+    };
+    let what = match v.kind {
+        TargetKind::MachineOSConfig => "an image built from it",
+        TargetKind::MachineOSBuild => "its image",
+    };
+    let policy = match v.mode {
+        PolicyMode::InFlight => "",
+        PolicyMode::InUse => " (policy in-use)",
+    };
+    format!("{n} {nodes} {verb} {what}{policy}")
+}
+
+fn node_line(b: &BlockingNode) -> String {
+    let pool = b.pool.as_deref().unwrap_or("<none>");
+    let state = b.state.as_deref().unwrap_or("<none>");
+    let show = |s: &Option<String>| s.as_deref().map_or("<none>".to_string(), abbreviate);
+    match b.reason {
+        BlockReason::InFlight => format!(
+            "{} (pool {pool}, state {state}): desired {}, current {}",
+            b.node,
+            show(&b.desired_image),
+            show(&b.current_image)
+        ),
+        BlockReason::InUse => format!(
+            "{} (pool {pool}, state {state}): runs {}",
+            b.node,
+            show(&b.current_image)
+        ),
+    }
+}
+
+/// Distinct pools of the blocking nodes, for the `oc get mcp` hint.
+fn pools(v: &Verdict) -> String {
+    let mut pools: Vec<&str> = v
+        .blocking
+        .iter()
+        .filter_map(|b| b.pool.as_deref())
+        .collect();
+    pools.sort_unstable();
+    pools.dedup();
+    pools.join(" ")
+}
+
+fn clip(mut s: String) -> String {
+    if s.len() > MAX_WARNING_LEN {
+        let mut end = MAX_WARNING_LEN - 3;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str("...");
+    }
+    s
+}

@@ -1,0 +1,257 @@
+//! Typed views of the MCO objects mosc-guard reads.
+//!
+//! Only the fields the policy uses are modelled; every field is optional and unknown
+//! fields are ignored, so a newer MCO (or a trimmed must-gather) still deserializes.
+//! Nodes are read as metadata only: the annotations MCO writes are all we need.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::core::{ClusterResourceScope, PartialObjectMeta, Resource};
+use serde::{Deserialize, Serialize};
+
+/// API group of every MCO object we read.
+pub const GROUP: &str = "machineconfiguration.openshift.io";
+/// API version of every MCO object we read.
+pub const VERSION: &str = "v1";
+
+/// Node annotations written by the MCO node controller and daemon.
+pub mod node_annotations {
+    /// Digested pull spec the node should boot.
+    pub const DESIRED_IMAGE: &str = "machineconfiguration.openshift.io/desiredImage";
+    /// Digested pull spec the node has booted.
+    pub const CURRENT_IMAGE: &str = "machineconfiguration.openshift.io/currentImage";
+    /// Done | Working | Degraded | Unreconcilable | Rebooting.
+    pub const STATE: &str = "machineconfiguration.openshift.io/state";
+}
+
+/// Label MCO puts on every MachineOSBuild, naming its MachineOSConfig.
+pub const LABEL_MACHINE_OS_CONFIG: &str = "machineconfiguration.openshift.io/machine-os-config";
+/// Annotation on a MachineOSConfig naming its current MachineOSBuild.
+pub const ANNOTATION_CURRENT_MOSB: &str =
+    "machineconfiguration.openshift.io/current-machine-os-build";
+/// Annotation an admin sets (with a reason) to let a blocked deletion through.
+pub const OVERRIDE_ANNOTATION: &str = "mosc-guard.dev/allow-deletion";
+
+/// A node as the policy sees it: metadata only.
+pub type NodeMeta = PartialObjectMeta<Node>;
+
+/// `{name: ...}` reference used throughout the MCO API.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct NameRef {
+    #[serde(default)]
+    pub name: String,
+}
+
+/// MachineOSConfig: opts one pool into image mode.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct MachineOSConfig {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: MachineOSConfigSpec,
+    #[serde(default)]
+    pub status: MachineOSConfigStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineOSConfigSpec {
+    #[serde(default)]
+    pub machine_config_pool: Option<NameRef>,
+    #[serde(default)]
+    pub rendered_image_push_spec: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineOSConfigStatus {
+    #[serde(default)]
+    pub current_image_pull_spec: Option<String>,
+    #[serde(default, rename = "machineOSBuild")]
+    pub machine_os_build: Option<NameRef>,
+}
+
+/// MachineOSBuild: one image build for one (MachineOSConfig, rendered config).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct MachineOSBuild {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: MachineOSBuildSpec,
+    #[serde(default)]
+    pub status: MachineOSBuildStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineOSBuildSpec {
+    #[serde(default, rename = "machineOSConfig")]
+    pub machine_os_config: Option<NameRef>,
+    #[serde(default)]
+    pub rendered_image_push_spec: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineOSBuildStatus {
+    #[serde(default)]
+    pub digested_image_push_spec: Option<String>,
+}
+
+/// MachineConfigPool: used to name the pool a node belongs to.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct MachineConfigPool {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: MachineConfigPoolSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineConfigPoolSpec {
+    #[serde(default)]
+    pub node_selector: Option<LabelSelector>,
+}
+
+impl MachineOSConfig {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// Name of the MachineOSBuild MOSC status (or MCO's annotation) calls current.
+    pub fn current_build_name(&self) -> Option<&str> {
+        self.status
+            .machine_os_build
+            .as_ref()
+            .map(|r| r.name.as_str())
+            .filter(|n| !n.is_empty())
+            .or_else(|| annotation(&self.metadata, ANNOTATION_CURRENT_MOSB))
+    }
+}
+
+impl MachineOSBuild {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// True when this build belongs to the named MachineOSConfig, by spec or by label
+    /// (MCO itself finds a config's builds by the label).
+    pub fn belongs_to(&self, mosc: &str) -> bool {
+        let by_spec = self
+            .spec
+            .machine_os_config
+            .as_ref()
+            .is_some_and(|r| r.name == mosc);
+        by_spec || label(&self.metadata, LABEL_MACHINE_OS_CONFIG) == Some(mosc)
+    }
+}
+
+impl MachineConfigPool {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// A non-empty annotation value.
+pub fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    non_empty(meta.annotations.as_ref(), key)
+}
+
+/// A non-empty label value.
+pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    non_empty(meta.labels.as_ref(), key)
+}
+
+fn non_empty<'a>(map: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
+    map.and_then(|m| m.get(key))
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+}
+
+/// The override reason, if an admin set one on the object being deleted.
+pub fn override_reason(meta: &ObjectMeta) -> Option<&str> {
+    annotation(meta, OVERRIDE_ANNOTATION)
+}
+
+/// Implements `kube::Resource` for a cluster-scoped MCO kind, so `kube::Api` and the
+/// reflectors can list and watch it without a generated client.
+macro_rules! mco_resource {
+    ($ty:ty, $kind:literal, $plural:literal) => {
+        impl Resource for $ty {
+            type DynamicType = ();
+            type Scope = ClusterResourceScope;
+
+            fn kind(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($kind)
+            }
+            fn group(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(GROUP)
+            }
+            fn version(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(VERSION)
+            }
+            fn plural(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($plural)
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+mco_resource!(MachineOSConfig, "MachineOSConfig", "machineosconfigs");
+mco_resource!(MachineOSBuild, "MachineOSBuild", "machineosbuilds");
+mco_resource!(MachineConfigPool, "MachineConfigPool", "machineconfigpools");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_and_missing_fields_are_tolerated() {
+        let mosc: MachineOSConfig = serde_json::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineOSConfig",
+            "metadata": {"name": "worker"},
+            "spec": {"machineConfigPool": {"name": "worker"}, "imageBuilder": {"imageBuilderType": "Job"}},
+            "status": {"somethingNew": [1, 2]}
+        }))
+        .expect("tolerant decode");
+        assert_eq!(mosc.name(), "worker");
+        assert!(mosc.status.current_image_pull_spec.is_none());
+        let empty: MachineOSBuild = serde_json::from_value(json!({})).expect("empty object");
+        assert_eq!(empty.name(), "");
+    }
+
+    #[test]
+    fn build_membership_by_spec_or_label() {
+        let by_label: MachineOSBuild = serde_json::from_value(json!({
+            "metadata": {"name": "b", "labels": {LABEL_MACHINE_OS_CONFIG: "worker"}}
+        }))
+        .expect("decode");
+        let by_spec: MachineOSBuild = serde_json::from_value(json!({
+            "metadata": {"name": "b"}, "spec": {"machineOSConfig": {"name": "worker"}}
+        }))
+        .expect("decode");
+        assert!(by_label.belongs_to("worker") && by_spec.belongs_to("worker"));
+        assert!(!by_label.belongs_to("infra"));
+    }
+
+    #[test]
+    fn blank_override_is_not_an_override() {
+        let meta = ObjectMeta {
+            annotations: Some([(OVERRIDE_ANNOTATION.to_string(), "  ".to_string())].into()),
+            ..Default::default()
+        };
+        assert_eq!(override_reason(&meta), None);
+    }
+}

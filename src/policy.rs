@@ -1,0 +1,371 @@
+//! The deletion policy: a pure function from a snapshot to a verdict with reasons.
+//!
+//! The danger (see docs/design.md) is a node that still has to pull an image built from
+//! the object being deleted: MCO 4.20 deletes those images from the registry as soon as
+//! the MachineOSConfig is gone, and the node then degrades with "manifest unknown".
+//! A node that already *runs* the image does not need the registry any more, so by
+//! default (`in-flight`) only nodes whose desired image is not yet reached block.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::image::{ImageKey, RepoKey, repo_of};
+use crate::model::{
+    MachineConfigPool, MachineOSBuild, MachineOSConfig, NodeMeta, node_annotations, override_reason,
+};
+use crate::selector;
+use crate::snapshot::Snapshot;
+
+/// How strictly "a node still needs the image" is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyMode {
+    /// Block while a node's desired image is one of the images and not yet reached.
+    #[default]
+    InFlight,
+    /// Also block while a node runs one of the images (a settled pool then can never
+    /// leave image mode without the override).
+    InUse,
+}
+
+impl fmt::Display for PolicyMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PolicyMode::InFlight => "in-flight",
+            PolicyMode::InUse => "in-use",
+        })
+    }
+}
+
+/// Kinds of object the guard protects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum TargetKind {
+    MachineOSConfig,
+    MachineOSBuild,
+}
+
+impl TargetKind {
+    /// Lower-case kind as `oc` spells it in commands.
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            TargetKind::MachineOSConfig => "machineosconfig",
+            TargetKind::MachineOSBuild => "machineosbuild",
+        }
+    }
+
+    /// Bounded label value for metrics.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            TargetKind::MachineOSConfig => "machineosconfigs",
+            TargetKind::MachineOSBuild => "machineosbuilds",
+        }
+    }
+}
+
+/// The object whose deletion is being decided.
+#[derive(Clone, Copy, Debug)]
+pub enum Deletion<'a> {
+    MachineOSConfig(&'a MachineOSConfig),
+    MachineOSBuild(&'a MachineOSBuild),
+}
+
+/// An image the deletion would remove from the registry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardedImage {
+    pub image: String,
+    pub machine_os_build: Option<String>,
+}
+
+/// Why a node blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BlockReason {
+    /// Desired image is one of the guarded images and the node has not reached it.
+    InFlight,
+    /// The node runs one of the guarded images (`in-use` mode only).
+    InUse,
+}
+
+/// A node that still needs one of the guarded images.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockingNode {
+    pub node: String,
+    pub pool: Option<String>,
+    pub current_image: Option<String>,
+    pub desired_image: Option<String>,
+    pub state: Option<String>,
+    /// The guarded image this node matched.
+    pub image: String,
+    /// The build that produced it, when known.
+    pub machine_os_build: Option<String>,
+    #[serde(skip)]
+    pub reason: BlockReason,
+}
+
+/// The decision, with everything needed to explain it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub kind: TargetKind,
+    pub name: String,
+    pub mode: PolicyMode,
+    pub allowed: bool,
+    /// Set when the override annotation let a blocked deletion through.
+    pub override_reason: Option<String>,
+    pub images: Vec<GuardedImage>,
+    /// Set when the config's builds are gone and its whole repository is guarded.
+    pub repository_fallback: Option<String>,
+    /// Sorted by node name.
+    pub blocking: Vec<BlockingNode>,
+}
+
+impl Verdict {
+    pub fn overridden(&self) -> bool {
+        self.override_reason.is_some() && !self.blocking.is_empty()
+    }
+}
+
+/// Decides whether `target` may be deleted given the rest of the cluster in `snapshot`.
+pub fn evaluate(snapshot: &Snapshot, target: Deletion<'_>, mode: PolicyMode) -> Verdict {
+    let (kind, meta, guard) = match target {
+        Deletion::MachineOSConfig(mosc) => (
+            TargetKind::MachineOSConfig,
+            &mosc.metadata,
+            images_of_config(snapshot, mosc),
+        ),
+        Deletion::MachineOSBuild(mosb) => (
+            TargetKind::MachineOSBuild,
+            &mosb.metadata,
+            images_of_build(mosb),
+        ),
+    };
+    let blocking = blocking_nodes(snapshot, &guard, mode);
+    let override_reason = override_reason(meta).map(str::to_string);
+    Verdict {
+        kind,
+        name: meta.name.clone().unwrap_or_default(),
+        mode,
+        allowed: blocking.is_empty() || override_reason.is_some(),
+        override_reason,
+        images: guard.listed(),
+        repository_fallback: guard.fallback.as_ref().map(ToString::to_string),
+        blocking,
+    }
+}
+
+/// The images a deletion would remove, and how to recognise them on nodes.
+struct Guard {
+    exact: HashMap<ImageKey, GuardedImage>,
+    fallback: Option<RepoKey>,
+}
+
+impl Guard {
+    fn listed(&self) -> Vec<GuardedImage> {
+        let mut images: Vec<_> = self.exact.values().cloned().collect();
+        images.sort_by(|a, b| a.image.cmp(&b.image));
+        images
+    }
+
+    fn add(&mut self, spec: &str, build: Option<&str>) {
+        if spec.trim().is_empty() {
+            return;
+        }
+        let entry = self
+            .exact
+            .entry(ImageKey::parse(spec))
+            .or_insert_with(|| GuardedImage {
+                image: spec.trim().to_string(),
+                machine_os_build: None,
+            });
+        if entry.machine_os_build.is_none() {
+            entry.machine_os_build = build.map(str::to_string);
+        }
+    }
+
+    /// The guarded image a node's pull spec refers to, if any.
+    fn find(&self, spec: &str, prefilter: &Prefilter) -> Option<GuardedImage> {
+        if !prefilter.may_match(spec) {
+            return None;
+        }
+        let key = ImageKey::parse(spec);
+        if let Some(hit) = self.exact.get(&key) {
+            return Some(hit.clone());
+        }
+        let repo = self.fallback.as_ref()?;
+        (key.repo() == Some(repo)).then(|| GuardedImage {
+            image: spec.trim().to_string(),
+            machine_os_build: None,
+        })
+    }
+}
+
+/// Images of a MachineOSConfig: every build's digested image, the config's current
+/// image, and, once its builds are gone, anything in its rendered-image repository.
+fn images_of_config(snapshot: &Snapshot, mosc: &MachineOSConfig) -> Guard {
+    let mut guard = Guard {
+        exact: HashMap::new(),
+        fallback: None,
+    };
+    let mut builds = 0;
+    for mosb in snapshot
+        .machine_os_builds
+        .iter()
+        .filter(|b| b.belongs_to(mosc.name()))
+    {
+        builds += 1;
+        if let Some(spec) = &mosb.status.digested_image_push_spec {
+            guard.add(spec, Some(mosb.name()));
+        }
+    }
+    if let Some(spec) = &mosc.status.current_image_pull_spec {
+        guard.add(spec, mosc.current_build_name());
+    }
+    if builds == 0 {
+        guard.fallback = mosc
+            .spec
+            .rendered_image_push_spec
+            .as_deref()
+            .and_then(repo_of);
+    }
+    guard
+}
+
+fn images_of_build(mosb: &MachineOSBuild) -> Guard {
+    let mut guard = Guard {
+        exact: HashMap::new(),
+        fallback: None,
+    };
+    if let Some(spec) = &mosb.status.digested_image_push_spec {
+        guard.add(spec, Some(mosb.name()));
+    }
+    guard
+}
+
+/// Cheap test run before full parsing, so a decision over 50,000 nodes parses only the
+/// few pull specs that can match. It never rejects a spec the full comparison accepts:
+/// a digest is always the last part of a reference, and a repository's last path
+/// element always appears literally in any spelling of it.
+enum Prefilter {
+    /// Lower-case digest hex strings of the guarded images.
+    DigestSuffix(Vec<String>),
+    /// Digest suffixes, plus any spec containing this repository name.
+    WithRepo(Vec<String>, String),
+    /// Nothing cheap applies (tag-only or unparseable guarded images): parse everything.
+    None,
+}
+
+impl Prefilter {
+    fn for_guard(guard: &Guard) -> Prefilter {
+        let hexes: Option<Vec<String>> = guard
+            .exact
+            .keys()
+            .map(|k| k.digest_hex().map(str::to_string))
+            .collect();
+        match (hexes, &guard.fallback) {
+            (None, _) => Prefilter::None,
+            (Some(h), None) => Prefilter::DigestSuffix(h),
+            (Some(h), Some(repo)) => {
+                let last = repo.repository.rsplit('/').next().unwrap_or_default();
+                Prefilter::WithRepo(h, last.to_string())
+            }
+        }
+    }
+
+    fn may_match(&self, spec: &str) -> bool {
+        let ends_with_digest = |hexes: &[String]| {
+            let spec = spec.trim_end().as_bytes();
+            hexes.iter().any(|hex| {
+                spec.len() >= hex.len()
+                    && spec[spec.len() - hex.len()..].eq_ignore_ascii_case(hex.as_bytes())
+            })
+        };
+        match self {
+            Prefilter::DigestSuffix(h) => ends_with_digest(h),
+            Prefilter::WithRepo(h, name) => ends_with_digest(h) || spec.contains(name.as_str()),
+            Prefilter::None => true,
+        }
+    }
+}
+
+fn blocking_nodes(snapshot: &Snapshot, guard: &Guard, mode: PolicyMode) -> Vec<BlockingNode> {
+    if guard.exact.is_empty() && guard.fallback.is_none() {
+        return Vec::new();
+    }
+    let prefilter = Prefilter::for_guard(guard);
+    let mut blocking: Vec<BlockingNode> = snapshot
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let mut blocked = check_node(node, guard, &prefilter, mode)?;
+            blocked.pool = pool_of(node, &snapshot.pools);
+            Some(blocked)
+        })
+        .collect();
+    blocking.sort_by(|a, b| a.node.cmp(&b.node));
+    blocking
+}
+
+fn check_node(
+    node: &NodeMeta,
+    guard: &Guard,
+    prefilter: &Prefilter,
+    mode: PolicyMode,
+) -> Option<BlockingNode> {
+    let annotations = node.metadata.annotations.as_ref()?;
+    let read = |key| {
+        annotations
+            .get(key)
+            .map(|v: &String| v.trim())
+            .filter(|v| !v.is_empty())
+    };
+    let desired = read(node_annotations::DESIRED_IMAGE);
+    let current = read(node_annotations::CURRENT_IMAGE);
+    let in_flight = desired.and_then(|d| {
+        let hit = guard.find(d, prefilter)?;
+        let reached = current.is_some_and(|c| ImageKey::parse(c) == ImageKey::parse(d));
+        (!reached).then_some((hit, BlockReason::InFlight))
+    });
+    let hit = in_flight.or_else(|| match mode {
+        PolicyMode::InUse => current
+            .and_then(|c| guard.find(c, prefilter))
+            .map(|hit| (hit, BlockReason::InUse)),
+        PolicyMode::InFlight => None,
+    });
+    let (image, reason) = hit?;
+    Some(BlockingNode {
+        node: node.metadata.name.clone().unwrap_or_default(),
+        pool: None,
+        current_image: current.map(str::to_string),
+        desired_image: desired.map(str::to_string),
+        state: read(node_annotations::STATE).map(str::to_string),
+        image: image.image,
+        machine_os_build: image.machine_os_build,
+        reason,
+    })
+}
+
+/// The pool a node belongs to: the one whose selector matches it; a custom pool wins
+/// over `worker` (MCO's rule), and ties go to the first name alphabetically.
+fn pool_of(node: &NodeMeta, pools: &[Arc<MachineConfigPool>]) -> Option<String> {
+    let empty = Default::default();
+    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+    let mut matching: Vec<&str> = pools
+        .iter()
+        .filter(|p| {
+            p.spec
+                .node_selector
+                .as_ref()
+                .is_some_and(|s| selector::matches(s, labels))
+        })
+        .map(|p| p.name())
+        .collect();
+    matching.sort_by_key(|name| (*name == "worker", *name));
+    matching.first().map(|s| s.to_string())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,478 @@
+//! Table-driven tests of the policy over small hand-built clusters.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::message;
+use crate::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
+
+const REPO: &str =
+    "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image";
+const NEW: &str = "01971adebd63aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const OLD: &str = "0bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const INFRA: &str = "0ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+const NODE: &str = "ip-10-0-11-240.us-east-2.compute.internal";
+
+fn img(hex: &str) -> String {
+    format!("{REPO}@sha256:{hex}")
+}
+
+fn mosc(name: &str, current: Option<&str>) -> Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {"machineConfigPool": {"name": name}, "renderedImagePushSpec": format!("{REPO}:latest")},
+        "status": {"currentImagePullSpec": current.map(img), "machineOSBuild": current.map(|_| json!({"name": format!("{name}-{}", &NEW[..6])}))}
+    })
+}
+
+fn mosb(name: &str, mosc: &str, hex: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "labels": {LABEL_MACHINE_OS_CONFIG: mosc}},
+        "spec": {"machineOSConfig": {"name": mosc}},
+        "status": {"digestedImagePushSpec": img(hex)}
+    })
+}
+
+fn pool(name: &str) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{name}"): ""}}}})
+}
+
+/// A node with the given roles and (desired, current, state) annotations.
+fn node(
+    name: &str,
+    roles: &[&str],
+    desired: Option<&str>,
+    current: Option<&str>,
+    state: &str,
+) -> Value {
+    let labels: serde_json::Map<String, Value> = roles
+        .iter()
+        .map(|r| (format!("node-role.kubernetes.io/{r}"), json!("")))
+        .collect();
+    let mut ann = serde_json::Map::new();
+    ann.insert(node_annotations::STATE.into(), json!(state));
+    if let Some(d) = desired {
+        ann.insert(node_annotations::DESIRED_IMAGE.into(), json!(d));
+    }
+    if let Some(c) = current {
+        ann.insert(node_annotations::CURRENT_IMAGE.into(), json!(c));
+    }
+    json!({"metadata": {"name": name, "labels": labels, "annotations": ann}})
+}
+
+fn arcs<T: serde::de::DeserializeOwned>(items: &[Value]) -> Vec<Arc<T>> {
+    items
+        .iter()
+        .map(|v| Arc::new(serde_json::from_value(v.clone()).expect("fixture decodes")))
+        .collect()
+}
+
+struct Cluster {
+    moscs: Vec<Value>,
+    mosbs: Vec<Value>,
+    nodes: Vec<Value>,
+}
+
+impl Cluster {
+    /// The report's scenario: worker MOSC built, first node rolling to the new image.
+    fn report() -> Cluster {
+        Cluster {
+            moscs: vec![mosc("worker", Some(NEW))],
+            mosbs: vec![mosb("worker-8f2a1c", "worker", NEW)],
+            nodes: vec![
+                node(NODE, &["worker"], Some(&img(NEW)), None, "Working"),
+                node("worker-b", &["worker"], None, None, "Done"),
+            ],
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            machine_os_configs: arcs(&self.moscs),
+            machine_os_builds: arcs(&self.mosbs),
+            pools: arcs(&[pool("worker"), pool("infra")]),
+            nodes: arcs(&self.nodes),
+        }
+    }
+}
+
+fn decide(c: &Cluster, target: &str, mode: PolicyMode) -> Verdict {
+    let snap = c.snapshot();
+    if let Some(mosb) = snap.machine_os_build(target) {
+        return evaluate(&snap, Deletion::MachineOSBuild(mosb), mode);
+    }
+    let mosc = snap.machine_os_config(target).expect("target in fixture");
+    evaluate(&snap, Deletion::MachineOSConfig(mosc), mode)
+}
+
+fn blocking_names(v: &Verdict) -> Vec<&str> {
+    v.blocking.iter().map(|b| b.node.as_str()).collect()
+}
+
+#[test]
+fn table() {
+    use PolicyMode::{InFlight, InUse};
+    type Case = (
+        &'static str,
+        Cluster,
+        &'static str,
+        PolicyMode,
+        Vec<&'static str>,
+    );
+    let settled = || Cluster {
+        nodes: vec![
+            node(NODE, &["worker"], Some(&img(NEW)), Some(&img(NEW)), "Done"),
+            node(
+                "worker-b",
+                &["worker"],
+                Some(&img(NEW)),
+                Some(&img(NEW)),
+                "Done",
+            ),
+        ],
+        ..Cluster::report()
+    };
+    let cases: Vec<Case> = vec![
+        (
+            "report scenario blocks the rolling node",
+            Cluster::report(),
+            "worker",
+            InFlight,
+            vec![NODE],
+        ),
+        (
+            "settled pool is safe to leave",
+            settled(),
+            "worker",
+            InFlight,
+            vec![],
+        ),
+        (
+            "in-use blocks a settled pool",
+            settled(),
+            "worker",
+            InUse,
+            vec![NODE, "worker-b"],
+        ),
+        (
+            "a node of another pool still needing the image blocks",
+            Cluster {
+                nodes: vec![node(
+                    "infra-a",
+                    &["worker", "infra"],
+                    Some(&img(NEW)),
+                    Some(&img(OLD)),
+                    "Working",
+                )],
+                ..Cluster::report()
+            },
+            "worker",
+            InFlight,
+            vec!["infra-a"],
+        ),
+        (
+            "builds already gone: repository fallback",
+            Cluster {
+                moscs: vec![mosc("worker", None)],
+                mosbs: vec![],
+                ..Cluster::report()
+            },
+            "worker",
+            InFlight,
+            vec![NODE],
+        ),
+        (
+            "tag and digest spelling of the same image",
+            Cluster {
+                nodes: vec![node(
+                    NODE,
+                    &["worker"],
+                    Some(&format!(
+                        "{REPO}:worker-8f2a1c@sha256:{}",
+                        NEW.to_uppercase()
+                    )),
+                    Some(&img(OLD)),
+                    "Working",
+                )],
+                ..Cluster::report()
+            },
+            "worker",
+            InFlight,
+            vec![NODE],
+        ),
+        (
+            "current image spelled differently still counts as reached",
+            Cluster {
+                nodes: vec![node(
+                    NODE,
+                    &["worker"],
+                    Some(&img(NEW)),
+                    Some(&format!("{REPO}:x@sha256:{NEW}")),
+                    "Done",
+                )],
+                ..Cluster::report()
+            },
+            "worker",
+            InFlight,
+            vec![],
+        ),
+        (
+            "a Degraded node that never reached the image still needs it",
+            Cluster {
+                nodes: vec![node(
+                    NODE,
+                    &["worker"],
+                    Some(&img(NEW)),
+                    Some(&img(OLD)),
+                    "Degraded",
+                )],
+                ..Cluster::report()
+            },
+            "worker",
+            InFlight,
+            vec![NODE],
+        ),
+        (
+            "another config's pool rolling does not block this one",
+            Cluster {
+                moscs: vec![mosc("worker", Some(NEW)), mosc("infra", None)],
+                mosbs: vec![
+                    mosb("worker-8f2a1c", "worker", NEW),
+                    mosb("infra-1", "infra", INFRA),
+                ],
+                nodes: vec![
+                    node("infra-a", &["infra"], Some(&img(INFRA)), None, "Working"),
+                    node(NODE, &["worker"], Some(&img(NEW)), Some(&img(NEW)), "Done"),
+                ],
+            },
+            "worker",
+            InFlight,
+            vec![],
+        ),
+        (
+            "older build of the same config still being rolled blocks",
+            Cluster {
+                mosbs: vec![
+                    mosb("worker-8f2a1c", "worker", NEW),
+                    mosb("worker-old", "worker", OLD),
+                ],
+                nodes: vec![node(NODE, &["worker"], Some(&img(OLD)), None, "Working")],
+                ..Cluster::report()
+            },
+            "worker",
+            InFlight,
+            vec![NODE],
+        ),
+        (
+            "deleting the build being rolled blocks",
+            Cluster::report(),
+            "worker-8f2a1c",
+            InFlight,
+            vec![NODE],
+        ),
+        (
+            "deleting an unrelated build of the same config is allowed",
+            Cluster {
+                mosbs: vec![
+                    mosb("worker-8f2a1c", "worker", NEW),
+                    mosb("worker-old", "worker", OLD),
+                ],
+                ..Cluster::report()
+            },
+            "worker-old",
+            InFlight,
+            vec![],
+        ),
+        (
+            "non-layered nodes never block",
+            Cluster {
+                nodes: vec![node(NODE, &["worker"], None, None, "Done")],
+                ..Cluster::report()
+            },
+            "worker",
+            InUse,
+            vec![],
+        ),
+    ];
+    for (name, cluster, target, mode, want) in cases {
+        let v = decide(&cluster, target, mode);
+        assert_eq!(blocking_names(&v), want, "{name}");
+        assert_eq!(v.allowed, want.is_empty(), "{name}");
+        assert_eq!(v.mode, mode, "{name}");
+    }
+}
+
+#[test]
+fn reasons_name_node_pool_images_and_build() {
+    let v = decide(&Cluster::report(), "worker", PolicyMode::InFlight);
+    assert_eq!(
+        v.blocking,
+        vec![BlockingNode {
+            node: NODE.into(),
+            pool: Some("worker".into()),
+            current_image: None,
+            desired_image: Some(img(NEW)),
+            state: Some("Working".into()),
+            image: img(NEW),
+            machine_os_build: Some("worker-8f2a1c".into()),
+            reason: BlockReason::InFlight,
+        }]
+    );
+    assert_eq!(
+        v.images.len(),
+        1,
+        "build image and MOSC current image are one image"
+    );
+    assert_eq!(v.kind, TargetKind::MachineOSConfig);
+}
+
+#[test]
+fn custom_pool_wins_over_worker() {
+    let c = Cluster {
+        nodes: vec![node(
+            "infra-a",
+            &["worker", "infra"],
+            Some(&img(NEW)),
+            None,
+            "Working",
+        )],
+        ..Cluster::report()
+    };
+    let v = decide(&c, "worker", PolicyMode::InFlight);
+    assert_eq!(v.blocking[0].pool.as_deref(), Some("infra"));
+}
+
+#[test]
+fn repository_fallback_matches_any_image_of_the_repository() {
+    let c = Cluster {
+        moscs: vec![mosc("worker", None)],
+        mosbs: vec![],
+        nodes: vec![
+            node("a", &["worker"], Some(&img(INFRA)), None, "Working"),
+            node(
+                "b",
+                &["worker"],
+                Some(&format!("quay.io/other/ocb-image@sha256:{INFRA}")),
+                None,
+                "Working",
+            ),
+        ],
+    };
+    let v = decide(&c, "worker", PolicyMode::InFlight);
+    assert_eq!(blocking_names(&v), vec!["a"]);
+    assert_eq!(v.blocking[0].machine_os_build, None);
+    assert!(
+        v.repository_fallback
+            .as_deref()
+            .is_some_and(|r| r.ends_with("/ocb-image"))
+    );
+}
+
+#[test]
+fn override_allows_and_keeps_the_reasons() {
+    let mut c = Cluster::report();
+    c.moscs[0]["metadata"]["annotations"] = json!({OVERRIDE_ANNOTATION: "node is being replaced"});
+    let v = decide(&c, "worker", PolicyMode::InFlight);
+    assert!(v.allowed && v.overridden());
+    assert_eq!(blocking_names(&v), vec![NODE]);
+    let warnings = message::override_warnings(&v);
+    assert!(
+        warnings[0].contains("node is being replaced"),
+        "{warnings:?}"
+    );
+    assert!(warnings[1].contains(NODE), "{warnings:?}");
+    assert!(warnings.iter().all(|w| w.len() <= 256));
+
+    // An override on a deletion that is safe anyway produces no warnings.
+    let mut settled = Cluster::report();
+    settled.nodes.truncate(0);
+    settled.moscs[0]["metadata"]["annotations"] = json!({OVERRIDE_ANNOTATION: "x"});
+    let v = decide(&settled, "worker", PolicyMode::InFlight);
+    assert!(v.allowed && !v.overridden());
+    assert!(message::override_warnings(&v).is_empty());
+}
+
+#[test]
+fn denial_message_is_actionable() {
+    let v = decide(&Cluster::report(), "worker", PolicyMode::InFlight);
+    let msg = message::denial(&v);
+    let want = format!(
+        "machineosconfig \"worker\" cannot be deleted yet: 1 node still needs an image built from it.\n  \
+         {NODE} (pool worker, state Working): desired .../ocb-image@sha256:01971adebd63..., current <none>\n\
+         Deleting it now removes that image from the registry and the node fails \"manifest unknown\" (the pool goes Degraded).\n\
+         Wait until `oc get mcp worker` shows UPDATED=True, then delete again, or override with:\n  \
+         oc annotate machineosconfig worker mosc-guard.dev/allow-deletion=\"<reason>\""
+    );
+    assert_eq!(msg, want);
+}
+
+#[test]
+fn denial_lists_five_nodes_then_counts_the_rest() {
+    let mut c = Cluster::report();
+    c.nodes = (0..8)
+        .map(|i| {
+            node(
+                &format!("n{i}"),
+                &["worker"],
+                Some(&img(NEW)),
+                None,
+                "Working",
+            )
+        })
+        .collect();
+    let msg = message::denial(&decide(&c, "worker", PolicyMode::InFlight));
+    assert!(
+        msg.contains("8 nodes still need an image built from it"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("  n4 (pool worker") && !msg.contains("  n5 (pool"),
+        "{msg}"
+    );
+    assert!(msg.contains("  and 3 more\n"), "{msg}");
+    assert!(
+        msg.contains("removes those images from the registry and the nodes fail"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn in_use_denial_explains_the_strict_mode() {
+    let mut c = Cluster::report();
+    c.nodes = vec![node(
+        NODE,
+        &["worker"],
+        Some(&img(NEW)),
+        Some(&img(NEW)),
+        "Done",
+    )];
+    let v = decide(&c, "worker-8f2a1c", PolicyMode::InUse);
+    let msg = message::denial(&v);
+    assert!(msg.starts_with("machineosbuild \"worker-8f2a1c\" cannot be deleted yet: 1 node still needs or runs its image (policy in-use)."), "{msg}");
+    assert!(
+        msg.contains("runs .../ocb-image@sha256:01971adebd63..."),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("Policy in-use blocks while any node runs"),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with(
+            "oc annotate machineosbuild worker-8f2a1c mosc-guard.dev/allow-deletion=\"<reason>\""
+        ),
+        "{msg}"
+    );
+}
+
+#[test]
+fn build_without_an_image_yet_guards_nothing() {
+    let mut c = Cluster::report();
+    c.mosbs = vec![
+        json!({"metadata": {"name": "worker-new"}, "spec": {"machineOSConfig": {"name": "worker"}}}),
+    ];
+    let v = decide(&c, "worker-new", PolicyMode::InUse);
+    assert!(v.allowed && v.images.is_empty());
+}
