@@ -1,1 +1,189 @@
-fn main() {}
+//! One admission decision over a large cluster, against a baseline measured in the
+//! same run: a bare pass over every node's annotations (what any policy reading every
+//! node must at least pay). Also prints p50/p99 of single decisions and the heap
+//! held by the node snapshot, since criterion reports neither.
+//!
+//! Run: `cargo bench --bench decision` (figures are recorded in BENCHMARKS.md).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Instant;
+
+use criterion::{BenchmarkId, Criterion};
+use mosc_guard::model::{MachineOSConfig, node_annotations};
+use mosc_guard::policy::{Deletion, PolicyMode, evaluate};
+use mosc_guard::snapshot::Snapshot;
+use serde_json::json;
+
+/// Counts live heap bytes so the bench can report what a snapshot holds.
+struct Counting;
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+const REPO: &str =
+    "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image";
+
+fn digest(i: usize) -> String {
+    format!("{i:064x}")
+}
+
+/// A cluster of `n` nodes in three pools: two thirds layered and settled on an older
+/// image, three nodes rolling to the new one, the rest not layered. Node metadata is
+/// shaped like a real node's (labels, MCO annotations), without managedFields.
+fn cluster(n: usize) -> (Snapshot, MachineOSConfig) {
+    let new = format!("{REPO}@sha256:{}", digest(1));
+    let old = format!("{REPO}@sha256:{}", digest(2));
+    let node = |i: usize| {
+        let (desired, current, state) = match i {
+            0..=2 => (Some(&new), Some(&old), "Working"),
+            _ if i % 3 == 0 => (None, None, "Done"),
+            _ => (Some(&old), Some(&old), "Done"),
+        };
+        let mut ann = serde_json::Map::new();
+        ann.insert(node_annotations::STATE.into(), json!(state));
+        ann.insert(
+            "machineconfiguration.openshift.io/desiredConfig".into(),
+            json!("rendered-worker-2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e"),
+        );
+        ann.insert(
+            "machineconfiguration.openshift.io/currentConfig".into(),
+            json!("rendered-worker-2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e"),
+        );
+        ann.insert(
+            "volumes.kubernetes.io/controller-managed-attach-detach".into(),
+            json!("true"),
+        );
+        if let Some(d) = desired {
+            ann.insert(node_annotations::DESIRED_IMAGE.into(), json!(d));
+        }
+        if let Some(c) = current {
+            ann.insert(node_annotations::CURRENT_IMAGE.into(), json!(c));
+        }
+        let role = ["worker", "infra", "worker"][i % 3];
+        json!({"metadata": {
+            "name": format!("ip-10-0-{}-{}.us-east-2.compute.internal", i / 250, i % 250),
+            "uid": format!("{:08x}-0000-4000-8000-{:012x}", i, i),
+            "resourceVersion": format!("{}", 100000 + i),
+            "labels": {
+                "beta.kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+                format!("node-role.kubernetes.io/{role}"): "",
+                "topology.kubernetes.io/zone": "us-east-2a",
+                "kubernetes.io/hostname": format!("ip-10-0-{}-{}", i / 250, i % 250)
+            },
+            "annotations": ann
+        }})
+    };
+    let parse = |v: serde_json::Value| Arc::new(serde_json::from_value(v).expect("bench fixture"));
+    let mosc: MachineOSConfig = serde_json::from_value(json!({
+        "metadata": {"name": "worker"},
+        "spec": {"machineConfigPool": {"name": "worker"}, "renderedImagePushSpec": format!("{REPO}:latest")},
+        "status": {"currentImagePullSpec": new}
+    }))
+    .expect("bench fixture");
+    let snapshot = Snapshot {
+        machine_os_configs: vec![Arc::new(mosc.clone())],
+        machine_os_builds: (1..=2)
+            .map(|b| parse(json!({
+                "metadata": {"name": format!("worker-{b}"), "labels": {"machineconfiguration.openshift.io/machine-os-config": "worker"}},
+                "status": {"digestedImagePushSpec": format!("{REPO}@sha256:{}", digest(b))}
+            })))
+            .collect(),
+        pools: ["master", "worker", "infra"]
+            .iter()
+            .map(|p| parse(json!({"metadata": {"name": p}, "spec": {"nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{p}"): ""}}}})))
+            .collect(),
+        nodes: (0..n).map(|i| parse(node(i))).collect(),
+    };
+    (snapshot, mosc)
+}
+
+/// Baseline: look up the desired-image annotation of every node and nothing more.
+fn scan_only(s: &Snapshot) -> usize {
+    s.nodes
+        .iter()
+        .filter(|n| {
+            n.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(node_annotations::DESIRED_IMAGE))
+        })
+        .count()
+}
+
+fn benches(c: &mut Criterion) {
+    let mut group = c.benchmark_group("decision");
+    for n in [5_000, 50_000] {
+        let (snapshot, mosc) = cluster(n);
+        group.bench_with_input(BenchmarkId::new("baseline-scan", n), &n, |b, _| {
+            b.iter(|| black_box(scan_only(black_box(&snapshot))))
+        });
+        for mode in [PolicyMode::InFlight, PolicyMode::InUse] {
+            group.bench_with_input(
+                BenchmarkId::new(format!("evaluate-{mode}"), n),
+                &n,
+                |b, _| {
+                    b.iter(|| {
+                        evaluate(black_box(&snapshot), Deletion::MachineOSConfig(&mosc), mode)
+                    })
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
+/// p50/p99 of single in-flight decisions, and the heap a node snapshot holds.
+fn percentiles() {
+    for n in [5_000, 50_000] {
+        let before = LIVE.load(Ordering::Relaxed);
+        let (snapshot, mosc) = cluster(n);
+        let held = LIVE.load(Ordering::Relaxed) - before;
+        let mut samples: Vec<f64> = (0..2_000)
+            .map(|_| {
+                let t = Instant::now();
+                let v = evaluate(
+                    &snapshot,
+                    Deletion::MachineOSConfig(&mosc),
+                    PolicyMode::InFlight,
+                );
+                let us = t.elapsed().as_secs_f64() * 1e6;
+                assert_eq!(v.blocking.len(), 3, "fixture has three rolling nodes");
+                us
+            })
+            .collect();
+        samples.sort_by(f64::total_cmp);
+        let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
+        println!(
+            "decision n={n}: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs; snapshot heap {:.1} MiB ({} B/node)",
+            pct(0.50),
+            pct(0.99),
+            samples[samples.len() - 1],
+            held as f64 / (1024.0 * 1024.0),
+            held / n as isize
+        );
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    benches(&mut c);
+    percentiles();
+    c.final_summary();
+}

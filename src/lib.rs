@@ -1,13 +1,25 @@
 //! mosc-guard: keeps an OpenShift Image Mode pool from degrading when its
 //! MachineOSConfig (or a MachineOSBuild) is deleted while a node still needs the image.
 //!
-//! Functional core: [`policy::evaluate`] decides from a [`snapshot::Snapshot`].
-//! Imperative shell: the webhook [`server`], the reflector [`cache`], the [`cli`]
-//! `check` command and the [`dump`] reader only gather inputs and act on verdicts.
+//! Functional core: [`policy::evaluate`] decides from a [`snapshot::Snapshot`] and
+//! [`message`] puts the verdict into words. Imperative shell: the webhook ([`server`],
+//! [`admission`], [`review`], [`tls`]), the reflector [`cache`], direct [`live`] reads,
+//! the [`dump`] directory reader and the [`cli`] only gather inputs and act on verdicts.
 
+pub mod admission;
+pub mod cache;
+pub mod cli;
+pub mod dump;
 pub mod image;
+pub mod live;
 pub mod message;
+pub mod metrics;
 pub mod model;
 pub mod policy;
+pub mod report;
+pub mod review;
 pub mod selector;
+pub mod server;
 pub mod snapshot;
+pub mod tls;
+pub mod view;

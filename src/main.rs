@@ -1,1 +1,44 @@
-fn main() {}
+//! `mosc-guard` binary: parses the command line and hands over to `cli`.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use mosc_guard::cli::{self, Cli, Command};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Logs go to stderr; `check` keeps quiet unless asked (RUST_LOG), `serve` logs at info.
+    let default = match cli.command {
+        Command::Serve(_) => "info",
+        Command::Check(_) => "warn",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    if std::env::var("MOSC_GUARD_LOG_FORMAT").as_deref() == Ok("json") {
+        fmt.json().init();
+    } else {
+        fmt.init();
+    }
+    // kube and our server both use rustls with ring; make it the process default.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => cli::serve(args).await,
+            Command::Check(args) => cli::check(args).await,
+        }
+    })
+}

@@ -1,0 +1,232 @@
+//! AdmissionReview in and out: decoding, deciding what a request is about, and
+//! building responses. Thin on purpose; decisions live in `policy`.
+
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+
+use crate::model::{GROUP, MachineOSBuild, MachineOSConfig};
+use crate::policy::{Deletion, TargetKind};
+
+const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+const REVIEW_KIND: &str = "AdmissionReview";
+
+pub type Request = AdmissionRequest<DynamicObject>;
+
+/// Why a request body is not something we can answer with a review.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("request body is not a valid AdmissionReview: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("expected {REVIEW_KIND} in {REVIEW_API_VERSION}, got {kind:?} in {api_version:?}")]
+    WrongKind { kind: String, api_version: String },
+    #[error("AdmissionReview carries no request")]
+    NoRequest,
+}
+
+/// Decodes an `admission.k8s.io/v1` AdmissionReview request.
+pub fn decode(body: &[u8]) -> Result<Request, DecodeError> {
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)?;
+    if review.types.kind != REVIEW_KIND || review.types.api_version != REVIEW_API_VERSION {
+        return Err(DecodeError::WrongKind {
+            kind: review.types.kind,
+            api_version: review.types.api_version,
+        });
+    }
+    review.try_into().map_err(|_| DecodeError::NoRequest)
+}
+
+/// The object a guarded deletion is about, decoded from the request's oldObject.
+#[derive(Clone, Debug)]
+pub enum Subject {
+    Config(Box<MachineOSConfig>),
+    Build(Box<MachineOSBuild>),
+}
+
+impl Subject {
+    pub fn as_deletion(&self) -> Deletion<'_> {
+        match self {
+            Subject::Config(c) => Deletion::MachineOSConfig(c),
+            Subject::Build(b) => Deletion::MachineOSBuild(b),
+        }
+    }
+}
+
+/// What a request asks the guard to decide.
+#[derive(Debug)]
+pub enum Classified {
+    /// Not a deletion of a guarded kind: allowed untouched.
+    Ignore,
+    /// A guarded deletion; `subject` is `Err` when oldObject is absent or undecodable.
+    Delete {
+        kind: TargetKind,
+        name: String,
+        subject: Result<Subject, String>,
+    },
+}
+
+pub fn classify(req: &Request) -> Classified {
+    if !matches!(req.operation, Operation::Delete) || req.resource.group != GROUP {
+        return Classified::Ignore;
+    }
+    let kind = match req.resource.resource.as_str() {
+        "machineosconfigs" => TargetKind::MachineOSConfig,
+        "machineosbuilds" => TargetKind::MachineOSBuild,
+        _ => return Classified::Ignore,
+    };
+    if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Classified::Ignore;
+    }
+    let subject = match &req.old_object {
+        None => Err("the request carries no oldObject".to_string()),
+        Some(obj) => decode_subject(kind, obj),
+    };
+    Classified::Delete {
+        kind,
+        name: req.name.clone(),
+        subject,
+    }
+}
+
+fn decode_subject(kind: TargetKind, obj: &DynamicObject) -> Result<Subject, String> {
+    let value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+    let undecodable = |e: serde_json::Error| format!("oldObject does not decode: {e}");
+    Ok(match kind {
+        TargetKind::MachineOSConfig => Subject::Config(Box::new(
+            serde_json::from_value(value).map_err(undecodable)?,
+        )),
+        TargetKind::MachineOSBuild => Subject::Build(Box::new(
+            serde_json::from_value(value).map_err(undecodable)?,
+        )),
+    })
+}
+
+/// Allows the request, with optional warnings for the client.
+pub fn allow(req: &Request, warnings: Vec<String>) -> AdmissionResponse {
+    let mut resp = AdmissionResponse::from(req);
+    if !warnings.is_empty() {
+        resp.warnings = Some(warnings);
+    }
+    resp
+}
+
+/// Denies the request with 403 and a message the admin sees on `kubectl delete`.
+pub fn deny(req: &Request, message: String) -> AdmissionResponse {
+    let mut resp = AdmissionResponse::from(req).deny(message);
+    resp.result.code = 403;
+    resp.result.reason = "Forbidden".to_string();
+    resp
+}
+
+/// Wraps a response into the review the API server expects back.
+pub fn into_review(resp: AdmissionResponse) -> AdmissionReview<DynamicObject> {
+    let mut review = resp.into_review();
+    review.types.api_version = REVIEW_API_VERSION.to_string();
+    review.types.kind = REVIEW_KIND.to_string();
+    review
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn review(operation: &str, resource: &str, old: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+                "kind": {"group": GROUP, "version": "v1", "kind": "MachineOSConfig"},
+                "resource": {"group": GROUP, "version": "v1", "resource": resource},
+                "name": "worker",
+                "operation": operation,
+                "userInfo": {"username": "admin"},
+                "object": null,
+                "oldObject": old,
+                "dryRun": false
+            }
+        }))
+        .expect("serializes")
+    }
+
+    fn mosc() -> serde_json::Value {
+        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "MachineOSConfig", "metadata": {"name": "worker"}})
+    }
+
+    #[test]
+    fn delete_of_a_config_is_classified_with_its_object() {
+        let req = decode(&review("DELETE", "machineosconfigs", mosc())).expect("decodes");
+        match classify(&req) {
+            Classified::Delete {
+                kind,
+                name,
+                subject: Ok(Subject::Config(c)),
+            } => {
+                assert_eq!(
+                    (kind, name.as_str()),
+                    (TargetKind::MachineOSConfig, "worker")
+                );
+                assert_eq!(c.name(), "worker");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn other_operations_and_resources_are_ignored() {
+        for (op, res) in [
+            ("UPDATE", "machineosconfigs"),
+            ("CREATE", "machineosbuilds"),
+            ("DELETE", "machineconfigpools"),
+        ] {
+            let req = decode(&review(op, res, mosc())).expect("decodes");
+            assert!(matches!(classify(&req), Classified::Ignore), "{op} {res}");
+        }
+    }
+
+    #[test]
+    fn missing_old_object_is_reported_not_guessed() {
+        let req = decode(&review(
+            "DELETE",
+            "machineosbuilds",
+            serde_json::Value::Null,
+        ))
+        .expect("decodes");
+        assert!(matches!(
+            classify(&req),
+            Classified::Delete {
+                subject: Err(_),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn malformed_bodies_are_errors() {
+        assert!(matches!(decode(b"{not json"), Err(DecodeError::Json(_))));
+        let wrong = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}});
+        assert!(matches!(
+            decode(&serde_json::to_vec(&wrong).expect("json")),
+            Err(DecodeError::WrongKind { .. }) | Err(DecodeError::Json(_))
+        ));
+        let empty = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"});
+        assert!(matches!(
+            decode(&serde_json::to_vec(&empty).expect("json")),
+            Err(DecodeError::NoRequest)
+        ));
+    }
+
+    #[test]
+    fn denial_carries_uid_code_and_message() {
+        let req = decode(&review("DELETE", "machineosconfigs", mosc())).expect("decodes");
+        let out = serde_json::to_value(into_review(deny(&req, "no".into()))).expect("json");
+        assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(
+            out["response"]["uid"],
+            "705ab4f5-6393-11e8-b7cc-42010a800002"
+        );
+        assert_eq!(out["response"]["allowed"], false);
+        assert_eq!(out["response"]["status"]["code"], 403);
+        assert_eq!(out["response"]["status"]["message"], "no");
+    }
+}

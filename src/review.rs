@@ -1,0 +1,119 @@
+//! Answers one admission request: classify it, decide from the cache, and confirm
+//! every would-be allow with a fresh read, so a stale cache can delay a deletion but
+//! never let a dangerous one through.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::core::admission::AdmissionResponse;
+
+use crate::admission::{self, Classified, Request, Subject};
+use crate::message;
+use crate::metrics::{Metrics, Outcome};
+use crate::policy::{self, PolicyMode, TargetKind, Verdict};
+use crate::snapshot::Snapshot;
+use crate::view::ClusterView;
+
+pub struct Reviewer<V> {
+    pub view: V,
+    pub mode: PolicyMode,
+    pub metrics: Arc<Metrics>,
+    /// Upper bound for the confirming read; past it the guard fails closed.
+    pub confirm_timeout: Duration,
+}
+
+impl<V: ClusterView> Reviewer<V> {
+    pub async fn review(&self, req: &Request) -> AdmissionResponse {
+        let started = Instant::now();
+        let (resource, outcome, resp) = match admission::classify(req) {
+            Classified::Ignore => ("other", Outcome::ignored, admission::allow(req, vec![])),
+            Classified::Delete {
+                kind,
+                name,
+                subject,
+            } => {
+                let (outcome, resp) = self.deletion(req, kind, &name, subject).await;
+                (kind.metric_label(), outcome, resp)
+            }
+        };
+        tracing::info!(
+            uid = %req.uid,
+            resource = %req.resource.resource,
+            name = %req.name,
+            user = req.user_info.username.as_deref().unwrap_or_default(),
+            dry_run = req.dry_run,
+            result = ?outcome,
+            "admission decision"
+        );
+        self.metrics
+            .decision(resource, outcome, started.elapsed().as_secs_f64());
+        resp
+    }
+
+    async fn deletion(
+        &self,
+        req: &Request,
+        kind: TargetKind,
+        name: &str,
+        subject: Result<Subject, String>,
+    ) -> (Outcome, AdmissionResponse) {
+        let subject = match subject {
+            Ok(s) => s,
+            Err(why) => {
+                let msg = message::unverified(kind, name, &why);
+                return (Outcome::unverified, admission::deny(req, msg));
+            }
+        };
+        let cached = policy::evaluate(&self.view.cached(), subject.as_deletion(), self.mode);
+        if !cached.allowed || cached.overridden() {
+            return respond(req, &cached);
+        }
+        match tokio::time::timeout(self.confirm_timeout, self.view.fresh()).await {
+            Ok(Ok(fresh)) => {
+                let verdict = self.evaluate(&fresh, &subject);
+                let result = if verdict.allowed && !verdict.overridden() {
+                    "confirmed"
+                } else {
+                    "overturned"
+                };
+                self.metrics.confirmation(result);
+                respond(req, &verdict)
+            }
+            failed => {
+                self.metrics.confirmation("failed");
+                let why = match failed {
+                    Ok(Err(e)) => {
+                        format!("reading nodes and builds from the API server failed: {e}")
+                    }
+                    _ => format!(
+                        "reading nodes and builds from the API server took longer than {}s",
+                        self.confirm_timeout.as_secs_f32()
+                    ),
+                };
+                tracing::warn!(%name, reason = %why, "could not confirm an allow; denying");
+                let msg = message::unverified(kind, name, &why);
+                (Outcome::unverified, admission::deny(req, msg))
+            }
+        }
+    }
+
+    fn evaluate(&self, snapshot: &Snapshot, subject: &Subject) -> Verdict {
+        policy::evaluate(snapshot, subject.as_deletion(), self.mode)
+    }
+}
+
+fn respond(req: &Request, verdict: &Verdict) -> (Outcome, AdmissionResponse) {
+    if !verdict.allowed {
+        (
+            Outcome::denied,
+            admission::deny(req, message::denial(verdict)),
+        )
+    } else if verdict.overridden() {
+        (
+            Outcome::overridden,
+            admission::allow(req, message::override_warnings(verdict)),
+        )
+    } else {
+        (Outcome::allowed, admission::allow(req, vec![]))
+    }
+}

@@ -1,0 +1,156 @@
+//! Serving certificate, reloaded from disk without a restart.
+//!
+//! The files are re-read on a timer by path, not watched by inode: kubelet updates a
+//! Secret volume by swapping the `..data` symlink, which inotify on the old target
+//! never reports. Each handshake picks the newest good pair; connections already
+//! established keep theirs, so rotation drops no in-flight request. A pair that does
+//! not parse (e.g. read between the two writes of a rotation) is logged and the last
+//! good pair stays in service.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls::{ServerConfig, version};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {reason}")]
+    Parse { path: PathBuf, reason: String },
+    #[error("building the TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// The files a certificate pair comes from.
+#[derive(Clone, Debug)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Serves the most recently loaded good certificate pair.
+#[derive(Debug)]
+pub struct ReloadingResolver {
+    files: CertFiles,
+    provider: Arc<CryptoProvider>,
+    current: RwLock<Loaded>,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    raw: (Vec<u8>, Vec<u8>),
+    key: Arc<CertifiedKey>,
+}
+
+impl ReloadingResolver {
+    /// Loads the pair once; failing here is fatal, since there is nothing to serve.
+    pub fn load(files: CertFiles) -> Result<Arc<Self>, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let raw = read_pair(&files)?;
+        let key = certified_key(&files, &raw, &provider)?;
+        Ok(Arc::new(Self {
+            files,
+            provider,
+            current: RwLock::new(Loaded { raw, key }),
+        }))
+    }
+
+    /// Re-reads the files; returns true when a new pair went into service.
+    pub fn reload(&self) -> Result<bool, TlsError> {
+        let raw = read_pair(&self.files)?;
+        if self.read_current(|c| c.raw == raw) {
+            return Ok(false);
+        }
+        let key = certified_key(&self.files, &raw, &self.provider)?;
+        if let Ok(mut current) = self.current.write() {
+            *current = Loaded { raw, key };
+        }
+        Ok(true)
+    }
+
+    /// Reloads every `interval` until the task is dropped.
+    pub fn spawn_reloader(self: &Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                match this.reload() {
+                    Ok(true) => {
+                        tracing::info!(cert = %this.files.cert.display(), "serving certificate reloaded")
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "serving certificate not reloaded; keeping the previous one")
+                    }
+                }
+            }
+        })
+    }
+
+    /// A server configuration (TLS 1.2 and 1.3, HTTP/2 and HTTP/1.1) using this resolver.
+    pub fn server_config(self: &Arc<Self>) -> Result<ServerConfig, TlsError> {
+        let mut config = ServerConfig::builder_with_provider(Arc::clone(&self.provider))
+            .with_protocol_versions(&[&version::TLS13, &version::TLS12])?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::clone(self) as Arc<dyn ResolvesServerCert>);
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+
+    fn read_current<T>(&self, f: impl FnOnce(&Loaded) -> T) -> T {
+        match self.current.read() {
+            Ok(guard) => f(&guard),
+            Err(poisoned) => f(&poisoned.into_inner()),
+        }
+    }
+}
+
+impl ResolvesServerCert for ReloadingResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.read_current(|c| Arc::clone(&c.key)))
+    }
+}
+
+fn read_pair(files: &CertFiles) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|source| TlsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    Ok((read(&files.cert)?, read(&files.key)?))
+}
+
+fn certified_key(
+    files: &CertFiles,
+    (cert_pem, key_pem): &(Vec<u8>, Vec<u8>),
+    provider: &CryptoProvider,
+) -> Result<Arc<CertifiedKey>, TlsError> {
+    let parse_err = |path: &Path, reason: String| TlsError::Parse {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| parse_err(&files.cert, format!("not a PEM certificate chain: {e}")))?;
+    if chain.is_empty() {
+        return Err(parse_err(&files.cert, "no certificate found".into()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| parse_err(&files.key, format!("not a PEM private key: {e}")))?;
+    let certified = CertifiedKey::from_der(chain, key, provider)
+        .map_err(|e| parse_err(&files.key, format!("key does not fit the certificate: {e}")))?;
+    Ok(Arc::new(certified))
+}
