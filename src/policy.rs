@@ -224,7 +224,12 @@ fn images_of_config(snapshot: &Snapshot, mosc: &MachineOSConfig) -> Guard {
     if let Some(spec) = &mosc.status.current_image_pull_spec {
         guard.add(spec, mosc.current_build_name());
     }
-    if builds == 0 {
+    // A config with no builds left but evidence that it built (a current image or build
+    // name) may have images on nodes that no build lists any more; a config that never
+    // built has no images at all, so it guards nothing rather than its whole repository.
+    let has_built =
+        mosc.status.current_image_pull_spec.is_some() || mosc.current_build_name().is_some();
+    if builds == 0 && has_built {
         guard.fallback = mosc
             .spec
             .rendered_image_push_spec

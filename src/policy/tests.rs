@@ -27,6 +27,13 @@ fn mosc(name: &str, current: Option<&str>) -> Value {
     })
 }
 
+/// A config that built before (MCO's current-build annotation) but has no builds left.
+fn mosc_builds_gone(name: &str) -> Value {
+    let mut v = mosc(name, None);
+    v["metadata"]["annotations"] = json!({"machineconfiguration.openshift.io/current-machine-os-build": format!("{name}-old")});
+    v
+}
+
 fn mosb(name: &str, mosc: &str, hex: &str) -> Value {
     json!({
         "metadata": {"name": name, "labels": {LABEL_MACHINE_OS_CONFIG: mosc}},
@@ -175,7 +182,7 @@ fn table() {
         (
             "builds already gone: repository fallback",
             Cluster {
-                moscs: vec![mosc("worker", None)],
+                moscs: vec![mosc_builds_gone("worker")],
                 mosbs: vec![],
                 ..Cluster::report()
             },
@@ -286,6 +293,16 @@ fn table() {
             vec![],
         ),
         (
+            "a config that never built guards nothing, not even its repository",
+            Cluster {
+                moscs: vec![mosc("worker", Some(NEW)), mosc("infra", None)],
+                ..Cluster::report()
+            },
+            "infra",
+            InUse,
+            vec![],
+        ),
+        (
             "non-layered nodes never block",
             Cluster {
                 nodes: vec![node(NODE, &["worker"], None, None, "Done")],
@@ -347,7 +364,7 @@ fn custom_pool_wins_over_worker() {
 #[test]
 fn repository_fallback_matches_any_image_of_the_repository() {
     let c = Cluster {
-        moscs: vec![mosc("worker", None)],
+        moscs: vec![mosc_builds_gone("worker")],
         mosbs: vec![],
         nodes: vec![
             node("a", &["worker"], Some(&img(INFRA)), None, "Working"),

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what `make demo` and `make test` need and a fresh machine may lack.
+# Quiet when everything is present; uses apt-get (as root) for Debian packages.
+set -euo pipefail
+
+missing=()
+need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+need go golang-go
+need kubectl kubernetes-client
+need openssl openssl
+need curl curl
+need git git
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "error: need root to apt-get install ${missing[*]}; install them and retry" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "error: cargo not found; install Rust (rustup) first" >&2
+  exit 1
+fi
+for component in rustfmt clippy; do
+  if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
+    echo "installing rust component $component" >&2
+    rustup component add "$component" >/dev/null
+  fi
+done
