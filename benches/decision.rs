@@ -44,6 +44,10 @@ fn digest(i: usize) -> String {
     format!("{i:064x}")
 }
 
+fn parse<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Arc<T> {
+    Arc::new(serde_json::from_value(v).expect("bench fixture"))
+}
+
 /// A cluster of `n` nodes in three pools: two thirds layered and settled on an older
 /// image, three nodes rolling to the new one, the rest not layered. Node metadata is
 /// shaped like a real node's (labels, MCO annotations), without managedFields.
@@ -90,7 +94,6 @@ fn cluster(n: usize) -> (Snapshot, MachineOSConfig) {
             "annotations": ann
         }})
     };
-    let parse = |v: serde_json::Value| Arc::new(serde_json::from_value(v).expect("bench fixture"));
     let mosc: MachineOSConfig = serde_json::from_value(json!({
         "metadata": {"name": "worker"},
         "spec": {"machineConfigPool": {"name": "worker"}, "renderedImagePushSpec": format!("{REPO}:latest")},

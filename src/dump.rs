@@ -146,6 +146,10 @@ fn load_file(path: &Path, rel: &str, objects: &mut Objects, warnings: &mut Warni
     let mut found = Vec::new();
     let mut problems = Vec::new();
     for (i, document) in documents.into_iter().enumerate() {
+        // An empty document (`---` at the end of a file, an empty file) holds nothing.
+        if document.is_null() {
+            continue;
+        }
         if let Err(problem) = flatten(document, None, &mut found) {
             problems.push(if several {
                 format!("document {}: {problem}", i + 1)
@@ -207,8 +211,6 @@ fn flatten(
     out: &mut Vec<Typed>,
 ) -> Result<(), String> {
     let mut object = match value {
-        // An empty document (`---` at the end of a file, an empty file).
-        Value::Null if inherit.is_none() => return Ok(()),
         Value::Object(object) => object,
         other => {
             return Err(format!(
@@ -595,6 +597,7 @@ items:
         let text = r#"{"apiVersion": "v1", "kind": "List", "items": [
             {"metadata": {"name": "a"}},
             "junk",
+            null,
             {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}
         ]}"#;
         let loaded = load(&[("list.json", text)]);
@@ -604,11 +607,9 @@ items:
             "good items still read"
         );
         assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
-        assert!(
-            loaded.warnings[0]
-                .starts_with("skipping list.json: List item 1: not a Kubernetes object"),
-            "{}",
-            loaded.warnings[0]
+        assert_eq!(
+            loaded.warnings[0],
+            "skipping list.json: List item 1: not a Kubernetes object (no apiVersion/kind) (and 2 more items)"
         );
     }
 
@@ -626,6 +627,8 @@ items:
                 "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: ns\nspec:\n  containers: []\n",
             ),
             ("a/binary.json", "\u{0}\u{1}{"),
+            ("a/empty.yaml", ""),
+            ("a/only-separators.yml", "---\n---\n"),
             ("b/mosc.yaml", MOSC),
         ]);
         assert_eq!(names(&loaded.snapshot.machine_os_configs), ["worker"]);
