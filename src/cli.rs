@@ -146,7 +146,7 @@ async fn run_check(args: &CheckArgs) -> Result<bool, String> {
             for w in &loaded.warnings {
                 eprintln!("warning: {w}");
             }
-            (loaded.snapshot, Vec::new(), dir.display().to_string())
+            (loaded.snapshot, loaded.warnings, dir.display().to_string())
         }
         None => {
             let client = live::client(
@@ -156,25 +156,28 @@ async fn run_check(args: &CheckArgs) -> Result<bool, String> {
             .await
             .map_err(|e| e.to_string())?;
             let (snapshot, missing) = live::snapshot(&client).await.map_err(|e| e.to_string())?;
-            let notes = missing
+            let notes: Vec<String> = missing
                 .iter()
                 .map(|m| format!("the cluster does not serve {m}; treated as empty"))
                 .collect();
+            for n in &notes {
+                eprintln!("warning: {n}");
+            }
             (snapshot, notes, "the cluster".to_string())
         }
     };
     let target = find(&snapshot, kind, name).ok_or_else(|| {
-        let hint = notes.first().map(|n| format!(" ({n})")).unwrap_or_default();
+        let api = format!("{}s.", kind.cli_name());
+        let hint = notes
+            .iter()
+            .find(|n| n.contains(&api))
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default();
         format!("{} \"{name}\" not found in {source}{hint}", kind.cli_name())
     })?;
     let verdict = policy::evaluate(&snapshot, target, args.source.policy);
     match args.output {
-        Output::Text => {
-            for n in &notes {
-                eprintln!("warning: {n}");
-            }
-            println!("{}", report::text(&verdict));
-        }
+        Output::Text => println!("{}", report::text(&verdict)),
         Output::Json => {
             let json = serde_json::to_string_pretty(&Report::new(&verdict, notes))
                 .map_err(|e| format!("encoding the report: {e}"))?;

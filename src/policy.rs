@@ -77,6 +77,7 @@ pub enum Deletion<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct GuardedImage {
     pub image: String,
+    #[serde(rename = "machineOSBuild")]
     pub machine_os_build: Option<String>,
 }
 
@@ -102,6 +103,7 @@ pub struct BlockingNode {
     /// The guarded image this node matched.
     pub image: String,
     /// The build that produced it, when known.
+    #[serde(rename = "machineOSBuild")]
     pub machine_os_build: Option<String>,
     #[serde(skip)]
     pub reason: BlockReason,
