@@ -57,7 +57,7 @@ fn cluster(n: usize) -> (Snapshot, MachineOSConfig) {
     let node = |i: usize| {
         let (desired, current, state) = match i {
             0..=2 => (Some(&new), Some(&old), "Working"),
-            _ if i % 3 == 0 => (None, None, "Done"),
+            _ if i.is_multiple_of(3) => (None, None, "Done"),
             _ => (Some(&old), Some(&old), "Done"),
         };
         let mut ann = serde_json::Map::new();

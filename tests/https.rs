@@ -1,0 +1,715 @@
+//! The webhook over real HTTPS: an in-process server on a loopback port, rcgen
+//! certificates on disk, and a rustls client, exercising what the API server sends.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mosc_guard::metrics::Metrics;
+use mosc_guard::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
+use mosc_guard::policy::PolicyMode;
+use mosc_guard::review::Reviewer;
+use mosc_guard::server::{self, Limits, MAX_BODY_BYTES};
+use mosc_guard::snapshot::Snapshot;
+use mosc_guard::tls::{CertFiles, ReloadingResolver};
+use mosc_guard::view::{ClusterView, StaticView};
+use serde_json::{Value, json};
+use support::pki::Pki;
+use tokio::sync::oneshot;
+
+const GROUP: &str = "machineconfiguration.openshift.io";
+const IMAGE: &str = "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image@sha256:01971adebd63aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const NODE: &str = "ip-10-0-11-240.us-east-2.compute.internal";
+
+fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {
+    Arc::new(serde_json::from_value(v).expect("fixture"))
+}
+
+/// A MOSC `worker` whose image node NODE is rolling to, plus a settled config `infra`.
+fn cluster() -> Snapshot {
+    Snapshot {
+        machine_os_configs: vec![parse(mosc("worker", None)), parse(mosc("infra", None))],
+        machine_os_builds: vec![parse(json!({
+            "metadata": {"name": "worker-8f2a1c", "labels": {LABEL_MACHINE_OS_CONFIG: "worker"}},
+            "status": {"digestedImagePushSpec": IMAGE}
+        }))],
+        pools: vec![parse(
+            json!({"metadata": {"name": "worker"}, "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}}}}),
+        )],
+        nodes: vec![parse(json!({"metadata": {
+            "name": NODE,
+            "labels": {"node-role.kubernetes.io/worker": ""},
+            "annotations": {
+                "machineconfiguration.openshift.io/desiredImage": IMAGE,
+                "machineconfiguration.openshift.io/state": "Working"
+            }
+        }}))],
+    }
+}
+
+fn mosc(name: &str, override_reason: Option<&str>) -> Value {
+    let mut meta = json!({"name": name, "uid": format!("uid-{name}")});
+    if let Some(r) = override_reason {
+        meta["annotations"] = json!({OVERRIDE_ANNOTATION: r});
+    }
+    json!({
+        "apiVersion": format!("{GROUP}/v1"), "kind": "MachineOSConfig", "metadata": meta,
+        "spec": {"machineConfigPool": {"name": name}, "renderedImagePushSpec": "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image:latest"},
+        "status": {"currentImagePullSpec": if name == "worker" { json!(IMAGE) } else { Value::Null }}
+    })
+}
+
+/// An AdmissionReview as kube-apiserver sends it.
+fn review(operation: &str, resource: &str, old: Value, dry_run: bool) -> Value {
+    let name = old["metadata"]["name"].clone();
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "3c9f2a58-5d0e-4a43-9d34-1f0b2b5e9e01",
+            "kind": {"group": GROUP, "version": "v1", "kind": "MachineOSConfig"},
+            "resource": {"group": GROUP, "version": "v1", "resource": resource},
+            "requestKind": {"group": GROUP, "version": "v1", "kind": "MachineOSConfig"},
+            "requestResource": {"group": GROUP, "version": "v1", "resource": resource},
+            "name": name,
+            "operation": operation,
+            "userInfo": {"username": "kube:admin", "groups": ["system:cluster-admins"]},
+            "object": if operation == "DELETE" { Value::Null } else { old.clone() },
+            "oldObject": if operation == "CREATE" { Value::Null } else { old },
+            "dryRun": dry_run,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions"}
+        }
+    })
+}
+
+/// A running in-process server; stops when dropped.
+struct Server {
+    url: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+    _reloader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self._reloader.abort();
+    }
+}
+
+async fn start(files: CertFiles, snapshot: Snapshot) -> Server {
+    start_with(files, StaticView(Arc::new(snapshot))).await
+}
+
+async fn start_with<V: ClusterView>(files: CertFiles, view: V) -> Server {
+    let resolver = ReloadingResolver::load(files).expect("certificate loads");
+    let reloader = resolver.spawn_reloader(Duration::from_millis(100));
+    let tls = Arc::new(resolver.server_config().expect("tls config"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let url = format!(
+        "https://127.0.0.1:{}",
+        listener.local_addr().expect("addr").port()
+    );
+    let reviewer = Reviewer {
+        view,
+        mode: PolicyMode::InFlight,
+        metrics: Arc::new(Metrics::default()),
+        confirm_timeout: Duration::from_millis(500),
+    };
+    let limits = Limits {
+        request_timeout: Duration::from_secs(5),
+        shutdown_grace: Duration::from_secs(5),
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let app = server::router(reviewer, limits.request_timeout);
+    let task = tokio::spawn(async move {
+        server::serve(listener, tls, app, &limits, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    Server {
+        url,
+        stop: Some(stop),
+        task,
+        _reloader: reloader,
+    }
+}
+
+fn client(
+    ca_pem: &[u8],
+    version: Option<&'static rustls::SupportedProtocolVersion>,
+) -> reqwest::Client {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.expect("CA PEM")).expect("CA accepted");
+    }
+    let versions = match version {
+        Some(v) => vec![v],
+        None => vec![&rustls::version::TLS13, &rustls::version::TLS12],
+    };
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&versions)
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    reqwest::Client::builder()
+        .use_preconfigured_tls(config)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client")
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    pki: Pki,
+    server: Server,
+    http: reqwest::Client,
+}
+
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = Pki::new(dir.path()).expect("pki");
+    let pair = pki
+        .server_cert("mosc-guard", &["127.0.0.1"])
+        .expect("server cert");
+    let server = start(
+        CertFiles {
+            cert: pair.cert,
+            key: pair.key,
+        },
+        cluster(),
+    )
+    .await;
+    let http = client(pki.ca_pem().as_bytes(), None);
+    Setup {
+        _dir: dir,
+        pki,
+        server,
+        http,
+    }
+}
+
+async fn post(s: &Setup, body: &Value) -> Value {
+    let resp = s
+        .http
+        .post(format!("{}/validate", s.server.url))
+        .json(body)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(resp.status(), 200);
+    resp.json().await.expect("review json")
+}
+
+#[tokio::test]
+async fn denies_a_deletion_a_node_still_needs_with_an_actionable_message() {
+    let s = setup().await;
+    let out = post(
+        &s,
+        &review("DELETE", "machineosconfigs", mosc("worker", None), false),
+    )
+    .await;
+    assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(out["kind"], "AdmissionReview");
+    let resp = &out["response"];
+    assert_eq!(resp["uid"], "3c9f2a58-5d0e-4a43-9d34-1f0b2b5e9e01");
+    assert_eq!(resp["allowed"], false);
+    assert_eq!(resp["status"]["code"], 403);
+    let msg = resp["status"]["message"].as_str().expect("message");
+    assert!(msg.starts_with("machineosconfig \"worker\" cannot be deleted yet: 1 node still needs an image built from it."), "{msg}");
+    assert!(msg.contains(&format!("{NODE} (pool worker, state Working): desired .../ocb-image@sha256:01971adebd63..., current <none>")), "{msg}");
+    assert!(
+        msg.contains("oc annotate machineosconfig worker mosc-guard.dev/allow-deletion="),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn allows_a_safe_deletion_and_other_operations_untouched() {
+    let s = setup().await;
+    let out = post(
+        &s,
+        &review("DELETE", "machineosconfigs", mosc("infra", None), false),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], true);
+    assert!(out["response"].get("warnings").is_none());
+    for op in ["CREATE", "UPDATE"] {
+        let out = post(
+            &s,
+            &review(op, "machineosconfigs", mosc("worker", None), false),
+        )
+        .await;
+        assert_eq!(out["response"]["allowed"], true, "{op}");
+        assert!(out["response"].get("warnings").is_none(), "{op}");
+    }
+    let mut other = review("DELETE", "machineconfigs", mosc("worker", None), false);
+    other["request"]["resource"]["resource"] = json!("machineconfigs");
+    assert_eq!(post(&s, &other).await["response"]["allowed"], true);
+}
+
+#[tokio::test]
+async fn deleting_the_build_being_rolled_is_denied() {
+    let s = setup().await;
+    let mosb = json!({
+        "apiVersion": format!("{GROUP}/v1"), "kind": "MachineOSBuild",
+        "metadata": {"name": "worker-8f2a1c", "labels": {LABEL_MACHINE_OS_CONFIG: "worker"}},
+        "status": {"digestedImagePushSpec": IMAGE}
+    });
+    let out = post(&s, &review("DELETE", "machineosbuilds", mosb, false)).await;
+    assert_eq!(out["response"]["allowed"], false);
+    let msg = out["response"]["status"]["message"]
+        .as_str()
+        .expect("message");
+    assert!(
+        msg.starts_with("machineosbuild \"worker-8f2a1c\" cannot be deleted yet"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn override_allows_with_warnings() {
+    let s = setup().await;
+    let old = mosc("worker", Some("node is being replaced"));
+    let out = post(&s, &review("DELETE", "machineosconfigs", old, false)).await;
+    assert_eq!(out["response"]["allowed"], true);
+    let warnings: Vec<&str> = out["response"]["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        warnings[0].contains("node is being replaced"),
+        "{warnings:?}"
+    );
+    assert!(warnings.iter().any(|w| w.contains(NODE)), "{warnings:?}");
+}
+
+#[tokio::test]
+async fn dry_run_gets_the_same_verdict() {
+    let s = setup().await;
+    let wet = post(
+        &s,
+        &review("DELETE", "machineosconfigs", mosc("worker", None), false),
+    )
+    .await;
+    let dry = post(
+        &s,
+        &review("DELETE", "machineosconfigs", mosc("worker", None), true),
+    )
+    .await;
+    assert_eq!(dry["response"]["allowed"], false);
+    assert_eq!(dry["response"]["status"], wet["response"]["status"]);
+}
+
+#[tokio::test]
+async fn malformed_wrong_kind_and_oversized_requests_are_rejected_with_reasons() {
+    let s = setup().await;
+    let url = format!("{}/validate", s.server.url);
+    let send = |body: Vec<u8>| {
+        s.http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let resp = send(b"{\"apiVersion\": ".to_vec()).await.expect("request");
+    assert_eq!(resp.status(), 400);
+    assert!(
+        resp.text()
+            .await
+            .expect("body")
+            .contains("not a valid AdmissionReview")
+    );
+
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}});
+    let resp = send(serde_json::to_vec(&pod).expect("json"))
+        .await
+        .expect("request");
+    assert_eq!(resp.status(), 400);
+    let text = resp.text().await.expect("body");
+    assert!(text.contains("AdmissionReview"), "{text}");
+
+    let mut v1beta1 = review("DELETE", "machineosconfigs", mosc("worker", None), false);
+    v1beta1["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    let resp = send(serde_json::to_vec(&v1beta1).expect("json"))
+        .await
+        .expect("request");
+    assert_eq!(resp.status(), 400);
+    assert!(
+        resp.text()
+            .await
+            .expect("body")
+            .contains("admission.k8s.io/v1beta1")
+    );
+
+    let mut huge = review("DELETE", "machineosconfigs", mosc("worker", None), false);
+    huge["request"]["oldObject"]["spec"]["padding"] = json!("x".repeat(MAX_BODY_BYTES));
+    let resp = send(serde_json::to_vec(&huge).expect("json"))
+        .await
+        .expect("request");
+    assert_eq!(resp.status(), 413);
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics() {
+    let s = setup().await;
+    let get = |path: &str| s.http.get(format!("{}{path}", s.server.url)).send();
+    assert_eq!(get("/healthz").await.expect("healthz").status(), 200);
+    assert_eq!(get("/readyz").await.expect("readyz").status(), 200);
+    post(
+        &s,
+        &review("DELETE", "machineosconfigs", mosc("worker", None), false),
+    )
+    .await;
+    post(
+        &s,
+        &review("DELETE", "machineosconfigs", mosc("infra", None), false),
+    )
+    .await;
+    let text = get("/metrics")
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("body");
+    for want in [
+        "mosc_guard_admission_decisions_total{resource=\"machineosconfigs\",result=\"denied\"} 1",
+        "mosc_guard_admission_decisions_total{resource=\"machineosconfigs\",result=\"allowed\"} 1",
+        "mosc_guard_admission_decision_duration_seconds_count 2",
+        "mosc_guard_confirmations_total{result=\"confirmed\"} 1",
+        "mosc_guard_cache_objects{cache=\"nodes\"} 1",
+        "mosc_guard_ready 1",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn serves_tls_1_2_and_1_3_over_http_1_and_2() {
+    let s = setup().await;
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        let http = client(s.pki.ca_pem().as_bytes(), Some(version));
+        let resp = http
+            .get(format!("{}/healthz", s.server.url))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(resp.status(), 200, "{version:?}");
+        assert_eq!(resp.version(), reqwest::Version::HTTP_2, "ALPN picks h2");
+    }
+}
+
+/// Lays out certificate files the way kubelet projects a Secret volume:
+/// `tls.crt -> ..data/tls.crt`, `..data -> ..<timestamp>/`, swapped atomically.
+fn project_secret(volume: &Path, generation: &str, cert: &Path, key: &Path) {
+    let data_dir = volume.join(format!("..{generation}"));
+    std::fs::create_dir_all(&data_dir).expect("data dir");
+    std::fs::copy(cert, data_dir.join("tls.crt")).expect("copy cert");
+    std::fs::copy(key, data_dir.join("tls.key")).expect("copy key");
+    let tmp = volume.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(format!("..{generation}"), &tmp).expect("symlink");
+    std::fs::rename(&tmp, volume.join("..data")).expect("atomic swap");
+    for f in ["tls.crt", "tls.key"] {
+        let link = volume.join(f);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(PathBuf::from("..data").join(f), &link).expect("symlink");
+        }
+    }
+}
+
+/// A TLS connection to `url` that trusts `ca_pem`, speaking HTTP/1.1 by hand.
+async fn raw_tls(
+    url: &str,
+    ca_pem: &[u8],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.expect("CA PEM")).expect("CA accepted");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let addr = url.trim_start_matches("https://");
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = ServerName::try_from("127.0.0.1").expect("server name");
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("handshake with the old certificate")
+}
+
+#[tokio::test]
+async fn certificate_rotation_by_symlink_swap_needs_no_restart() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old_pki = Pki::new(&dir.path().join("old")).expect("old pki");
+    let new_pki = Pki::new(&dir.path().join("new")).expect("new pki");
+    let old = old_pki
+        .server_cert("mosc-guard", &["127.0.0.1"])
+        .expect("old cert");
+    let new = new_pki
+        .server_cert("mosc-guard", &["127.0.0.1"])
+        .expect("new cert");
+    let volume = dir.path().join("volume");
+    std::fs::create_dir_all(&volume).expect("volume");
+    project_secret(&volume, "2026_11_30_01", &old.cert, &old.key);
+    let server = start(
+        CertFiles {
+            cert: volume.join("tls.crt"),
+            key: volume.join("tls.key"),
+        },
+        cluster(),
+    )
+    .await;
+    let healthz = format!("{}/healthz", server.url);
+
+    let trusts_old = client(old_pki.ca_pem().as_bytes(), None);
+    let trusts_new = client(new_pki.ca_pem().as_bytes(), None);
+    assert_eq!(
+        trusts_old
+            .get(&healthz)
+            .send()
+            .await
+            .expect("old ok")
+            .status(),
+        200
+    );
+    assert!(
+        trusts_new.get(&healthz).send().await.is_err(),
+        "new CA not yet served"
+    );
+
+    // A request in flight across the swap: handshake and headers now, body later.
+    let body = serde_json::to_vec(&review(
+        "DELETE",
+        "machineosconfigs",
+        mosc("worker", None),
+        false,
+    ))
+    .expect("json");
+    let mut in_flight = raw_tls(&server.url, old_pki.ca_pem().as_bytes()).await;
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    in_flight.write_all(head.as_bytes()).await.expect("headers");
+    in_flight
+        .write_all(&body[..body.len() / 2])
+        .await
+        .expect("half the body");
+    project_secret(&volume, "2026_11_30_02", &new.cert, &new.key);
+
+    let mut rotated = false;
+    for _ in 0..50 {
+        if trusts_new.get(&healthz).send().await.is_ok() {
+            rotated = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(rotated, "new certificate served within 5 s of the swap");
+    in_flight
+        .write_all(&body[body.len() / 2..])
+        .await
+        .expect("rest of the body");
+    let mut answer = String::new();
+    in_flight
+        .read_to_string(&mut answer)
+        .await
+        .expect("response");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"allowed\":false"), "{answer}");
+    // The old client's pooled connection keeps working; its new handshakes would not.
+    assert_eq!(
+        trusts_old
+            .get(&healthz)
+            .send()
+            .await
+            .expect("pooled")
+            .status(),
+        200
+    );
+    let fresh_old = client(old_pki.ca_pem().as_bytes(), None);
+    assert!(
+        fresh_old.get(&healthz).send().await.is_err(),
+        "old CA no longer served"
+    );
+
+    // A half-written rotation (garbage key) keeps the last good certificate in service.
+    std::fs::write(dir.path().join("bad.key"), "not a key").expect("write");
+    project_secret(
+        &volume,
+        "2026_11_30_03",
+        &new.cert,
+        &dir.path().join("bad.key"),
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let fresh_new = client(new_pki.ca_pem().as_bytes(), None);
+    assert_eq!(
+        fresh_new
+            .get(&healthz)
+            .send()
+            .await
+            .expect("still served")
+            .status(),
+        200
+    );
+}
+
+#[tokio::test]
+async fn shutdown_stops_accepting_and_returns() {
+    let mut s = setup().await;
+    assert_eq!(
+        s.http
+            .get(format!("{}/healthz", s.server.url))
+            .send()
+            .await
+            .expect("up")
+            .status(),
+        200
+    );
+    if let Some(stop) = s.server.stop.take() {
+        stop.send(()).expect("server listening for shutdown");
+    }
+    tokio::time::timeout(Duration::from_secs(10), &mut s.server.task)
+        .await
+        .expect("server stops within the grace period")
+        .expect("server task");
+    let fresh = client(s.pki.ca_pem().as_bytes(), None);
+    assert!(
+        fresh
+            .get(format!("{}/healthz", s.server.url))
+            .send()
+            .await
+            .is_err()
+    );
+}
+
+/// A cache that lags behind the cluster: empty when cached, and a fresh read that
+/// returns the real cluster, fails, or never answers.
+struct LaggingView {
+    fresh: Fresh,
+}
+
+enum Fresh {
+    Cluster(Snapshot),
+    Fails(&'static str),
+    Hangs,
+}
+
+impl ClusterView for LaggingView {
+    fn cached(&self) -> Snapshot {
+        Snapshot::default()
+    }
+
+    fn fresh(&self) -> futures::future::BoxFuture<'_, Result<Snapshot, String>> {
+        Box::pin(async move {
+            match &self.fresh {
+                Fresh::Cluster(s) => Ok(s.clone()),
+                Fresh::Fails(e) => Err(e.to_string()),
+                Fresh::Hangs => std::future::pending().await,
+            }
+        })
+    }
+
+    fn ready(&self) -> bool {
+        true
+    }
+
+    fn sizes(&self) -> Vec<(&'static str, usize)> {
+        Vec::new()
+    }
+}
+
+async fn lagging(fresh: Fresh) -> Setup {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = Pki::new(dir.path()).expect("pki");
+    let pair = pki
+        .server_cert("mosc-guard", &["127.0.0.1"])
+        .expect("server cert");
+    let server = start_with(
+        CertFiles {
+            cert: pair.cert,
+            key: pair.key,
+        },
+        LaggingView { fresh },
+    )
+    .await;
+    let http = client(pki.ca_pem().as_bytes(), None);
+    Setup {
+        _dir: dir,
+        pki,
+        server,
+        http,
+    }
+}
+
+#[tokio::test]
+async fn a_stale_cache_allow_is_overturned_by_the_fresh_read() {
+    let s = lagging(Fresh::Cluster(cluster())).await;
+    let out = post(
+        &s,
+        &review("DELETE", "machineosconfigs", mosc("worker", None), false),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], false);
+    let msg = out["response"]["status"]["message"]
+        .as_str()
+        .expect("message");
+    assert!(msg.contains(NODE), "{msg}");
+    let metrics = s
+        .http
+        .get(format!("{}/metrics", s.server.url))
+        .send()
+        .await
+        .expect("metrics");
+    let text = metrics.text().await.expect("body");
+    assert!(
+        text.contains("mosc_guard_confirmations_total{result=\"overturned\"} 1"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn an_allow_that_cannot_be_verified_is_denied_saying_why() {
+    for (fresh, why) in [
+        (Fresh::Fails("connection refused"), "connection refused"),
+        (Fresh::Hangs, "took longer than 0.5s"),
+    ] {
+        let s = lagging(fresh).await;
+        let out = post(
+            &s,
+            &review("DELETE", "machineosconfigs", mosc("infra", None), false),
+        )
+        .await;
+        assert_eq!(out["response"]["allowed"], false, "{why}");
+        assert_eq!(out["response"]["status"]["code"], 403, "{why}");
+        let msg = out["response"]["status"]["message"]
+            .as_str()
+            .expect("message");
+        assert!(msg.contains("could not verify"), "{msg}");
+        assert!(msg.contains(why), "{msg}");
+        assert!(msg.contains("fails closed"), "{msg}");
+    }
+}

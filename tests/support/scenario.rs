@@ -1,0 +1,373 @@
+//! The report's scenario: a `worker` pool of plain Node objects opted into image mode by a MOSC
+//! whose images live on the harness registry; plus wait helpers and readers for assertions.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{DynamicObject, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use super::Result;
+use super::controlplane::ControlPlane;
+use super::image_ref::ImageRef;
+use super::mco::{
+    self, CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_IMAGE, LABEL_MOSC, STATE, STATE_DONE, str_at,
+};
+use super::registry::Registry;
+use super::simulator::{SimConfig, Simulator};
+
+/// Label that puts a node into the worker pool.
+pub const WORKER_ROLE_LABEL: &str = "node-role.kubernetes.io/worker";
+/// Hash part of the pools' rendered MachineConfig names (there is no render controller here).
+pub const RENDERED_HASH: &str = "5f4c2e8b9d0a1c3e7b6f8d2a4c9e1b3d";
+/// Repository of the built images, as on OpenShift's internal registry.
+pub const OCB_REPO: &str = "openshift-machine-config-operator/ocb-image";
+
+/// Names like OpenShift's AWS worker nodes, in the order the node controller picks them.
+pub fn node_names(count: usize) -> Vec<String> {
+    let mut names: Vec<String> = (0..count)
+        .map(|i| {
+            format!(
+                "ip-10-0-{}-{}.us-east-2.compute.internal",
+                11 + 16 * i,
+                240 - 37 * (i % 6)
+            )
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// `spec.renderedImagePushSpec` for a MOSC on the harness registry.
+pub fn push_spec(registry_host: &str) -> String {
+    format!("{registry_host}/{OCB_REPO}:latest")
+}
+
+/// Creates a MachineConfigPool selecting nodes labelled `<role_label>: ""`.
+pub async fn create_pool(
+    client: &kube::Client,
+    name: &str,
+    role_label: &str,
+    max_unavailable: u32,
+) -> Result<()> {
+    let mut pool = DynamicObject::new(name, &mco::mcp_resource()).data(json!({
+        "spec": {
+            "nodeSelector": {"matchLabels": {role_label: ""}},
+            "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": name}},
+            "maxUnavailable": max_unavailable,
+            "paused": false,
+            "configuration": {"name": rendered_config(name)},
+        }
+    }));
+    pool.metadata.labels = Some(BTreeMap::from([(
+        format!("pools.operator.machineconfiguration.openshift.io/{name}"),
+        String::new(),
+    )]));
+    mco::mcps(client)
+        .create(&PostParams::default(), &pool)
+        .await?;
+    tracing::info!("scenario: created MachineConfigPool {name} (maxUnavailable {max_unavailable})");
+    Ok(())
+}
+
+/// Creates plain Node objects in the pool of `role_label`, settled on `rendered_config` as MCO
+/// leaves them (state Done, current = desired config, no image annotations).
+pub async fn create_nodes(
+    client: &kube::Client,
+    names: &[String],
+    role_label: &str,
+    rendered_config: &str,
+) -> Result<()> {
+    for name in names {
+        let node: Node = serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    role_label: "",
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "node.openshift.io/os_id": "rhel",
+                },
+                "annotations": {
+                    CURRENT_CONFIG: rendered_config,
+                    DESIRED_CONFIG: rendered_config,
+                    STATE: STATE_DONE,
+                },
+            },
+        }))?;
+        mco::nodes(client)
+            .create(&PostParams::default(), &node)
+            .await?;
+    }
+    tracing::info!(
+        "scenario: created {} nodes: {}",
+        names.len(),
+        names.join(", ")
+    );
+    Ok(())
+}
+
+/// Creates the MachineOSConfig `pool` (its name must equal the pool's) pushing to `push_spec`.
+pub async fn create_mosc(client: &kube::Client, pool: &str, push_spec: &str) -> Result<()> {
+    let mosc = DynamicObject::new(pool, &mco::mosc_resource()).data(json!({
+        "spec": {
+            "machineConfigPool": {"name": pool},
+            "imageBuilder": {"imageBuilderType": "Job"},
+            "renderedImagePushSecret": {"name": "push-secret"},
+            "renderedImagePushSpec": push_spec,
+            "containerFile": [{"containerfileArch": "NoArch",
+                               "content": "FROM configs AS final\nRUN dnf install -y cowsay && dnf clean all\n"}],
+        }
+    }));
+    mco::moscs(client)
+        .create(&PostParams::default(), &mosc)
+        .await?;
+    tracing::info!("scenario: created MachineOSConfig {pool} pushing to {push_spec}");
+    Ok(())
+}
+
+/// Polls `check` every 100 ms until it yields `Some`, erring after `timeout` with `what` and the
+/// last error `check` returned (errors count as "not yet").
+pub async fn wait_for<T, F, Fut>(mut check: F, timeout: Duration, what: &str) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>>>,
+{
+    let started = Instant::now();
+    let mut last_error = None;
+    loop {
+        match check().await {
+            Ok(Some(v)) => {
+                tracing::info!("scenario: {what} (after {:.2?})", started.elapsed());
+                return Ok(v);
+            }
+            Ok(None) => {}
+            Err(e) => last_error = Some(e.to_string()),
+        }
+        if started.elapsed() >= timeout {
+            let detail = last_error
+                .map(|e| format!("; last error: {e}"))
+                .unwrap_or_default();
+            return Err(format!("timed out after {timeout:?} waiting for: {what}{detail}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// All annotations of a node.
+pub async fn node_annotations(
+    client: &kube::Client,
+    node: &str,
+) -> Result<BTreeMap<String, String>> {
+    Ok(mco::nodes(client)
+        .get(node)
+        .await?
+        .metadata
+        .annotations
+        .unwrap_or_default())
+}
+
+/// One annotation of a node (`key` is the full key, e.g. [`mco::DESIRED_IMAGE`]).
+pub async fn node_annotation(
+    client: &kube::Client,
+    node: &str,
+    key: &str,
+) -> Result<Option<String>> {
+    Ok(node_annotations(client, node)
+        .await?
+        .remove(key)
+        .filter(|v| !v.is_empty()))
+}
+
+/// A condition of a MachineConfigPool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolCondition {
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+impl PoolCondition {
+    /// Whether the status is "True".
+    pub fn is_true(&self) -> bool {
+        self.status == "True"
+    }
+}
+
+/// The pool's conditions by type.
+pub async fn pool_conditions(
+    client: &kube::Client,
+    pool: &str,
+) -> Result<BTreeMap<String, PoolCondition>> {
+    let pool = mco::mcps(client).get(pool).await?;
+    let conditions = pool
+        .data
+        .get("status")
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let text = |c: &Value, k: &str| {
+        c.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    Ok(conditions
+        .iter()
+        .map(|c| {
+            let cond = PoolCondition {
+                status: text(c, "status"),
+                reason: text(c, "reason"),
+                message: text(c, "message"),
+            };
+            (text(c, "type"), cond)
+        })
+        .collect())
+}
+
+/// One condition of the pool, if reported.
+pub async fn pool_condition(
+    client: &kube::Client,
+    pool: &str,
+    type_: &str,
+) -> Result<Option<PoolCondition>> {
+    Ok(pool_conditions(client, pool).await?.remove(type_))
+}
+
+/// The MachineOSBuilds of a MOSC (by the machine-os-config label).
+pub async fn mosbs_of(client: &kube::Client, mosc: &str) -> Result<Vec<DynamicObject>> {
+    let selector = format!("{LABEL_MOSC}={mosc}");
+    Ok(mco::mosbs(client)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items)
+}
+
+/// A succeeded build: its name and digested image.
+#[derive(Debug, Clone)]
+pub struct Build {
+    pub mosb: String,
+    /// `<repo>@sha256:<hex>`.
+    pub image: String,
+}
+
+impl Build {
+    /// The image split into host, repository and digest.
+    pub fn image_ref(&self) -> Result<ImageRef> {
+        ImageRef::parse(&self.image)
+    }
+}
+
+/// Waits until the MOSC's build succeeded and the MOSC points at its image.
+pub async fn wait_for_build(client: &kube::Client, mosc: &str, timeout: Duration) -> Result<Build> {
+    wait_for(
+        || async {
+            let Some(m) = mco::moscs(client).get_opt(mosc).await? else {
+                return Ok(None);
+            };
+            let (Some(image), Some(name)) = (
+                str_at(&m.data, &["status", "currentImagePullSpec"]),
+                str_at(&m.data, &["status", "machineOSBuild", "name"]),
+            ) else {
+                return Ok(None);
+            };
+            let b = mco::mosbs(client).get_opt(name).await?;
+            Ok(b.filter(|b| mco::condition_true(b, "Succeeded"))
+                .map(|_| Build {
+                    mosb: name.to_owned(),
+                    image: image.to_owned(),
+                }))
+        },
+        timeout,
+        &format!("MachineOSBuild of {mosc} to succeed"),
+    )
+    .await
+}
+
+/// Everything the scenario runs on: control plane, registry, simulator, the `worker` pool and
+/// its nodes. Fields drop in order: simulator first, control plane last.
+pub struct Cluster {
+    pub sim: Simulator,
+    pub registry: Registry,
+    pub cp: ControlPlane,
+    pub client: kube::Client,
+    /// Worker node names, sorted (the node controller updates them in this order).
+    pub nodes: Vec<String>,
+}
+
+/// How a layered rollout was caught: the build and the node held mid-update to its image.
+#[derive(Debug, Clone)]
+pub struct Rollout {
+    pub build: Build,
+    /// The first worker: state Working, desiredImage = the build's image, daemon held.
+    pub node: String,
+}
+
+impl Cluster {
+    /// Starts control plane and registry (in parallel), the simulator with `sim`, and seeds pool
+    /// `worker` (maxUnavailable 1) with `nodes` worker nodes.
+    pub async fn seed(nodes: usize, sim: SimConfig) -> Result<Self> {
+        let started = Instant::now();
+        let (cp, registry) = tokio::try_join!(ControlPlane::start(), Registry::start())?;
+        let client = cp.client();
+        let names = node_names(nodes);
+        create_pool(&client, "worker", WORKER_ROLE_LABEL, 1).await?;
+        create_nodes(
+            &client,
+            &names,
+            WORKER_ROLE_LABEL,
+            &rendered_config("worker"),
+        )
+        .await?;
+        let sim = Simulator::start(client.clone(), registry.host(), sim)?;
+        tracing::info!("scenario: cluster seeded in {:.2?}", started.elapsed());
+        Ok(Self {
+            sim,
+            registry,
+            cp,
+            client,
+            nodes: names,
+        })
+    }
+
+    /// The MOSC push spec on this cluster's registry.
+    pub fn push_spec(&self) -> String {
+        push_spec(self.registry.host())
+    }
+
+    /// Steps 1-3 of the report: hold the first worker's daemon, create MOSC `worker`, wait for the
+    /// build to succeed and the first worker to be Working with desiredImage = the new image.
+    pub async fn start_layered_rollout(&self, timeout: Duration) -> Result<Rollout> {
+        let node = self
+            .nodes
+            .first()
+            .cloned()
+            .ok_or("the cluster has no nodes")?;
+        self.sim.hold(&node);
+        create_mosc(&self.client, "worker", &self.push_spec()).await?;
+        let build = wait_for_build(&self.client, "worker", timeout).await?;
+        let client = &self.client;
+        let (node_ref, image) = (&node, &build.image);
+        wait_for(
+            || async move {
+                let a = node_annotations(client, node_ref).await?;
+                let working = a.get(STATE).map(String::as_str) == Some(mco::STATE_WORKING);
+                Ok((working && a.get(DESIRED_IMAGE) == Some(image)).then_some(()))
+            },
+            timeout,
+            &format!("{node} to be Working with desiredImage {image}"),
+        )
+        .await?;
+        Ok(Rollout { build, node })
+    }
+}
+
+/// The rendered MachineConfig a pool made by [`create_pool`] targets.
+pub fn rendered_config(pool: &str) -> String {
+    format!("rendered-{pool}-{RENDERED_HASH}")
+}

@@ -1,0 +1,187 @@
+//! The node controller: rolls each pool's nodes to the pool's target (rendered config and, while
+//! the pool's MOSC exists, its image), one batch of at most maxUnavailable at a time.
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::super::Result;
+use super::super::mco::{
+    self, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, STATE, STATE_DONE,
+    STATE_WORKING, node_annotation, str_at,
+};
+use super::{Ctx, Reconciler};
+
+pub(super) struct NodeController {
+    ctx: Ctx,
+}
+
+/// What a pool's nodes should run.
+pub(super) struct Target {
+    pub config: String,
+    /// `None`: not layered (no MOSC), so no desiredImage.
+    pub image: Option<String>,
+}
+
+impl NodeController {
+    pub(super) fn new(ctx: Ctx) -> Self {
+        Self { ctx }
+    }
+
+    async fn sync_pool(
+        &self,
+        pool: &DynamicObject,
+        members: &[&Node],
+        moscs: &[DynamicObject],
+    ) -> Result<()> {
+        let pool_name = pool.metadata.name.clone().unwrap_or_default();
+        if pool
+            .data
+            .get("spec")
+            .and_then(|s| s.get("paused"))
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            return Ok(());
+        }
+        let Some(target) = pool_target(pool, moscs) else {
+            return Ok(()); // A MOSC without a built image yet: nodes wait.
+        };
+        let max_unavailable = max_unavailable(pool, members.len());
+        let unavailable = members.iter().filter(|n| is_unavailable(n)).count();
+        let mut candidates: Vec<&&Node> = members
+            .iter()
+            .filter(|n| !is_unavailable(n) && needs_update(n, &target))
+            .collect();
+        candidates.sort_by_key(|n| n.metadata.name.clone());
+        for node in candidates
+            .into_iter()
+            .take(max_unavailable.saturating_sub(unavailable))
+        {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let patch = json!({"metadata": {"annotations": {
+                DESIRED_IMAGE: target.image,
+                DESIRED_CONFIG: target.config,
+                STATE: STATE_WORKING,
+            }}});
+            mco::nodes(&self.ctx.client)
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            match &target.image {
+                Some(image) => tracing::info!(
+                    "sim node-controller: pool {pool_name}: node {name} -> desiredImage {image}, \
+                     desiredConfig {}",
+                    target.config
+                ),
+                None => tracing::info!(
+                    "sim node-controller: pool {pool_name}: node {name} -> no desiredImage (pool is not \
+                     layered), desiredConfig {}",
+                    target.config
+                ),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Reconciler for NodeController {
+    async fn sync(&mut self) -> Result<()> {
+        let pools = mco::mcps(&self.ctx.client)
+            .list(&ListParams::default())
+            .await?
+            .items;
+        let moscs = mco::moscs(&self.ctx.client)
+            .list(&ListParams::default())
+            .await?
+            .items;
+        let nodes = mco::nodes(&self.ctx.client)
+            .list(&ListParams::default())
+            .await?
+            .items;
+        for pool in &pools {
+            let members = pool_members(pool, &pools, &nodes);
+            self.sync_pool(pool, &members, &moscs).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The target of a pool: its rendered config, and the image of its MOSC while that exists (even
+/// with a deletionTimestamp). `None` while the MOSC has no image yet.
+pub(super) fn pool_target(pool: &DynamicObject, moscs: &[DynamicObject]) -> Option<Target> {
+    let config = mco::pool_target_config(pool);
+    match pool_mosc(pool, moscs) {
+        None => Some(Target {
+            config,
+            image: None,
+        }),
+        Some(mosc) => str_at(&mosc.data, &["status", "currentImagePullSpec"]).map(|image| Target {
+            config,
+            image: Some(image.to_owned()),
+        }),
+    }
+}
+
+/// The MOSC that opts the pool into image mode, if any.
+pub(super) fn pool_mosc<'a>(
+    pool: &DynamicObject,
+    moscs: &'a [DynamicObject],
+) -> Option<&'a DynamicObject> {
+    let name = pool.metadata.name.as_deref()?;
+    moscs
+        .iter()
+        .find(|m| str_at(&m.data, &["spec", "machineConfigPool", "name"]) == Some(name))
+}
+
+/// Nodes of `pool`: matching its selector, except nodes that a custom (non-worker) pool claims.
+pub(super) fn pool_members<'a>(
+    pool: &DynamicObject,
+    pools: &[DynamicObject],
+    nodes: &'a [Node],
+) -> Vec<&'a Node> {
+    let selector = mco::pool_match_labels(pool);
+    let is_worker = pool.metadata.name.as_deref() == Some("worker");
+    nodes
+        .iter()
+        .filter(|n| mco::selector_matches(&selector, n))
+        .filter(|n| {
+            !is_worker
+                || !pools.iter().any(|p| {
+                    p.metadata.name.as_deref() != Some("worker")
+                        && p.metadata.name.as_deref() != Some("master")
+                        && mco::selector_matches(&mco::pool_match_labels(p), n)
+                })
+        })
+        .collect()
+}
+
+/// A node is unavailable for a new update while its daemon works, is degraded, or has not
+/// reached what it was told to run.
+pub(super) fn is_unavailable(node: &Node) -> bool {
+    let state = node_annotation(node, STATE);
+    (state.is_some() && state != Some(STATE_DONE))
+        || node_annotation(node, DESIRED_CONFIG) != node_annotation(node, CURRENT_CONFIG)
+        || node_annotation(node, DESIRED_IMAGE) != node_annotation(node, CURRENT_IMAGE)
+}
+
+fn needs_update(node: &Node, target: &Target) -> bool {
+    node_annotation(node, DESIRED_IMAGE) != target.image.as_deref()
+        || node_annotation(node, DESIRED_CONFIG) != Some(target.config.as_str())
+}
+
+/// `spec.maxUnavailable` as a node count (int or "N%", default 1, at least 1).
+fn max_unavailable(pool: &DynamicObject, members: usize) -> usize {
+    let value = pool.data.get("spec").and_then(|s| s.get("maxUnavailable"));
+    let n = match value {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(1),
+        Some(Value::String(s)) => match s.strip_suffix('%').map(str::parse::<usize>) {
+            Some(Ok(pct)) => members * pct / 100,
+            _ => s.parse().unwrap_or(1),
+        },
+        _ => 1,
+    };
+    n.max(1)
+}
