@@ -163,3 +163,521 @@ async fn unguarded_deletion_degrades_pool() {
         started.elapsed()
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// With mosc-guard: the same steps, as an admin would run them, and `mosc-guard check` asked the
+// same question at every step.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use support::guard::{Guard, register_validating_webhook};
+use support::mco::{CURRENT_IMAGE, STATE_DONE};
+use support::scenario::Rollout;
+
+/// A cluster with mosc-guard running and registered, and the report's steps 1-3 done: the
+/// first worker is held mid-update to the new image.
+struct Guarded {
+    cluster: Cluster,
+    guard: Guard,
+    rollout: Rollout,
+}
+
+async fn guarded(extra_args: &[&str]) -> Guarded {
+    let cluster = seed().await;
+    let guard = Guard::start_with_args(&cluster.cp, extra_args)
+        .await
+        .expect("mosc-guard starts");
+    register_validating_webhook(&cluster.cp, &guard)
+        .await
+        .expect("webhook registered");
+    let rollout = cluster
+        .start_layered_rollout(STEP_TIMEOUT)
+        .await
+        .expect("layered rollout starts");
+    Guarded {
+        cluster,
+        guard,
+        rollout,
+    }
+}
+
+/// `mosc-guard check TARGET` against the live control plane: (exit code, stdout, stderr).
+fn check(cluster: &Cluster, target: &str, extra: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mosc-guard"))
+        .args(["check", target, "--kubeconfig"])
+        .arg(cluster.cp.kubeconfig())
+        .args(extra)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run mosc-guard check");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Records whether the pool ever reported Degraded or NodeDegraded while it runs.
+struct DegradedWatch {
+    seen: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DegradedWatch {
+    fn start(client: &kube::Client, pool: &'static str) -> Self {
+        let (client, seen) = (client.clone(), Arc::new(AtomicBool::new(false)));
+        let flag = Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            loop {
+                if let Ok(conditions) = support::scenario::pool_conditions(&client, pool).await
+                    && conditions
+                        .iter()
+                        .any(|(t, c)| (t == "Degraded" || t == "NodeDegraded") && c.is_true())
+                {
+                    flag.store(true, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        Self { seen, task }
+    }
+
+    fn ever_degraded(&self) -> bool {
+        self.seen.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for DegradedWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Waits until every worker runs `image` and the pool reports Updated.
+async fn wait_rolled_out(cluster: &Cluster, image: &str) {
+    let client = &cluster.client;
+    wait_for(
+        || async {
+            for node in &cluster.nodes {
+                let a = node_annotations(client, node).await?;
+                let done = a.get(STATE).map(String::as_str) == Some(STATE_DONE);
+                if !done || a.get(CURRENT_IMAGE).map(String::as_str) != Some(image) {
+                    return Ok(None);
+                }
+            }
+            Ok(pool_condition(client, "worker", "Updated")
+                .await?
+                .filter(|c| c.is_true()))
+        },
+        STEP_TIMEOUT,
+        "every worker to run the image and the pool to be Updated",
+    )
+    .await
+    .expect("rollout completes");
+}
+
+/// The abbreviated image the denial names: `.../ocb-image@sha256:<12 hex>...`.
+fn short_image(rollout: &Rollout) -> String {
+    let digest = rollout
+        .build
+        .image_ref()
+        .expect("image reference")
+        .digest
+        .expect("digest");
+    format!(".../ocb-image@{}...", &digest[..7 + 12])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guarded_deletion_is_denied_until_rollout_completes() {
+    let g = guarded(&[]).await;
+    let (cluster, rollout) = (&g.cluster, &g.rollout);
+    let watch = DegradedWatch::start(&cluster.client, "worker");
+    let image = rollout.build.image_ref().expect("image reference");
+    let digest = image.digest.clone().expect("digest");
+
+    // Step 4 of the report, now refused with a message naming the node and the image.
+    let out = cluster
+        .cp
+        .kubectl(["delete", "machineosconfig", "worker"])
+        .await
+        .expect("run kubectl delete");
+    assert!(!out.success(), "premature delete must fail: {out:?}");
+    for want in [
+        "admission webhook \"deletions.mosc-guard.dev\" denied the request",
+        "machineosconfig \"worker\" cannot be deleted yet: 1 node still needs an image built from it.",
+        &format!(
+            "{} (pool worker, state Working): desired {}, current <none>",
+            rollout.node,
+            short_image(rollout)
+        ),
+        "Wait until `oc get mcp worker` shows UPDATED=True",
+    ] {
+        assert!(
+            out.stderr.contains(want),
+            "missing {want:?} in {}",
+            out.stderr
+        );
+    }
+    let (code, stdout, stderr) = check(cluster, "machineosconfig/worker", &[]);
+    assert_eq!(code, 1, "check agrees with the webhook: {stdout}{stderr}");
+    assert!(stdout.contains(&rollout.node), "{stdout}");
+    assert_eq!(
+        cluster
+            .registry
+            .manifest_status(&image.repo, &digest)
+            .await
+            .expect("registry"),
+        None,
+        "the image is still in the registry"
+    );
+
+    // The rollout finishes; the same command now goes through.
+    cluster.sim.release(&rollout.node);
+    wait_rolled_out(cluster, &rollout.build.image).await;
+    let (code, stdout, stderr) = check(cluster, "mosc/worker", &["--output", "json"]);
+    assert_eq!(
+        code, 0,
+        "check agrees the deletion is safe now: {stdout}{stderr}"
+    );
+    let out = cluster
+        .cp
+        .kubectl(["delete", "machineosconfig", "worker"])
+        .await
+        .expect("run kubectl delete");
+    assert!(out.success(), "delete after the rollout: {out:?}");
+
+    // MCO then deletes the image and the builds, and reverts the pool; nobody needed the image.
+    let client = &cluster.client;
+    wait_for(
+        || async {
+            let gone = cluster
+                .registry
+                .manifest_status(&image.repo, &digest)
+                .await?
+                .is_some();
+            let builds = support::scenario::mosbs_of(client, "worker").await?;
+            Ok((gone && builds.is_empty()).then_some(()))
+        },
+        STEP_TIMEOUT,
+        "the image and the builds to be deleted",
+    )
+    .await
+    .expect("image garbage-collected");
+    wait_for(
+        || async {
+            for node in &cluster.nodes {
+                let a = node_annotations(client, node).await?;
+                let reverted = a.get(DESIRED_IMAGE).is_none() && a.get(CURRENT_IMAGE).is_none();
+                if !reverted || a.get(STATE).map(String::as_str) != Some(STATE_DONE) {
+                    return Ok(None);
+                }
+            }
+            Ok(pool_condition(client, "worker", "Updated")
+                .await?
+                .filter(|c| c.is_true()))
+        },
+        STEP_TIMEOUT,
+        "the pool to revert to the base OS image",
+    )
+    .await
+    .expect("pool reverts");
+    assert!(!watch.ever_degraded(), "the pool was never Degraded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn override_annotation_allows_the_deletion_with_a_warning() {
+    let g = guarded(&[]).await;
+    let (cluster, rollout) = (&g.cluster, &g.rollout);
+    let out = cluster
+        .cp
+        .kubectl([
+            "annotate",
+            "machineosconfig",
+            "worker",
+            "mosc-guard.dev/allow-deletion=node is being replaced",
+        ])
+        .await
+        .expect("run kubectl annotate");
+    assert!(out.success(), "{out:?}");
+    let (code, stdout, stderr) = check(cluster, "worker", &["--output", "json"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json report");
+    assert_eq!(report["overridden"], true, "{report}");
+    assert_eq!(
+        report["blockingNodes"][0]["node"],
+        rollout.node.as_str(),
+        "{report}"
+    );
+
+    let out = cluster
+        .cp
+        .kubectl(["delete", "machineosconfig", "worker"])
+        .await
+        .expect("run kubectl delete");
+    assert!(out.success(), "override lets the delete through: {out:?}");
+    assert!(
+        out.stderr.contains("Warning: mosc-guard:"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("node is being replaced"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains(&rollout.node), "{}", out.stderr);
+
+    // What the override risked: the node never gets its image.
+    cluster.sim.release(&rollout.node);
+    let degraded = wait_for(
+        || async {
+            Ok(pool_condition(&cluster.client, "worker", "NodeDegraded")
+                .await?
+                .filter(|c| c.is_true()))
+        },
+        STEP_TIMEOUT,
+        "pool worker to report NodeDegraded=True",
+    )
+    .await
+    .expect("pool degrades after the override");
+    assert!(
+        degraded.message.contains("manifest unknown"),
+        "{degraded:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_deletion_of_the_build_mid_rollout_is_denied() {
+    let g = guarded(&[]).await;
+    let (cluster, rollout) = (&g.cluster, &g.rollout);
+    let out = cluster
+        .cp
+        .kubectl(["delete", "machineosbuild", &rollout.build.mosb])
+        .await
+        .expect("run kubectl delete");
+    assert!(!out.success(), "{out:?}");
+    let head = format!(
+        "machineosbuild \"{}\" cannot be deleted yet: 1 node still needs its image.",
+        rollout.build.mosb
+    );
+    assert!(out.stderr.contains(&head), "{}", out.stderr);
+    assert!(out.stderr.contains(&rollout.node), "{}", out.stderr);
+    let (code, stdout, _) = check(cluster, &format!("mosb/{}", rollout.build.mosb), &[]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.starts_with(&head), "{stdout}");
+    let builds = support::scenario::mosbs_of(&cluster.client, "worker")
+        .await
+        .expect("list");
+    assert_eq!(builds.len(), 1, "the build is still there");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_dry_run_is_denied_without_side_effects() {
+    let g = guarded(&[]).await;
+    let (cluster, rollout) = (&g.cluster, &g.rollout);
+    let image = rollout.build.image_ref().expect("image reference");
+    let out = cluster
+        .cp
+        .kubectl(["delete", "machineosconfig", "worker", "--dry-run=server"])
+        .await
+        .expect("run kubectl delete --dry-run=server");
+    assert!(!out.success(), "{out:?}");
+    assert!(
+        out.stderr.contains("cannot be deleted yet"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains(&rollout.node), "{}", out.stderr);
+    let out = cluster
+        .cp
+        .kubectl(["get", "machineosconfig", "worker", "-o", "name"])
+        .await
+        .expect("run kubectl get");
+    assert_eq!(
+        out.stdout.trim(),
+        "machineosconfig.machineconfiguration.openshift.io/worker"
+    );
+    let digest = image.digest.clone().expect("digest");
+    assert_eq!(
+        cluster
+            .registry
+            .manifest_status(&image.repo, &digest)
+            .await
+            .expect("registry"),
+        None
+    );
+    assert_eq!(
+        support::scenario::mosbs_of(&cluster.client, "worker")
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
+    let (code, _, _) = check(cluster, "worker", &[]);
+    assert_eq!(code, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desired_image_set_just_before_the_delete_is_never_a_stale_allow() {
+    let g = guarded(&[]).await;
+    let (cluster, rollout) = (&g.cluster, &g.rollout);
+    cluster.sim.release(&rollout.node);
+    wait_rolled_out(cluster, &rollout.build.image).await;
+    let (code, _, _) = check(cluster, "worker", &[]);
+    assert_eq!(code, 0, "settled: deleting would be safe now");
+
+    // A node outside the pool (not rolled by the simulator's pool controller) is told to move
+    // to the image, and the delete follows within the same millisecond-scale window.
+    let extra = "ip-10-0-99-1.us-east-2.compute.internal";
+    support::scenario::create_nodes(
+        &cluster.client,
+        &[extra.to_string()],
+        "node-role.kubernetes.io/infra",
+        "rendered-infra-0",
+    )
+    .await
+    .expect("create node");
+    cluster.sim.hold(extra);
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(cluster.client.clone());
+    let mosc = kube::Api::<kube::api::DynamicObject>::all_with(
+        cluster.client.clone(),
+        &support::mco::mosc_resource(),
+    );
+    for round in 0..5 {
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            DESIRED_IMAGE: rollout.build.image,
+            STATE: "Working",
+        }}});
+        nodes
+            .patch(
+                extra,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .expect("annotate node");
+        let denied = mosc
+            .delete("worker", &kube::api::DeleteParams::default())
+            .await
+            .expect_err("the delete right after the annotation must be denied");
+        match denied {
+            kube::Error::Api(status) => {
+                assert_eq!(status.code, 403, "round {round}: {status:?}");
+                assert!(
+                    status.message.contains(extra),
+                    "round {round}: {}",
+                    status.message
+                );
+            }
+            other => panic!("round {round}: unexpected error {other}"),
+        }
+        let undo =
+            serde_json::json!({"metadata": {"annotations": {DESIRED_IMAGE: null, STATE: "Done"}}});
+        nodes
+            .patch(
+                extra,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&undo),
+            )
+            .await
+            .expect("revert node");
+        // Let the cache catch up so the next round's deletion would be allowed from it.
+        wait_for(
+            || async { Ok((check(cluster, "worker", &[]).0 == 0).then_some(())) },
+            STEP_TIMEOUT,
+            "the extra node to be back on the base image",
+        )
+        .await
+        .expect("node reverted");
+    }
+    let metrics = g
+        .guard
+        .https_client()
+        .expect("client")
+        .get(format!("{}/metrics", g.guard.base_url()))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    eprintln!(
+        "confirmations: {}",
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("mosc_guard_confirmations_total"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_guard_down_failure_policy_fail_refuses_the_delete() {
+    let mut g = guarded(&[]).await;
+    g.guard.stop();
+    let out = g
+        .cluster
+        .cp
+        .kubectl(["delete", "machineosconfig", "worker"])
+        .await
+        .expect("run kubectl delete");
+    assert!(!out.success(), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("failed calling webhook \"deletions.mosc-guard.dev\""),
+        "the API server's own error: {}",
+        out.stderr
+    );
+    let out = g
+        .cluster
+        .cp
+        .kubectl(["get", "machineosconfig", "worker", "-o", "name"])
+        .await
+        .expect("run kubectl get");
+    assert!(out.success(), "the MOSC still exists: {out:?}");
+    let (code, _, _) = check(&g.cluster, "worker", &[]);
+    assert_eq!(code, 1, "check still sees the danger without the webhook");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_use_policy_blocks_a_settled_pool_until_overridden() {
+    let g = guarded(&["--policy", "in-use"]).await;
+    let (cluster, rollout) = (&g.cluster, &g.rollout);
+    cluster.sim.release(&rollout.node);
+    wait_rolled_out(cluster, &rollout.build.image).await;
+    let out = cluster
+        .cp
+        .kubectl(["delete", "machineosconfig", "worker"])
+        .await
+        .expect("run kubectl delete");
+    assert!(!out.success(), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("3 nodes still need or run an image built from it (policy in-use)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(check(cluster, "worker", &["--policy", "in-use"]).0, 1);
+    assert_eq!(
+        check(cluster, "worker", &[]).0,
+        0,
+        "in-flight would allow it"
+    );
+    cluster
+        .cp
+        .kubectl([
+            "annotate",
+            "mosc",
+            "worker",
+            "mosc-guard.dev/allow-deletion=leaving image mode",
+        ])
+        .await
+        .expect("annotate");
+    let out = cluster
+        .cp
+        .kubectl(["delete", "machineosconfig", "worker"])
+        .await
+        .expect("run kubectl delete");
+    assert!(out.success(), "{out:?}");
+}
