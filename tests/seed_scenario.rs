@@ -368,7 +368,7 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
         || async {
             for node in &cluster.nodes {
                 let a = node_annotations(client, node).await?;
-                let reverted = a.get(DESIRED_IMAGE).is_none() && a.get(CURRENT_IMAGE).is_none();
+                let reverted = !a.contains_key(DESIRED_IMAGE) && !a.contains_key(CURRENT_IMAGE);
                 if !reverted || a.get(STATE).map(String::as_str) != Some(STATE_DONE) {
                     return Ok(None);
                 }

@@ -1,7 +1,7 @@
 //! The real mosc-guard process serving HTTPS on 127.0.0.1, and its registration as the
 //! cluster's validating webhook (from the product's own manifest, pointed at that process).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -54,7 +54,7 @@ impl Guard {
         let cert = cp
             .pki()
             .server_cert(&format!("mosc-guard-{port}"), &["127.0.0.1"])?;
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mosc-guard"));
+        let mut cmd = Command::new(guard_binary()?);
         cmd.arg("serve")
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
@@ -155,6 +155,40 @@ impl Guard {
     /// The guard's temporary directory.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+}
+
+/// The `mosc-guard` binary to run: cargo's `CARGO_BIN_EXE_mosc-guard` (set when building
+/// integration tests), else `$MOSC_GUARD_BIN`, else `mosc-guard` in the target directory of the
+/// running executable (examples run from `target/<profile>/examples/`, which cargo does not
+/// build the binary for).
+pub fn guard_binary() -> Result<PathBuf> {
+    if let Some(path) = option_env!("CARGO_BIN_EXE_mosc-guard") {
+        return Ok(PathBuf::from(path));
+    }
+    if let Some(path) = std::env::var_os("MOSC_GUARD_BIN").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(path));
+    }
+    let exe =
+        std::env::current_exe().map_err(|e| format!("locating the running executable: {e}"))?;
+    let dir = exe
+        .parent()
+        .ok_or("the running executable has no directory")?;
+    let profile_dir = if dir.ends_with("examples") {
+        dir.parent().unwrap_or(dir)
+    } else {
+        dir
+    };
+    let path = profile_dir.join("mosc-guard");
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "the mosc-guard binary is not built: {} does not exist; run `cargo build --bin mosc-guard` \
+             first (same profile), or set MOSC_GUARD_BIN to its path",
+            path.display()
+        )
+        .into())
     }
 }
 
