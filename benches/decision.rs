@@ -1,7 +1,9 @@
-//! One admission decision over a large cluster, against a baseline measured in the
-//! same run: a bare pass over every node's annotations (what any policy reading every
-//! node must at least pay). Also prints p50/p99 of single decisions and the heap
-//! held by the node snapshot, since criterion reports neither.
+//! One admission decision over a large cluster: the webhook's indexed path (candidate
+//! nodes from the digest index), the full scan (`check`, and the pure policy over every
+//! node), and a baseline measured in the same run: a bare pass over every node's
+//! annotations, what any policy reading every node must at least pay. Also prints
+//! p50/p99 of single decisions and the heap held by the snapshot and the index, since
+//! criterion reports neither.
 //!
 //! Run: `cargo bench --bench decision` (figures are recorded in BENCHMARKS.md).
 
@@ -13,7 +15,8 @@ use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion};
 use mosc_guard::model::{MachineOSConfig, node_annotations};
-use mosc_guard::policy::{Deletion, PolicyMode, evaluate};
+use mosc_guard::node_index::NodeIndex;
+use mosc_guard::policy::{Deletion, PolicyMode, Verdict, evaluate, guarded_digests};
 use mosc_guard::snapshot::Snapshot;
 use serde_json::json;
 
@@ -130,16 +133,46 @@ fn scan_only(s: &Snapshot) -> usize {
         .count()
 }
 
+/// The webhook's path: builds and configs from the cache, candidate nodes from the index.
+fn indexed(
+    objects: &Snapshot,
+    index: &NodeIndex,
+    mosc: &MachineOSConfig,
+    mode: PolicyMode,
+) -> Verdict {
+    let target = Deletion::MachineOSConfig(mosc);
+    let mut snapshot = objects.clone();
+    snapshot.nodes = match guarded_digests(objects, target) {
+        Some(d) => index.candidates(&d, mode),
+        None => unreachable!("the bench cluster's images all have digests"),
+    };
+    evaluate(&snapshot, target, mode)
+}
+
+fn index_of(snapshot: &Snapshot) -> (Snapshot, NodeIndex) {
+    let mut index = NodeIndex::default();
+    for node in &snapshot.nodes {
+        index.upsert(Arc::clone(node));
+    }
+    let objects = Snapshot {
+        nodes: Vec::new(),
+        ..snapshot.clone()
+    };
+    (objects, index)
+}
+
 fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("decision");
+    group.sample_size(20);
     for n in [5_000, 50_000] {
         let (snapshot, mosc) = cluster(n);
+        let (objects, index) = index_of(&snapshot);
         group.bench_with_input(BenchmarkId::new("baseline-scan", n), &n, |b, _| {
             b.iter(|| black_box(scan_only(black_box(&snapshot))))
         });
         for mode in [PolicyMode::InFlight, PolicyMode::InUse] {
             group.bench_with_input(
-                BenchmarkId::new(format!("evaluate-{mode}"), n),
+                BenchmarkId::new(format!("full-scan-{mode}"), n),
                 &n,
                 |b, _| {
                     b.iter(|| {
@@ -147,39 +180,47 @@ fn benches(c: &mut Criterion) {
                     })
                 },
             );
+            group.bench_with_input(
+                BenchmarkId::new(format!("indexed-{mode}"), n),
+                &n,
+                |b, _| b.iter(|| indexed(black_box(&objects), &index, &mosc, mode)),
+            );
         }
     }
     group.finish();
 }
 
-/// p50/p99 of single in-flight decisions, and the heap a node snapshot holds.
+/// p50/p99 of single in-flight decisions, and the heap a node snapshot and index hold.
 fn percentiles() {
     for n in [5_000, 50_000] {
         let before = LIVE.load(Ordering::Relaxed);
         let (snapshot, mosc) = cluster(n);
         let held = LIVE.load(Ordering::Relaxed) - before;
-        let mut samples: Vec<f64> = (0..2_000)
-            .map(|_| {
-                let t = Instant::now();
-                let v = evaluate(
-                    &snapshot,
-                    Deletion::MachineOSConfig(&mosc),
-                    PolicyMode::InFlight,
-                );
-                let us = t.elapsed().as_secs_f64() * 1e6;
-                assert_eq!(v.blocking.len(), 3, "fixture has three rolling nodes");
-                us
-            })
-            .collect();
-        samples.sort_by(f64::total_cmp);
-        let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
+        let before = LIVE.load(Ordering::Relaxed);
+        let (objects, index) = index_of(&snapshot);
+        let index_held = LIVE.load(Ordering::Relaxed) - before;
+        let time = |f: &dyn Fn() -> Verdict| {
+            let mut samples: Vec<f64> = (0..1_000)
+                .map(|_| {
+                    let t = Instant::now();
+                    let v = f();
+                    let us = t.elapsed().as_secs_f64() * 1e6;
+                    assert_eq!(v.blocking.len(), 3, "fixture has three rolling nodes");
+                    us
+                })
+                .collect();
+            samples.sort_by(f64::total_cmp);
+            let at = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
+            format!("p50 {:.1} µs, p99 {:.1} µs", at(0.50), at(0.99))
+        };
+        let mode = PolicyMode::InFlight;
         println!(
-            "decision n={n}: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs; snapshot heap {:.1} MiB ({} B/node)",
-            pct(0.50),
-            pct(0.99),
-            samples[samples.len() - 1],
+            "n={n}: indexed decision {}; full scan {}; snapshot heap {:.1} MiB ({} B/node), index {:.1} MiB",
+            time(&|| indexed(&objects, &index, &mosc, mode)),
+            time(&|| evaluate(&snapshot, Deletion::MachineOSConfig(&mosc), mode)),
             held as f64 / (1024.0 * 1024.0),
-            held / n as isize
+            held / n as isize,
+            index_held as f64 / (1024.0 * 1024.0),
         );
     }
 }

@@ -5,9 +5,10 @@
 //! does not serve yet (CRD missing) is logged and retried with backoff; the cache is
 //! not ready until every kind has completed one full list.
 
+use std::collections::BTreeSet;
 use std::fmt::Debug;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -20,7 +21,9 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
 use crate::live;
-use crate::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use crate::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig, NodeMeta};
+use crate::node_index::NodeIndex;
+use crate::policy::PolicyMode;
 use crate::snapshot::Snapshot;
 use crate::view::ClusterView;
 
@@ -34,20 +37,27 @@ impl<K> Cached<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    /// Starts watching `api` into a new store; returns the store and the driving task.
-    fn start(api: Api<K>, what: &'static str) -> (Self, Vec<JoinHandle<()>>) {
+    /// Starts watching `api` into a new store; `observe` sees every event after the store
+    /// applied it. Returns the store and the driving tasks.
+    fn start(
+        api: Api<K>,
+        what: &'static str,
+        mut observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
+    ) -> (Self, Vec<JoinHandle<()>>) {
         let (store, writer) = reflector::store();
         let ready = Arc::new(AtomicBool::new(false));
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
             .modify(|o: &mut K| o.meta_mut().managed_fields = None)
-            .reflect(writer)
-            .applied_objects();
+            .reflect(writer);
         let driver = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
-                if let Err(e) = item {
-                    tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff");
+                match item {
+                    Ok(event) => observe(&event),
+                    Err(e) => {
+                        tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff")
+                    }
                 }
             }
         });
@@ -66,27 +76,78 @@ where
     }
 }
 
-/// The webhook's view of the cluster: four reflectors plus a client for fresh reads.
+/// The webhook's view of the cluster: four reflectors, an index of nodes by image digest
+/// fed by the node watch, and a client for fresh reads.
 pub struct Caches {
     client: Client,
     configs: Cached<MachineOSConfig>,
     builds: Cached<MachineOSBuild>,
     pools: Cached<MachineConfigPool>,
     nodes: Cached<PartialObjectMeta<Node>>,
+    index: Arc<RwLock<NodeIndex>>,
     tasks: Vec<JoinHandle<()>>,
+}
+
+/// Keeps a [`NodeIndex`] in step with the node watch. A relist builds a new index on the
+/// side and swaps it in when the list completes, as the reflector store does.
+struct IndexFeeder {
+    live: Arc<RwLock<NodeIndex>>,
+    relist: Option<NodeIndex>,
+}
+
+impl IndexFeeder {
+    fn observe(&mut self, event: &watcher::Event<PartialObjectMeta<Node>>) {
+        use watcher::Event;
+        match event {
+            Event::Init => self.relist = Some(NodeIndex::default()),
+            Event::InitApply(node) => {
+                if let Some(next) = self.relist.as_mut() {
+                    next.upsert(Arc::new(node.clone()));
+                }
+            }
+            Event::InitDone => {
+                if let Some(next) = self.relist.take() {
+                    *write(&self.live) = next;
+                }
+            }
+            Event::Apply(node) => write(&self.live).upsert(Arc::new(node.clone())),
+            Event::Delete(node) => {
+                if let Some(name) = &node.metadata.name {
+                    write(&self.live).remove(name);
+                }
+            }
+        }
+    }
+}
+
+/// A poisoned lock only means a panic elsewhere mid-update; the index stays usable.
+fn write(lock: &RwLock<NodeIndex>) -> std::sync::RwLockWriteGuard<'_, NodeIndex> {
+    lock.write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn read(lock: &RwLock<NodeIndex>) -> std::sync::RwLockReadGuard<'_, NodeIndex> {
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Caches {
     /// Starts the watches; returns at once (see [`ClusterView::ready`]).
     pub fn start(client: Client) -> Self {
         let mut tasks = Vec::new();
-        let (configs, t) = Cached::start(Api::all(client.clone()), "machineosconfigs");
+        let (configs, t) = Cached::start(Api::all(client.clone()), "machineosconfigs", |_| {});
         tasks.extend(t);
-        let (builds, t) = Cached::start(Api::all(client.clone()), "machineosbuilds");
+        let (builds, t) = Cached::start(Api::all(client.clone()), "machineosbuilds", |_| {});
         tasks.extend(t);
-        let (pools, t) = Cached::start(Api::all(client.clone()), "machineconfigpools");
+        let (pools, t) = Cached::start(Api::all(client.clone()), "machineconfigpools", |_| {});
         tasks.extend(t);
-        let (nodes, t) = Cached::start(Api::all(client.clone()), "nodes");
+        let index = Arc::new(RwLock::new(NodeIndex::default()));
+        let mut feeder = IndexFeeder {
+            live: Arc::clone(&index),
+            relist: None,
+        };
+        let (nodes, t) = Cached::start(Api::all(client.clone()), "nodes", move |e| {
+            feeder.observe(e)
+        });
         tasks.extend(t);
         Self {
             client,
@@ -94,6 +155,7 @@ impl Caches {
             builds,
             pools,
             nodes,
+            index,
             tasks,
         }
     }
@@ -106,12 +168,19 @@ impl Drop for Caches {
 }
 
 impl ClusterView for Caches {
-    fn cached(&self) -> Snapshot {
+    fn objects(&self) -> Snapshot {
         Snapshot {
             machine_os_configs: self.configs.store.state(),
             machine_os_builds: self.builds.store.state(),
             pools: self.pools.store.state(),
-            nodes: self.nodes.store.state(),
+            nodes: Vec::new(),
+        }
+    }
+
+    fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>> {
+        match digests {
+            Some(d) => read(&self.index).candidates(d, mode),
+            None => self.nodes.store.state(),
         }
     }
 
@@ -139,6 +208,7 @@ impl ClusterView for Caches {
             ("machineosbuilds", self.builds.store.len()),
             ("machineconfigpools", self.pools.store.len()),
             ("nodes", self.nodes.store.len()),
+            ("nodes_with_images", read(&self.index).len()),
         ]
     }
 }

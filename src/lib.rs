@@ -15,6 +15,7 @@ pub mod live;
 pub mod message;
 pub mod metrics;
 pub mod model;
+pub mod node_index;
 pub mod policy;
 pub mod report;
 pub mod review;

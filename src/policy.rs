@@ -6,7 +6,9 @@
 //! A node that already *runs* the image does not need the registry any more, so by
 //! default (`in-flight`) only nodes whose desired image is not yet reached block.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::fmt;
 use std::sync::Arc;
 
@@ -133,18 +135,7 @@ impl Verdict {
 
 /// Decides whether `target` may be deleted given the rest of the cluster in `snapshot`.
 pub fn evaluate(snapshot: &Snapshot, target: Deletion<'_>, mode: PolicyMode) -> Verdict {
-    let (kind, meta, guard) = match target {
-        Deletion::MachineOSConfig(mosc) => (
-            TargetKind::MachineOSConfig,
-            &mosc.metadata,
-            images_of_config(snapshot, mosc),
-        ),
-        Deletion::MachineOSBuild(mosb) => (
-            TargetKind::MachineOSBuild,
-            &mosb.metadata,
-            images_of_build(mosb),
-        ),
-    };
+    let (kind, meta, guard) = guard_for(snapshot, target);
     let blocking = blocking_nodes(snapshot, &guard, mode);
     let override_reason = override_reason(meta).map(str::to_string);
     Verdict {
@@ -156,6 +147,37 @@ pub fn evaluate(snapshot: &Snapshot, target: Deletion<'_>, mode: PolicyMode) -> 
         images: guard.listed(),
         repository_fallback: guard.fallback.as_ref().map(ToString::to_string),
         blocking,
+    }
+}
+
+/// The digests (lower-case hex) that a node's desired or current image must carry for the
+/// node to matter to this deletion; `None` when only a scan of every node is safe (the
+/// repository fallback, or a guarded image without a digest). Lets a caller with an index
+/// hand [`evaluate`] only the candidate nodes. Reads builds and the target, never nodes.
+pub fn guarded_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTreeSet<String>> {
+    let (_, _, guard) = guard_for(snapshot, target);
+    if guard.fallback.is_some() {
+        return None;
+    }
+    guard
+        .exact
+        .keys()
+        .map(|k| k.digest_hex().map(str::to_string))
+        .collect()
+}
+
+fn guard_for<'a>(snapshot: &Snapshot, target: Deletion<'a>) -> (TargetKind, &'a ObjectMeta, Guard) {
+    match target {
+        Deletion::MachineOSConfig(mosc) => (
+            TargetKind::MachineOSConfig,
+            &mosc.metadata,
+            images_of_config(snapshot, mosc),
+        ),
+        Deletion::MachineOSBuild(mosb) => (
+            TargetKind::MachineOSBuild,
+            &mosb.metadata,
+            images_of_build(mosb),
+        ),
     }
 }
 
@@ -188,10 +210,15 @@ impl Guard {
         }
     }
 
-    /// The guarded image a node's pull spec refers to, if any.
+    /// The guarded image a node's pull spec refers to, if any. Nodes almost always carry
+    /// the exact text the build recorded, so that is tried before parsing.
     fn find(&self, spec: &str, prefilter: &Prefilter) -> Option<GuardedImage> {
         if !prefilter.may_match(spec) {
             return None;
+        }
+        let spec = spec.trim();
+        if let Some(hit) = self.exact.values().find(|g| g.image == spec) {
+            return Some(hit.clone());
         }
         let key = ImageKey::parse(spec);
         if let Some(hit) = self.exact.get(&key) {
@@ -333,7 +360,7 @@ fn check_node(
     let current = read(node_annotations::CURRENT_IMAGE);
     let in_flight = desired.and_then(|d| {
         let hit = guard.find(d, prefilter)?;
-        let reached = current.is_some_and(|c| ImageKey::parse(c) == ImageKey::parse(d));
+        let reached = current.is_some_and(|c| c == d || ImageKey::parse(c) == ImageKey::parse(d));
         (!reached).then_some((hit, BlockReason::InFlight))
     });
     let hit = in_flight.or_else(|| match mode {

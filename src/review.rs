@@ -64,7 +64,10 @@ impl<V: ClusterView> Reviewer<V> {
                 return (Outcome::unverified, admission::deny(req, msg));
             }
         };
-        let cached = policy::evaluate(&self.view.cached(), subject.as_deletion(), self.mode);
+        let mut snapshot = self.view.objects();
+        let digests = policy::guarded_digests(&snapshot, subject.as_deletion());
+        snapshot.nodes = self.view.nodes(digests.as_ref(), self.mode);
+        let cached = self.evaluate(&snapshot, &subject);
         if !cached.allowed || cached.overridden() {
             return respond(req, &cached);
         }

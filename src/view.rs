@@ -1,16 +1,23 @@
 //! Where the webhook gets its snapshots: the live caches, or a fixed snapshot read from
 //! a directory (`serve --from-dir`, for trying a webhook configuration offline).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+use crate::model::NodeMeta;
+use crate::policy::PolicyMode;
 use crate::snapshot::Snapshot;
 
 /// A source of snapshots for admission decisions.
 pub trait ClusterView: Send + Sync + 'static {
-    /// What the caches hold now (cheap: reference counts only).
-    fn cached(&self) -> Snapshot;
+    /// What the caches hold now, without nodes (cheap: reference counts only).
+    fn objects(&self) -> Snapshot;
+
+    /// Cached nodes that may carry one of `digests` under `mode` (a superset of the nodes
+    /// that can block), or every node when `digests` is `None`.
+    fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>>;
 
     /// Nodes and builds read fresh from the API server, other kinds from the cache;
     /// used to confirm an allow. An error means the guard cannot verify.
@@ -27,8 +34,15 @@ pub trait ClusterView: Send + Sync + 'static {
 pub struct StaticView(pub Arc<Snapshot>);
 
 impl ClusterView for StaticView {
-    fn cached(&self) -> Snapshot {
-        self.0.as_ref().clone()
+    fn objects(&self) -> Snapshot {
+        Snapshot {
+            nodes: Vec::new(),
+            ..self.0.as_ref().clone()
+        }
+    }
+
+    fn nodes(&self, _: Option<&BTreeSet<String>>, _: PolicyMode) -> Vec<Arc<NodeMeta>> {
+        self.0.nodes.clone()
     }
 
     fn fresh(&self) -> BoxFuture<'_, Result<Snapshot, String>> {

@@ -619,8 +619,16 @@ enum Fresh {
 }
 
 impl ClusterView for LaggingView {
-    fn cached(&self) -> Snapshot {
+    fn objects(&self) -> Snapshot {
         Snapshot::default()
+    }
+
+    fn nodes(
+        &self,
+        _: Option<&std::collections::BTreeSet<String>>,
+        _: PolicyMode,
+    ) -> Vec<Arc<mosc_guard::model::NodeMeta>> {
+        Vec::new()
     }
 
     fn fresh(&self) -> futures::future::BoxFuture<'_, Result<Snapshot, String>> {

@@ -277,6 +277,12 @@ async fn wait_rolled_out(cluster: &Cluster, image: &str) {
     .expect("rollout completes");
 }
 
+/// The guard's /metrics text.
+async fn guard_metrics(guard: &Guard) -> support::Result<String> {
+    let url = format!("{}/metrics", guard.base_url());
+    Ok(guard.https_client()?.get(url).send().await?.text().await?)
+}
+
 /// The abbreviated image the denial names: `.../ocb-image@sha256:<12 hex>...`.
 fn short_image(rollout: &Rollout) -> String {
     let digest = rollout
@@ -295,6 +301,21 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
     let watch = DegradedWatch::start(&cluster.client, "worker");
     let image = rollout.build.image_ref().expect("image reference");
     let digest = image.digest.clone().expect("digest");
+
+    // The guard's node index has seen the rolling node (the only node with an image yet), so
+    // the denial below comes from the cache, not from the confirming read.
+    wait_for(
+        || async {
+            let text = guard_metrics(&g.guard).await?;
+            Ok(text
+                .contains("mosc_guard_cache_objects{cache=\"nodes_with_images\"} 1")
+                .then_some(()))
+        },
+        STEP_TIMEOUT,
+        "the guard's node index to hold the rolling node",
+    )
+    .await
+    .expect("index current");
 
     // Step 4 of the report, now refused with a message naming the node and the image.
     let out = cluster
@@ -319,6 +340,12 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
             out.stderr
         );
     }
+    let metrics = guard_metrics(&g.guard).await.expect("metrics");
+    assert!(
+        metrics.contains("mosc_guard_admission_decisions_total{resource=\"machineosconfigs\",result=\"denied\"} 1")
+            && !metrics.contains("mosc_guard_confirmations_total"),
+        "denied from the cache and its index, without a confirming read:\n{metrics}"
+    );
     let (code, stdout, stderr) = check(cluster, "machineosconfig/worker", &[]);
     assert_eq!(code, 1, "check agrees with the webhook: {stdout}{stderr}");
     assert!(stdout.contains(&rollout.node), "{stdout}");
@@ -591,17 +618,7 @@ async fn a_desired_image_set_just_before_the_delete_is_never_a_stale_allow() {
         .await
         .expect("node reverted");
     }
-    let metrics = g
-        .guard
-        .https_client()
-        .expect("client")
-        .get(format!("{}/metrics", g.guard.base_url()))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics body");
+    let metrics = guard_metrics(&g.guard).await.expect("metrics");
     eprintln!(
         "confirmations: {}",
         metrics
