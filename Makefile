@@ -19,7 +19,7 @@ deps:
 
 ## kube-apiserver, etcd and the registry, built once and cached by version.
 binaries: deps
-	@hack/build-binaries.sh
+	@hack/build-binaries.sh >/dev/null
 
 build: deps
 	$(CARGO) build --all-targets --locked
@@ -34,7 +34,8 @@ test: deps binaries lint
 
 ## The report's scenario, narrated. GUARD=off plays it without mosc-guard.
 demo: deps binaries
-	$(CARGO) run --locked --quiet --example demo
+	@$(CARGO) build --locked --quiet --bin mosc-guard
+	@$(CARGO) run --locked --quiet --example demo
 
 ## Criterion benchmark of one decision at 5,000 and 50,000 nodes (see BENCHMARKS.md).
 bench: deps
