@@ -8,13 +8,14 @@
 //! Run: `cargo bench --bench decision` (figures are recorded in BENCHMARKS.md).
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion};
-use mosc_guard::model::{MachineOSConfig, node_annotations};
+use mosc_guard::model::{MachineOSConfig, NodeMeta, node_annotations};
 use mosc_guard::node_index::NodeIndex;
 use mosc_guard::policy::{Deletion, PolicyMode, Verdict, evaluate, guarded_digests};
 use mosc_guard::snapshot::Snapshot;
@@ -136,29 +137,42 @@ fn scan_only(s: &Snapshot) -> usize {
 /// The webhook's path: builds and configs from the cache, candidate nodes from the index.
 fn indexed(
     objects: &Snapshot,
-    index: &NodeIndex,
+    (index, store): &(NodeIndex, Store),
     mosc: &MachineOSConfig,
     mode: PolicyMode,
 ) -> Verdict {
     let target = Deletion::MachineOSConfig(mosc);
     let mut snapshot = objects.clone();
+    // As `serve` does: candidate names from the index, objects from the store.
     snapshot.nodes = match guarded_digests(objects, target) {
-        Some(d) => index.candidates(&d, mode),
+        Some(d) => index
+            .candidates(&d, mode)
+            .iter()
+            .filter_map(|name| store.get(name).cloned())
+            .collect(),
         None => unreachable!("the bench cluster's images all have digests"),
     };
     evaluate(&snapshot, target, mode)
 }
 
-fn index_of(snapshot: &Snapshot) -> (Snapshot, NodeIndex) {
+/// Stand-in for the reflector store's name lookup.
+type Store = HashMap<String, Arc<NodeMeta>>;
+
+fn index_of(snapshot: &Snapshot) -> (Snapshot, (NodeIndex, Store)) {
     let mut index = NodeIndex::default();
+    let mut store = Store::new();
     for node in &snapshot.nodes {
-        index.upsert(Arc::clone(node));
+        index.upsert(node);
+        store.insert(
+            node.metadata.name.clone().unwrap_or_default(),
+            Arc::clone(node),
+        );
     }
     let objects = Snapshot {
         nodes: Vec::new(),
         ..snapshot.clone()
     };
-    (objects, index)
+    (objects, (index, store))
 }
 
 fn benches(c: &mut Criterion) {

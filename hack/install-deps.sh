@@ -21,6 +21,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The harness's Go modules need the Go named in their go.mod (Debian's golang-go is older).
+need_go=$(awk '$1 == "go" { print $2; exit }' "$(dirname "$0")/controlplane/go.mod")
+have_go=$(go env GOVERSION 2>/dev/null | sed 's/^go//')
+if [ -n "$have_go" ] && [ "$(printf '%s\n%s\n' "$need_go" "$have_go" | sort -V | head -1)" != "$need_go" ]; then
+  echo "error: Go $have_go is older than $need_go (hack/controlplane/go.mod); install Go >= $need_go" >&2
+  echo "       (with Go >= 1.21 on PATH, 'export GOTOOLCHAIN=go$need_go' also works)" >&2
+  exit 1
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "error: cargo not found; install Rust (rustup) first" >&2
   exit 1

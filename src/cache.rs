@@ -14,7 +14,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PartialObjectMeta};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -102,7 +102,7 @@ impl IndexFeeder {
             Event::Init => self.relist = Some(NodeIndex::default()),
             Event::InitApply(node) => {
                 if let Some(next) = self.relist.as_mut() {
-                    next.upsert(Arc::new(node.clone()));
+                    next.upsert(node);
                 }
             }
             Event::InitDone => {
@@ -110,7 +110,7 @@ impl IndexFeeder {
                     *write(&self.live) = next;
                 }
             }
-            Event::Apply(node) => write(&self.live).upsert(Arc::new(node.clone())),
+            Event::Apply(node) => write(&self.live).upsert(node),
             Event::Delete(node) => {
                 if let Some(name) = &node.metadata.name {
                     write(&self.live).remove(name);
@@ -179,7 +179,11 @@ impl ClusterView for Caches {
 
     fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>> {
         match digests {
-            Some(d) => read(&self.index).candidates(d, mode),
+            Some(d) => read(&self.index)
+                .candidates(d, mode)
+                .iter()
+                .filter_map(|name| self.nodes.store.get(&ObjectRef::new(name)))
+                .collect(),
             None => self.nodes.store.state(),
         }
     }

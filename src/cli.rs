@@ -254,12 +254,12 @@ async fn run_server<V: ClusterView>(
     listener: tokio::net::TcpListener,
     tls: Arc<rustls::ServerConfig>,
 ) {
-    let reviewer = Reviewer {
+    let reviewer = Reviewer::new(
         view,
-        mode: args.source.policy,
-        metrics: Arc::new(Metrics::default()),
-        confirm_timeout: Duration::from_secs(args.confirm_timeout.max(1)),
-    };
+        args.source.policy,
+        Arc::new(Metrics::default()),
+        Duration::from_secs(args.confirm_timeout.max(1)),
+    );
     let limits = Limits {
         request_timeout: Duration::from_secs(args.request_timeout.max(1)),
         shutdown_grace: Duration::from_secs(args.shutdown_grace),

@@ -79,6 +79,12 @@ impl ImageKey {
     }
 }
 
+/// True when two pull specs name the same image. Identical text (the common case: MCO
+/// copies the build's spec onto nodes) is decided without parsing.
+pub fn same_image(a: &str, b: &str) -> bool {
+    a.trim() == b.trim() || ImageKey::parse(a) == ImageKey::parse(b)
+}
+
 /// The repository of a pull spec (tag and digest ignored), if it parses.
 pub fn repo_of(spec: &str) -> Option<RepoKey> {
     ImageKey::parse(spec).repo().cloned()

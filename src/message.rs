@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use crate::image::abbreviate;
-use crate::model::OVERRIDE_ANNOTATION;
+use crate::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
 use crate::policy::{BlockReason, BlockingNode, PolicyMode, TargetKind, Verdict};
 
 /// Nodes listed by name before "and N more".
@@ -40,11 +40,18 @@ pub fn denial(v: &Verdict) -> String {
             out,
             "Deleting it now removes {images} from the registry and {nodes} {fail} \"manifest unknown\" (the pool goes Degraded)."
         );
-        let _ = writeln!(
-            out,
-            "Wait until `oc get mcp {}` shows UPDATED=True, then delete again, or override with:",
-            pools(v)
-        );
+        let pools = pools(v);
+        if pools.is_empty() {
+            let _ = writeln!(
+                out,
+                "Wait until those nodes report state Done on that image, then delete again, or override with:"
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "Wait until `oc get mcp {pools}` shows UPDATED=True, then delete again, or override with:"
+            );
+        }
     } else {
         let _ = writeln!(
             out,
@@ -83,6 +90,12 @@ pub fn override_warnings(v: &Verdict) -> Vec<String> {
             v.blocking.len() - MAX_LISTED_NODES
         ));
     }
+    if v.kind == TargetKind::MachineOSConfig {
+        warnings.push(clip(format!(
+            "mosc-guard: its MachineOSBuilds stay protected while a node needs their image; to let them go too: oc annotate machineosbuild -l {LABEL_MACHINE_OS_CONFIG}={} {OVERRIDE_ANNOTATION}=\"<reason>\"",
+            v.name
+        )));
+    }
     warnings
 }
 
@@ -97,6 +110,22 @@ pub fn unverified(kind: TargetKind, name: &str, why: &str) -> String {
     )
 }
 
+/// The warning when the override lets through a deletion the guard could not verify.
+pub fn unverified_override(kind: TargetKind, name: &str, why: &str, reason: &str) -> String {
+    clip(format!(
+        "mosc-guard: {} \"{name}\" deleted by override ({OVERRIDE_ANNOTATION}=\"{reason}\") without verification: {why}",
+        kind.cli_name()
+    ))
+}
+
+/// How the images of a target are named in sentences.
+pub fn images_phrase(kind: TargetKind) -> &'static str {
+    match kind {
+        TargetKind::MachineOSConfig => "an image built from it",
+        TargetKind::MachineOSBuild => "its image",
+    }
+}
+
 fn headline(v: &Verdict) -> String {
     let n = v.blocking.len();
     let nodes = if n == 1 { "node" } else { "nodes" };
@@ -106,10 +135,7 @@ fn headline(v: &Verdict) -> String {
         (true, PolicyMode::InUse) => "still needs or runs",
         (false, PolicyMode::InUse) => "still need or run",
     };
-    let what = match v.kind {
-        TargetKind::MachineOSConfig => "an image built from it",
-        TargetKind::MachineOSBuild => "its image",
-    };
+    let what = images_phrase(v.kind);
     let policy = match v.mode {
         PolicyMode::InFlight => "",
         PolicyMode::InUse => " (policy in-use)",

@@ -55,9 +55,10 @@ impl Default for Metrics {
             "Admission decisions by resource and result",
             decisions.clone(),
         );
-        // 100 µs .. ~3 s: cache decisions are sub-millisecond, confirmations a list call.
+        // 100 µs .. ~5.9 s: cache decisions are sub-millisecond, confirmations a list call
+        // bounded by --confirm-timeout (5 s by default).
         let latency = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
-            0.0001, 3.0, 10,
+            0.0001, 3.0, 11,
         ));
         registry.register(
             "admission_decision_duration_seconds",

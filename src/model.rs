@@ -156,6 +156,25 @@ impl MachineConfigPool {
     }
 }
 
+/// The image annotations MCO writes on a node, trimmed; empty values count as absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeImages<'a> {
+    pub desired: Option<&'a str>,
+    pub current: Option<&'a str>,
+    pub state: Option<&'a str>,
+}
+
+impl<'a> NodeImages<'a> {
+    pub fn of(node: &'a NodeMeta) -> Self {
+        let meta = &node.metadata;
+        NodeImages {
+            desired: annotation(meta, node_annotations::DESIRED_IMAGE),
+            current: annotation(meta, node_annotations::CURRENT_IMAGE),
+            state: annotation(meta, node_annotations::STATE),
+        }
+    }
+}
+
 /// A non-empty annotation value.
 pub fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     non_empty(meta.annotations.as_ref(), key)

@@ -5,27 +5,25 @@
 //! decision over 50,000 nodes touches a handful. The index only narrows: it keeps a node
 //! as a candidate unless it is certain the node cannot match, and the policy re-checks
 //! every candidate. Nodes whose image has no parseable digest are always candidates.
+//! It holds names only; the node objects stay in the reflector store.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
 
-use crate::image::ImageKey;
-use crate::model::{NodeMeta, node_annotations};
+use crate::image::{ImageKey, same_image};
+use crate::model::{NodeImages, NodeMeta};
 use crate::policy::PolicyMode;
 
 /// Distinct pull specs parsed before the memo is cleared (clusters use a handful).
 const MEMO_LIMIT: usize = 4096;
 
-type Nodes = BTreeMap<String, Arc<NodeMeta>>;
-
 #[derive(Default)]
 pub struct NodeIndex {
     /// Desired digest -> nodes that have not reached their desired image.
-    in_flight: HashMap<String, Nodes>,
+    in_flight: HashMap<String, BTreeSet<String>>,
     /// Current digest -> nodes running it.
-    running: HashMap<String, Nodes>,
+    running: HashMap<String, BTreeSet<String>>,
     /// Nodes with an image annotation whose digest could not be read.
-    unindexed: Nodes,
+    unindexed: BTreeSet<String>,
     /// Where each node is filed, for updates and removal.
     filed: HashMap<String, Filed>,
     /// Pull spec -> digest hex, so a relist parses each distinct spec once.
@@ -41,26 +39,26 @@ struct Filed {
 
 impl NodeIndex {
     /// Adds or replaces a node.
-    pub fn upsert(&mut self, node: Arc<NodeMeta>) {
+    pub fn upsert(&mut self, node: &NodeMeta) {
         let Some(name) = node.metadata.name.clone() else {
             return;
         };
-        let filed = self.classify(&node);
+        let filed = self.classify(node);
         self.remove(&name);
         if let Some(d) = &filed.in_flight {
             self.in_flight
                 .entry(d.clone())
                 .or_default()
-                .insert(name.clone(), Arc::clone(&node));
+                .insert(name.clone());
         }
         if let Some(d) = &filed.running {
             self.running
                 .entry(d.clone())
                 .or_default()
-                .insert(name.clone(), Arc::clone(&node));
+                .insert(name.clone());
         }
         if filed.unindexed {
-            self.unindexed.insert(name.clone(), node);
+            self.unindexed.insert(name.clone());
         }
         if filed != Filed::default() {
             self.filed.insert(name, filed);
@@ -90,13 +88,13 @@ impl NodeIndex {
         }
     }
 
-    /// Nodes that may block a deletion guarding `digests` under `mode`.
-    pub fn candidates(&self, digests: &BTreeSet<String>, mode: PolicyMode) -> Vec<Arc<NodeMeta>> {
-        let mut out: Nodes = self.unindexed.clone();
-        let mut take = |map: &HashMap<String, Nodes>| {
+    /// Names of the nodes that may block a deletion guarding `digests` under `mode`.
+    pub fn candidates(&self, digests: &BTreeSet<String>, mode: PolicyMode) -> BTreeSet<String> {
+        let mut out = self.unindexed.clone();
+        let mut take = |map: &HashMap<String, BTreeSet<String>>| {
             for d in digests {
                 if let Some(nodes) = map.get(d) {
-                    out.extend(nodes.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
+                    out.extend(nodes.iter().cloned());
                 }
             }
         };
@@ -104,7 +102,7 @@ impl NodeIndex {
         if mode == PolicyMode::InUse {
             take(&self.running);
         }
-        out.into_values().collect()
+        out
     }
 
     /// Nodes filed anywhere (nodes without image annotations are not kept).
@@ -117,35 +115,18 @@ impl NodeIndex {
     }
 
     fn classify(&mut self, node: &NodeMeta) -> Filed {
-        let read = |key| {
-            node.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(key))
-                .map(|v: &String| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
-        let (desired, current) = (
-            read(node_annotations::DESIRED_IMAGE),
-            read(node_annotations::CURRENT_IMAGE),
-        );
+        let images = NodeImages::of(node);
         let mut filed = Filed::default();
-        let desired_digest = desired.as_deref().map(|d| self.digest(d));
-        let current_digest = current.as_deref().map(|c| self.digest(c));
-        let reached = match (&desired, &current) {
-            (Some(d), Some(c)) => {
-                d == c
-                    || (current_digest == desired_digest
-                        && ImageKey::parse(d) == ImageKey::parse(c))
-            }
-            _ => false,
-        };
-        match desired_digest {
+        let reached = images
+            .desired
+            .zip(images.current)
+            .is_some_and(|(d, c)| same_image(d, c));
+        match images.desired.map(|d| self.digest(d)) {
             Some(Some(hex)) if !reached => filed.in_flight = Some(hex),
             Some(None) => filed.unindexed = true,
             _ => {}
         }
-        match current_digest {
+        match images.current.map(|c| self.digest(c)) {
             Some(Some(hex)) => filed.running = Some(hex),
             Some(None) => filed.unindexed = true,
             None => {}
@@ -169,12 +150,13 @@ impl NodeIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::node_annotations;
     use serde_json::json;
 
     const A: &str = "quay.io/x/ocb-image@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     const B: &str = "quay.io/x/ocb-image@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
-    fn node(name: &str, desired: Option<&str>, current: Option<&str>) -> Arc<NodeMeta> {
+    fn node(name: &str, desired: Option<&str>, current: Option<&str>) -> NodeMeta {
         let mut ann = serde_json::Map::new();
         if let Some(d) = desired {
             ann.insert(node_annotations::DESIRED_IMAGE.into(), json!(d));
@@ -182,16 +164,12 @@ mod tests {
         if let Some(c) = current {
             ann.insert(node_annotations::CURRENT_IMAGE.into(), json!(c));
         }
-        Arc::new(
-            serde_json::from_value(json!({"metadata": {"name": name, "annotations": ann}}))
-                .expect("node"),
-        )
+        serde_json::from_value(json!({"metadata": {"name": name, "annotations": ann}}))
+            .expect("node")
     }
 
-    fn names(v: Vec<Arc<NodeMeta>>) -> Vec<String> {
-        v.into_iter()
-            .filter_map(|n| n.metadata.name.clone())
-            .collect()
+    fn names(v: BTreeSet<String>) -> Vec<String> {
+        v.into_iter().collect()
     }
 
     fn digests(specs: &[&str]) -> BTreeSet<String> {
@@ -204,10 +182,10 @@ mod tests {
     #[test]
     fn only_unreached_nodes_are_in_flight_candidates() {
         let mut idx = NodeIndex::default();
-        idx.upsert(node("rolling", Some(A), Some(B)));
-        idx.upsert(node("settled", Some(A), Some(A)));
-        idx.upsert(node("respelled", Some(A), Some(&A.replace("@", ":t@"))));
-        idx.upsert(node("plain", None, None));
+        idx.upsert(&node("rolling", Some(A), Some(B)));
+        idx.upsert(&node("settled", Some(A), Some(A)));
+        idx.upsert(&node("respelled", Some(A), Some(&A.replace("@", ":t@"))));
+        idx.upsert(&node("plain", None, None));
         assert_eq!(
             names(idx.candidates(&digests(&[A]), PolicyMode::InFlight)),
             ["rolling"]
@@ -226,17 +204,17 @@ mod tests {
     #[test]
     fn updates_move_and_removal_forgets() {
         let mut idx = NodeIndex::default();
-        idx.upsert(node("n", Some(A), None));
+        idx.upsert(&node("n", Some(A), None));
         assert_eq!(
             names(idx.candidates(&digests(&[A]), PolicyMode::InFlight)),
             ["n"]
         );
-        idx.upsert(node("n", Some(A), Some(A)));
+        idx.upsert(&node("n", Some(A), Some(A)));
         assert!(
             idx.candidates(&digests(&[A]), PolicyMode::InFlight)
                 .is_empty()
         );
-        idx.upsert(node("n", Some(B), Some(A)));
+        idx.upsert(&node("n", Some(B), Some(A)));
         assert_eq!(
             names(idx.candidates(&digests(&[B]), PolicyMode::InFlight)),
             ["n"]
@@ -252,7 +230,7 @@ mod tests {
     #[test]
     fn unparseable_images_are_always_candidates() {
         let mut idx = NodeIndex::default();
-        idx.upsert(node("odd", Some("Not A Ref"), None));
+        idx.upsert(&node("odd", Some("Not A Ref"), None));
         assert_eq!(
             names(idx.candidates(&digests(&[A]), PolicyMode::InFlight)),
             ["odd"]
@@ -261,5 +239,109 @@ mod tests {
             names(idx.candidates(&BTreeSet::new(), PolicyMode::InFlight)),
             ["odd"]
         );
+    }
+
+    /// The index must never hide a blocking node: for every target and mode, the verdict
+    /// over the index's candidates equals the verdict over all nodes.
+    #[test]
+    fn verdicts_from_candidates_equal_verdicts_from_all_nodes() {
+        use crate::policy::{Deletion, evaluate, guarded_digests};
+        use crate::snapshot::Snapshot;
+        use std::sync::Arc;
+
+        let a_hex = &A[A.len() - 64..];
+        let spellings = [
+            A.to_string(),
+            A.replace('@', ":worker-1@"),
+            format!("quay.io/x/ocb-image@sha256:{}", a_hex.to_uppercase()),
+            format!("  {A} "),
+            B.to_string(),
+            "Not A Ref".to_string(),
+            "quay.io/x/ocb-image:latest".to_string(),
+        ];
+        let mut nodes = Vec::new();
+        for (i, d) in spellings.iter().enumerate() {
+            for (j, c) in spellings.iter().enumerate() {
+                nodes.push(node(&format!("n{i}-{j}"), Some(d), Some(c)));
+            }
+            nodes.push(node(&format!("n{i}-none"), Some(d), None));
+            nodes.push(node(&format!("none-{i}"), None, Some(d)));
+        }
+        let mosc = |name: &str,
+                    current: Option<&str>,
+                    built: bool|
+         -> Arc<crate::model::MachineOSConfig> {
+            let mut v = json!({
+                "metadata": {"name": name},
+                "spec": {"renderedImagePushSpec": "quay.io/x/ocb-image:latest"},
+                "status": {"currentImagePullSpec": current}
+            });
+            if built {
+                v["metadata"]["annotations"] =
+                    json!({"machineconfiguration.openshift.io/current-machine-os-build": "gone"});
+            }
+            Arc::new(serde_json::from_value(v).expect("mosc"))
+        };
+        let mosb = |name: &str, image: &str| -> Arc<crate::model::MachineOSBuild> {
+            Arc::new(
+                serde_json::from_value(json!({
+                    "metadata": {"name": name, "labels": {crate::model::LABEL_MACHINE_OS_CONFIG: "with-builds"}},
+                    "status": {"digestedImagePushSpec": image}
+                }))
+                .expect("mosb"),
+            )
+        };
+        let snapshot = Snapshot {
+            machine_os_configs: vec![
+                mosc("with-builds", Some(A), false),
+                mosc("builds-gone", None, true),
+                mosc("tag-only", Some("quay.io/x/ocb-image:latest"), false),
+            ],
+            machine_os_builds: vec![mosb("b-a", A), mosb("b-b", B)],
+            pools: vec![],
+            nodes: nodes.iter().cloned().map(Arc::new).collect(),
+        };
+        let mut idx = NodeIndex::default();
+        nodes.iter().for_each(|n| idx.upsert(n));
+        let by_name: HashMap<String, Arc<NodeMeta>> = snapshot
+            .nodes
+            .iter()
+            .map(|n| (n.metadata.name.clone().unwrap_or_default(), Arc::clone(n)))
+            .collect();
+        let targets: Vec<Deletion<'_>> = snapshot
+            .machine_os_configs
+            .iter()
+            .map(|m| Deletion::MachineOSConfig(m))
+            .chain(
+                snapshot
+                    .machine_os_builds
+                    .iter()
+                    .map(|b| Deletion::MachineOSBuild(b)),
+            )
+            .collect();
+        for target in targets {
+            for mode in [PolicyMode::InFlight, PolicyMode::InUse] {
+                let full = evaluate(&snapshot, target, mode);
+                let narrowed = match guarded_digests(&snapshot, target) {
+                    Some(d) => Snapshot {
+                        nodes: idx
+                            .candidates(&d, mode)
+                            .iter()
+                            .map(|n| Arc::clone(&by_name[n]))
+                            .collect(),
+                        ..snapshot.clone()
+                    },
+                    None => snapshot.clone(),
+                };
+                let indexed = evaluate(&narrowed, target, mode);
+                assert_eq!(full, indexed, "{target:?} {mode}");
+                assert!(
+                    !full.blocking.is_empty()
+                        || full.images.is_empty()
+                        || mode == PolicyMode::InFlight,
+                    "fixture exercises blocking: {target:?}"
+                );
+            }
+        }
     }
 }

@@ -7,16 +7,15 @@
 //! default (`in-flight`) only nodes whose desired image is not yet reached block.
 
 use std::collections::{BTreeSet, HashMap};
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::fmt;
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
-use crate::image::{ImageKey, RepoKey, repo_of};
+use crate::image::{ImageKey, RepoKey, repo_of, same_image};
 use crate::model::{
-    MachineConfigPool, MachineOSBuild, MachineOSConfig, NodeMeta, node_annotations, override_reason,
+    MachineConfigPool, MachineOSBuild, MachineOSConfig, NodeImages, NodeMeta, override_reason,
 };
 use crate::selector;
 use crate::snapshot::Snapshot;
@@ -159,11 +158,7 @@ pub fn guarded_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTre
     if guard.fallback.is_some() {
         return None;
     }
-    guard
-        .exact
-        .keys()
-        .map(|k| k.digest_hex().map(str::to_string))
-        .collect()
+    guard.digests()
 }
 
 fn guard_for<'a>(snapshot: &Snapshot, target: Deletion<'a>) -> (TargetKind, &'a ObjectMeta, Guard) {
@@ -188,6 +183,14 @@ struct Guard {
 }
 
 impl Guard {
+    /// Digest hex of every exact image, or `None` if one has no digest.
+    fn digests<C: FromIterator<String>>(&self) -> Option<C> {
+        self.exact
+            .keys()
+            .map(|k| k.digest_hex().map(str::to_string))
+            .collect()
+    }
+
     fn listed(&self) -> Vec<GuardedImage> {
         let mut images: Vec<_> = self.exact.values().cloned().collect();
         images.sort_by(|a, b| a.image.cmp(&b.image));
@@ -294,12 +297,7 @@ enum Prefilter {
 
 impl Prefilter {
     fn for_guard(guard: &Guard) -> Prefilter {
-        let hexes: Option<Vec<String>> = guard
-            .exact
-            .keys()
-            .map(|k| k.digest_hex().map(str::to_string))
-            .collect();
-        match (hexes, &guard.fallback) {
+        match (guard.digests::<Vec<String>>(), &guard.fallback) {
             (None, _) => Prefilter::None,
             (Some(h), None) => Prefilter::DigestSuffix(h),
             (Some(h), Some(repo)) => {
@@ -349,18 +347,14 @@ fn check_node(
     prefilter: &Prefilter,
     mode: PolicyMode,
 ) -> Option<BlockingNode> {
-    let annotations = node.metadata.annotations.as_ref()?;
-    let read = |key| {
-        annotations
-            .get(key)
-            .map(|v: &String| v.trim())
-            .filter(|v| !v.is_empty())
-    };
-    let desired = read(node_annotations::DESIRED_IMAGE);
-    let current = read(node_annotations::CURRENT_IMAGE);
+    let NodeImages {
+        desired,
+        current,
+        state,
+    } = NodeImages::of(node);
     let in_flight = desired.and_then(|d| {
         let hit = guard.find(d, prefilter)?;
-        let reached = current.is_some_and(|c| c == d || ImageKey::parse(c) == ImageKey::parse(d));
+        let reached = current.is_some_and(|c| same_image(c, d));
         (!reached).then_some((hit, BlockReason::InFlight))
     });
     let hit = in_flight.or_else(|| match mode {
@@ -375,7 +369,7 @@ fn check_node(
         pool: None,
         current_image: current.map(str::to_string),
         desired_image: desired.map(str::to_string),
-        state: read(node_annotations::STATE).map(str::to_string),
+        state: state.map(str::to_string),
         image: image.image,
         machine_os_build: image.machine_os_build,
         reason,

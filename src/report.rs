@@ -57,10 +57,7 @@ pub fn text(verdict: &Verdict) -> String {
             verdict.name, verdict.mode
         )
     } else {
-        let what = match verdict.kind {
-            TargetKind::MachineOSConfig => "an image built from it",
-            TargetKind::MachineOSBuild => "its image",
-        };
+        let what = message::images_phrase(verdict.kind);
         format!(
             "{kind} \"{}\" can be deleted: no node still needs {what} (policy {}).",
             verdict.name, verdict.mode

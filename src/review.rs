@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::Semaphore;
+
 use kube::core::admission::AdmissionResponse;
 
 use crate::admission::{self, Classified, Request, Subject};
@@ -14,15 +16,37 @@ use crate::policy::{self, PolicyMode, TargetKind, Verdict};
 use crate::snapshot::Snapshot;
 use crate::view::ClusterView;
 
+/// Confirming reads allowed at once. Each lists every node; when garbage collection
+/// deletes many builds together, the rest wait (within their timeout) instead of
+/// multiplying the load on the API server and the guard's memory.
+const CONCURRENT_CONFIRMATIONS: usize = 2;
+
 pub struct Reviewer<V> {
     pub view: V,
     pub mode: PolicyMode,
     pub metrics: Arc<Metrics>,
-    /// Upper bound for the confirming read; past it the guard fails closed.
+    /// Upper bound for the confirming read, waiting for a turn included; past it the
+    /// guard fails closed.
     pub confirm_timeout: Duration,
+    confirmations: Semaphore,
 }
 
 impl<V: ClusterView> Reviewer<V> {
+    pub fn new(
+        view: V,
+        mode: PolicyMode,
+        metrics: Arc<Metrics>,
+        confirm_timeout: Duration,
+    ) -> Self {
+        Self {
+            view,
+            mode,
+            metrics,
+            confirm_timeout,
+            confirmations: Semaphore::new(CONCURRENT_CONFIRMATIONS),
+        }
+    }
+
     pub async fn review(&self, req: &Request) -> AdmissionResponse {
         let started = Instant::now();
         let (resource, outcome, resp) = match admission::classify(req) {
@@ -42,6 +66,7 @@ impl<V: ClusterView> Reviewer<V> {
             name = %req.name,
             user = req.user_info.username.as_deref().unwrap_or_default(),
             dry_run = req.dry_run,
+            override_reason = override_of(req).unwrap_or_default(),
             result = ?outcome,
             "admission decision"
         );
@@ -71,7 +96,17 @@ impl<V: ClusterView> Reviewer<V> {
         if !cached.allowed || cached.overridden() {
             return respond(req, &cached);
         }
-        match tokio::time::timeout(self.confirm_timeout, self.view.fresh()).await {
+        // A build without an image guards nothing whatever the nodes say: no read needed.
+        // (A config's images depend on builds the cache may not have seen, so it is read.)
+        let imageless_build = matches!(subject, Subject::Build(_)) && cached.images.is_empty();
+        if imageless_build {
+            return respond(req, &cached);
+        }
+        let fresh = tokio::time::timeout(self.confirm_timeout, async {
+            let _turn = self.confirmations.acquire().await;
+            self.view.fresh().await
+        });
+        match fresh.await {
             Ok(Ok(fresh)) => {
                 let verdict = self.evaluate(&fresh, &subject);
                 let result = if verdict.allowed && !verdict.overridden() {
@@ -93,6 +128,11 @@ impl<V: ClusterView> Reviewer<V> {
                         self.confirm_timeout.as_secs_f32()
                     ),
                 };
+                if let Some(reason) = cached.override_reason.as_deref() {
+                    tracing::warn!(%name, %why, "could not confirm an allow; allowed by override");
+                    let warning = message::unverified_override(kind, name, &why, reason);
+                    return (Outcome::overridden, admission::allow(req, vec![warning]));
+                }
                 tracing::warn!(%name, reason = %why, "could not confirm an allow; denying");
                 let msg = message::unverified(kind, name, &why);
                 (Outcome::unverified, admission::deny(req, msg))
@@ -119,4 +159,11 @@ fn respond(req: &Request, verdict: &Verdict) -> (Outcome, AdmissionResponse) {
     } else {
         (Outcome::allowed, admission::allow(req, vec![]))
     }
+}
+
+/// The override annotation on the object being deleted, for the audit log.
+fn override_of(req: &Request) -> Option<&str> {
+    req.old_object
+        .as_ref()
+        .and_then(|o| crate::model::override_reason(&o.metadata))
 }

@@ -72,9 +72,12 @@ impl ReloadingResolver {
             return Ok(false);
         }
         let key = certified_key(&self.files, &raw, &self.provider)?;
-        if let Ok(mut current) = self.current.write() {
-            *current = Loaded { raw, key };
-        }
+        // A poisoned lock only means a panic elsewhere mid-swap; the pair is still whole.
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *current = Loaded { raw, key };
         Ok(true)
     }
 

@@ -116,12 +116,12 @@ async fn start_with<V: ClusterView>(files: CertFiles, view: V) -> Server {
         "https://127.0.0.1:{}",
         listener.local_addr().expect("addr").port()
     );
-    let reviewer = Reviewer {
+    let reviewer = Reviewer::new(
         view,
-        mode: PolicyMode::InFlight,
-        metrics: Arc::new(Metrics::default()),
-        confirm_timeout: Duration::from_millis(500),
-    };
+        PolicyMode::InFlight,
+        Arc::new(Metrics::default()),
+        Duration::from_millis(500),
+    );
     let limits = Limits {
         request_timeout: Duration::from_secs(5),
         shutdown_grace: Duration::from_secs(5),
@@ -720,4 +720,21 @@ async fn an_allow_that_cannot_be_verified_is_denied_saying_why() {
         assert!(msg.contains(why), "{msg}");
         assert!(msg.contains("fails closed"), "{msg}");
     }
+}
+
+#[tokio::test]
+async fn the_override_still_applies_when_the_guard_cannot_verify() {
+    let s = lagging(Fresh::Fails("connection refused")).await;
+    let old = mosc("infra", Some("API server maintenance, pool idle"));
+    let out = post(&s, &review("DELETE", "machineosconfigs", old, false)).await;
+    assert_eq!(out["response"]["allowed"], true);
+    let warning = out["response"]["warnings"][0].as_str().expect("warning");
+    assert!(
+        warning.contains("without verification: reading nodes and builds"),
+        "{warning}"
+    );
+    assert!(
+        warning.contains("API server maintenance, pool idle"),
+        "{warning}"
+    );
 }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::message;
-use crate::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
+use crate::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION, node_annotations};
 
 const REPO: &str =
     "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image";
@@ -400,6 +400,10 @@ fn override_allows_and_keeps_the_reasons() {
         "{warnings:?}"
     );
     assert!(warnings[1].contains(NODE), "{warnings:?}");
+    assert!(
+        warnings.last().is_some_and(|w| w.contains("oc annotate machineosbuild -l machineconfiguration.openshift.io/machine-os-config=worker")),
+        "{warnings:?}"
+    );
     assert!(warnings.iter().all(|w| w.len() <= 256));
 
     // An override on a deletion that is safe anyway produces no warnings.
@@ -492,4 +496,17 @@ fn build_without_an_image_yet_guards_nothing() {
     ];
     let v = decide(&c, "worker-new", PolicyMode::InUse);
     assert!(v.allowed && v.images.is_empty());
+}
+
+#[test]
+fn denial_without_a_known_pool_says_what_to_wait_for() {
+    let mut c = Cluster::report();
+    c.nodes = vec![node("loose", &["edge"], Some(&img(NEW)), None, "Working")];
+    let msg = message::denial(&decide(&c, "worker", PolicyMode::InFlight));
+    assert!(msg.contains("loose (pool <none>, state Working)"), "{msg}");
+    assert!(
+        msg.contains("Wait until those nodes report state Done on that image"),
+        "{msg}"
+    );
+    assert!(!msg.contains("oc get mcp"), "{msg}");
 }
