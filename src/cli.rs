@@ -101,6 +101,15 @@ pub enum Output {
     Json,
 }
 
+impl SourceArgs {
+    /// A client for the kubeconfig and context given (or inferred).
+    async fn client(&self) -> Result<kube::Client, String> {
+        live::client(self.kubeconfig.as_deref(), self.context.as_deref())
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// Parses a `check` target.
 pub fn parse_target(target: &str) -> Result<(TargetKind, &str), String> {
     let (kind, name) = match target.split_once('/') {
@@ -149,12 +158,7 @@ async fn run_check(args: &CheckArgs) -> Result<bool, String> {
             (loaded.snapshot, loaded.warnings, dir.display().to_string())
         }
         None => {
-            let client = live::client(
-                args.source.kubeconfig.as_deref(),
-                args.source.context.as_deref(),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            let client = args.source.client().await?;
             let (snapshot, missing) = live::snapshot(&client).await.map_err(|e| e.to_string())?;
             let notes: Vec<String> = missing
                 .iter()
@@ -228,12 +232,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
             run_server(view, &args, listener, tls).await
         }
         None => {
-            let client = live::client(
-                args.source.kubeconfig.as_deref(),
-                args.source.context.as_deref(),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            let client = args.source.client().await?;
             run_server(cache::Caches::start(client), &args, listener, tls).await
         }
     }

@@ -179,19 +179,21 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_with(StaticView(Arc::new(cluster()))).await
+}
+
+/// A server over `view` with a fresh CA and serving certificate, and a client trusting it.
+async fn setup_with<V: ClusterView>(view: V) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let pki = Pki::new(dir.path()).expect("pki");
     let pair = pki
         .server_cert("mosc-guard", &["127.0.0.1"])
         .expect("server cert");
-    let server = start(
-        CertFiles {
-            cert: pair.cert,
-            key: pair.key,
-        },
-        cluster(),
-    )
-    .await;
+    let files = CertFiles {
+        cert: pair.cert,
+        key: pair.key,
+    };
+    let server = start_with(files, view).await;
     let http = client(pki.ca_pem().as_bytes(), None);
     Setup {
         _dir: dir,
@@ -651,26 +653,7 @@ impl ClusterView for LaggingView {
 }
 
 async fn lagging(fresh: Fresh) -> Setup {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let pki = Pki::new(dir.path()).expect("pki");
-    let pair = pki
-        .server_cert("mosc-guard", &["127.0.0.1"])
-        .expect("server cert");
-    let server = start_with(
-        CertFiles {
-            cert: pair.cert,
-            key: pair.key,
-        },
-        LaggingView { fresh },
-    )
-    .await;
-    let http = client(pki.ca_pem().as_bytes(), None);
-    Setup {
-        _dir: dir,
-        pki,
-        server,
-        http,
-    }
+    setup_with(LaggingView { fresh }).await
 }
 
 #[tokio::test]

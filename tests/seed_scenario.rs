@@ -15,6 +15,27 @@ use support::simulator::SimConfig;
 /// Generous bound for each wait; a passing run needs a few seconds in total.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Waits until MCO (the simulator) deleted the build's image from the registry and the
+/// MachineOSBuilds of MOSC `worker`.
+async fn wait_image_and_builds_gone(cluster: &Cluster, image: &support::image_ref::ImageRef) {
+    let digest = image.digest.clone().expect("image has a digest");
+    let (registry, client) = (&cluster.registry, &cluster.client);
+    wait_for(
+        || async {
+            let gone = registry
+                .manifest_status(&image.repo, &digest)
+                .await?
+                .is_some();
+            let builds = support::scenario::mosbs_of(client, "worker").await?;
+            Ok((gone && builds.is_empty()).then_some(()))
+        },
+        STEP_TIMEOUT,
+        "the build's image and the MachineOSBuilds to be deleted",
+    )
+    .await
+    .expect("image and builds deleted");
+}
+
 /// The shared per-test setup: a cluster with a 3-node `worker` pool and a simulator whose
 /// daemons give up on a missing image after ~1 s (MCO: ~75 s).
 async fn seed() -> Cluster {
@@ -55,21 +76,7 @@ async fn unguarded_deletion_degrades_pool() {
     );
 
     // MCO 4.20 deletes every image of the MOSC's builds, in use or not, and the builds.
-    let registry = &cluster.registry;
-    wait_for(
-        || async {
-            let gone = registry
-                .manifest_status(&image.repo, &digest)
-                .await?
-                .is_some();
-            let builds = support::scenario::mosbs_of(client, "worker").await?;
-            Ok((gone && builds.is_empty()).then_some(()))
-        },
-        STEP_TIMEOUT,
-        "the simulator to delete the build's image and the MachineOSBuild",
-    )
-    .await
-    .expect("image and build deleted");
+    wait_image_and_builds_gone(&cluster, &image).await;
 
     // The node mid-update keeps desiredImage = the deleted image; its daemon now fails to pull it.
     assert_eq!(
@@ -254,15 +261,20 @@ impl Drop for DegradedWatch {
     }
 }
 
-/// Waits until every worker runs `image` and the pool reports Updated.
-async fn wait_rolled_out(cluster: &Cluster, image: &str) {
+/// Waits until every worker is Done with annotations that satisfy `settled`, and the pool
+/// reports Updated.
+async fn wait_pool_settled(
+    cluster: &Cluster,
+    settled: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
+    what: &str,
+) {
     let client = &cluster.client;
+    let settled = &settled;
     wait_for(
-        || async {
+        || async move {
             for node in &cluster.nodes {
                 let a = node_annotations(client, node).await?;
-                let done = a.get(STATE).map(String::as_str) == Some(STATE_DONE);
-                if !done || a.get(CURRENT_IMAGE).map(String::as_str) != Some(image) {
+                if a.get(STATE).map(String::as_str) != Some(STATE_DONE) || !settled(&a) {
                     return Ok(None);
                 }
             }
@@ -271,10 +283,20 @@ async fn wait_rolled_out(cluster: &Cluster, image: &str) {
                 .filter(|c| c.is_true()))
         },
         STEP_TIMEOUT,
-        "every worker to run the image and the pool to be Updated",
+        what,
     )
     .await
-    .expect("rollout completes");
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// Waits until every worker runs `image` and the pool reports Updated.
+async fn wait_rolled_out(cluster: &Cluster, image: &str) {
+    wait_pool_settled(
+        cluster,
+        |a| a.get(CURRENT_IMAGE).map(String::as_str) == Some(image),
+        "every worker to run the image and the pool to be Updated",
+    )
+    .await;
 }
 
 /// The guard's /metrics text.
@@ -375,40 +397,13 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
     assert!(out.success(), "delete after the rollout: {out:?}");
 
     // MCO then deletes the image and the builds, and reverts the pool; nobody needed the image.
-    let client = &cluster.client;
-    wait_for(
-        || async {
-            let gone = cluster
-                .registry
-                .manifest_status(&image.repo, &digest)
-                .await?
-                .is_some();
-            let builds = support::scenario::mosbs_of(client, "worker").await?;
-            Ok((gone && builds.is_empty()).then_some(()))
-        },
-        STEP_TIMEOUT,
-        "the image and the builds to be deleted",
-    )
-    .await
-    .expect("image garbage-collected");
-    wait_for(
-        || async {
-            for node in &cluster.nodes {
-                let a = node_annotations(client, node).await?;
-                let reverted = !a.contains_key(DESIRED_IMAGE) && !a.contains_key(CURRENT_IMAGE);
-                if !reverted || a.get(STATE).map(String::as_str) != Some(STATE_DONE) {
-                    return Ok(None);
-                }
-            }
-            Ok(pool_condition(client, "worker", "Updated")
-                .await?
-                .filter(|c| c.is_true()))
-        },
-        STEP_TIMEOUT,
+    wait_image_and_builds_gone(cluster, &image).await;
+    wait_pool_settled(
+        cluster,
+        |a| !a.contains_key(DESIRED_IMAGE) && !a.contains_key(CURRENT_IMAGE),
         "the pool to revert to the base OS image",
     )
-    .await
-    .expect("pool reverts");
+    .await;
     assert!(!watch.ever_degraded(), "the pool was never Degraded");
 }
 

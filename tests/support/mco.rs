@@ -76,6 +76,14 @@ pub fn nodes(client: &kube::Client) -> Api<Node> {
     Api::all(client.clone())
 }
 
+/// Every object `api` lists (the simulator's controllers re-read the world each pass).
+pub async fn list_all<K>(api: &Api<K>) -> super::Result<Vec<K>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api.list(&kube::api::ListParams::default()).await?.items)
+}
+
 /// The string at `path` inside a JSON value, if present and non-empty.
 pub fn str_at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a str> {
     let mut v = value;

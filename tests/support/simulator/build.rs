@@ -357,18 +357,9 @@ impl BuildController {
 
 impl Reconciler for BuildController {
     async fn sync(&mut self) -> Result<()> {
-        let moscs = mco::moscs(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
-        let mosbs = mco::mosbs(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
-        let pools = mco::mcps(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
+        let moscs = mco::list_all(&mco::moscs(&self.ctx.client)).await?;
+        let mosbs = mco::list_all(&mco::mosbs(&self.ctx.client)).await?;
+        let pools = mco::list_all(&mco::mcps(&self.ctx.client)).await?;
         self.handle_deletions(&moscs, &mosbs).await?;
         self.cleanup_deleted_moscs().await?;
         // Like MCO 4.20, a MOSC with a deletionTimestamp is still built for and reported on.

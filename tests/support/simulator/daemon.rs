@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tokio::task::JoinSet;
 
@@ -44,10 +44,7 @@ impl Reconciler for Daemons {
             };
             self.running.remove(&id);
         }
-        let nodes = mco::nodes(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
+        let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
         for node in nodes {
             let name = node.metadata.name.clone().unwrap_or_default();
             if node_annotation(&node, STATE) != Some(STATE_WORKING)

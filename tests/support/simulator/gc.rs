@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
 use super::super::Result;
@@ -63,14 +63,8 @@ impl Reconciler for GarbageCollector {
     async fn sync(&mut self) -> Result<()> {
         // MOSBs first: an owner that existed when a MOSB was listed shows up in the later MOSC list
         // unless it was deleted meanwhile (the other order could miss a MOSC created in between).
-        let mosbs = mco::mosbs(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
-        let moscs = mco::moscs(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
+        let mosbs = mco::list_all(&mco::mosbs(&self.ctx.client)).await?;
+        let moscs = mco::list_all(&mco::moscs(&self.ctx.client)).await?;
         let live: HashSet<&str> = moscs
             .iter()
             .filter_map(|m| m.metadata.uid.as_deref())

@@ -2,7 +2,7 @@
 //! the pool's MOSC exists, its image), one batch of at most maxUnavailable at a time.
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::super::Result;
@@ -86,18 +86,9 @@ impl NodeController {
 
 impl Reconciler for NodeController {
     async fn sync(&mut self) -> Result<()> {
-        let pools = mco::mcps(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
-        let moscs = mco::moscs(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
-        let nodes = mco::nodes(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
+        let pools = mco::list_all(&mco::mcps(&self.ctx.client)).await?;
+        let moscs = mco::list_all(&mco::moscs(&self.ctx.client)).await?;
+        let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
         for pool in &pools {
             let members = pool_members(pool, &pools, &nodes);
             self.sync_pool(pool, &members, &moscs).await?;

@@ -2,7 +2,7 @@
 //! Updated / Updating / NodeDegraded / Degraded conditions.
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::super::Result;
@@ -25,22 +25,10 @@ impl PoolStatus {
 
 impl Reconciler for PoolStatus {
     async fn sync(&mut self) -> Result<()> {
-        let pools = mco::mcps(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
-        let moscs = mco::moscs(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
-        let mosbs = mco::mosbs(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
-        let nodes = mco::nodes(&self.ctx.client)
-            .list(&ListParams::default())
-            .await?
-            .items;
+        let pools = mco::list_all(&mco::mcps(&self.ctx.client)).await?;
+        let moscs = mco::list_all(&mco::moscs(&self.ctx.client)).await?;
+        let mosbs = mco::list_all(&mco::mosbs(&self.ctx.client)).await?;
+        let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
         for pool in &pools {
             let members = pool_members(pool, &pools, &nodes);
             let mosc = pool_mosc(pool, &moscs);
