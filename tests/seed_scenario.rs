@@ -604,14 +604,25 @@ async fn a_desired_image_set_just_before_the_delete_is_never_a_stale_allow() {
             )
             .await
             .expect("revert node");
-        // Let the cache catch up so the next round's deletion would be allowed from it.
+        // Let the guard's cache catch up (the extra node leaves its image index; the three
+        // workers stay), so the next round's deletion would be allowed from the cache alone.
+        assert_eq!(
+            check(cluster, "worker", &[]).0,
+            0,
+            "round {round}: safe again"
+        );
         wait_for(
-            || async { Ok((check(cluster, "worker", &[]).0 == 0).then_some(())) },
+            || async {
+                let text = guard_metrics(&g.guard).await?;
+                Ok(text
+                    .contains("mosc_guard_cache_objects{cache=\"nodes_with_images\"} 3")
+                    .then_some(()))
+            },
             STEP_TIMEOUT,
-            "the extra node to be back on the base image",
+            "the guard's index to drop the extra node",
         )
         .await
-        .expect("node reverted");
+        .expect("index caught up");
     }
     let metrics = guard_metrics(&g.guard).await.expect("metrics");
     eprintln!(
