@@ -1,6 +1,6 @@
 //! Answers one admission request: classify it, decide from the cache, and confirm
 //! every would-be allow with a fresh read, so a stale cache can delay a deletion but
-//! never let a dangerous one through.
+//! cannot allow one that is dangerous at admission time.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
