@@ -36,6 +36,19 @@ async fn wait_image_and_builds_gone(cluster: &Cluster, image: &support::image_re
     .expect("image and builds deleted");
 }
 
+/// Runs kubectl against the cluster as the admin; panics only if kubectl cannot run.
+async fn kubectl<const N: usize>(
+    cluster: &Cluster,
+    args: [&str; N],
+) -> support::kubectl::KubectlOutput {
+    let shown = args.join(" ");
+    cluster
+        .cp
+        .kubectl(args)
+        .await
+        .unwrap_or_else(|e| panic!("running kubectl {shown}: {e}"))
+}
+
 /// The shared per-test setup: a cluster with a 3-node `worker` pool and a simulator whose
 /// daemons give up on a missing image after ~1 s (MCO: ~75 s).
 async fn seed() -> Cluster {
@@ -64,11 +77,7 @@ async fn unguarded_deletion_degrades_pool() {
     let digest = image.digest.clone().expect("image has a digest");
 
     // Step 4: delete the MOSC at once. Nothing stops it.
-    let out = cluster
-        .cp
-        .kubectl(["delete", "machineosconfig", "worker"])
-        .await
-        .expect("run kubectl delete");
+    let out = kubectl(&cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(
         out.success(),
         "kubectl delete machineosconfig failed: {}",
@@ -160,11 +169,7 @@ async fn unguarded_deletion_degrades_pool() {
         "kubectl get mcp: {}",
         out.stderr
     );
-    cluster
-        .cp
-        .kubectl(["get", "mcp,mosc,mosb"])
-        .await
-        .expect("run kubectl get");
+    kubectl(&cluster, ["get", "mcp,mosc,mosb"]).await;
     eprintln!(
         "unguarded_deletion_degrades_pool took {:.2?}",
         started.elapsed()
@@ -340,11 +345,7 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
     .expect("index current");
 
     // Step 4 of the report, now refused with a message naming the node and the image.
-    let out = cluster
-        .cp
-        .kubectl(["delete", "machineosconfig", "worker"])
-        .await
-        .expect("run kubectl delete");
+    let out = kubectl(cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(!out.success(), "premature delete must fail: {out:?}");
     for want in [
         "admission webhook \"deletions.mosc-guard.dev\" denied the request",
@@ -389,11 +390,7 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
         code, 0,
         "check agrees the deletion is safe now: {stdout}{stderr}"
     );
-    let out = cluster
-        .cp
-        .kubectl(["delete", "machineosconfig", "worker"])
-        .await
-        .expect("run kubectl delete");
+    let out = kubectl(cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(out.success(), "delete after the rollout: {out:?}");
 
     // MCO then deletes the image and the builds, and reverts the pool; nobody needed the image.
@@ -411,16 +408,16 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
 async fn override_annotation_allows_the_deletion_with_a_warning() {
     let g = guarded(&[]).await;
     let (cluster, rollout) = (&g.cluster, &g.rollout);
-    let out = cluster
-        .cp
-        .kubectl([
+    let out = kubectl(
+        cluster,
+        [
             "annotate",
             "machineosconfig",
             "worker",
             "mosc-guard.dev/allow-deletion=node is being replaced",
-        ])
-        .await
-        .expect("run kubectl annotate");
+        ],
+    )
+    .await;
     assert!(out.success(), "{out:?}");
     let (code, stdout, stderr) = check(cluster, "worker", &["--output", "json"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
@@ -432,11 +429,7 @@ async fn override_annotation_allows_the_deletion_with_a_warning() {
         "{report}"
     );
 
-    let out = cluster
-        .cp
-        .kubectl(["delete", "machineosconfig", "worker"])
-        .await
-        .expect("run kubectl delete");
+    let out = kubectl(cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(out.success(), "override lets the delete through: {out:?}");
     assert!(
         out.stderr.contains("Warning: mosc-guard:"),
@@ -473,11 +466,7 @@ async fn override_annotation_allows_the_deletion_with_a_warning() {
 async fn hand_deletion_of_the_build_mid_rollout_is_denied() {
     let g = guarded(&[]).await;
     let (cluster, rollout) = (&g.cluster, &g.rollout);
-    let out = cluster
-        .cp
-        .kubectl(["delete", "machineosbuild", &rollout.build.mosb])
-        .await
-        .expect("run kubectl delete");
+    let out = kubectl(cluster, ["delete", "machineosbuild", &rollout.build.mosb]).await;
     assert!(!out.success(), "{out:?}");
     let head = format!(
         "machineosbuild \"{}\" cannot be deleted yet: 1 node still needs its image.",
@@ -499,11 +488,11 @@ async fn server_side_dry_run_is_denied_without_side_effects() {
     let g = guarded(&[]).await;
     let (cluster, rollout) = (&g.cluster, &g.rollout);
     let image = rollout.build.image_ref().expect("image reference");
-    let out = cluster
-        .cp
-        .kubectl(["delete", "machineosconfig", "worker", "--dry-run=server"])
-        .await
-        .expect("run kubectl delete --dry-run=server");
+    let out = kubectl(
+        cluster,
+        ["delete", "machineosconfig", "worker", "--dry-run=server"],
+    )
+    .await;
     assert!(!out.success(), "{out:?}");
     assert!(
         out.stderr.contains("cannot be deleted yet"),
@@ -511,11 +500,7 @@ async fn server_side_dry_run_is_denied_without_side_effects() {
         out.stderr
     );
     assert!(out.stderr.contains(&rollout.node), "{}", out.stderr);
-    let out = cluster
-        .cp
-        .kubectl(["get", "machineosconfig", "worker", "-o", "name"])
-        .await
-        .expect("run kubectl get");
+    let out = kubectl(cluster, ["get", "machineosconfig", "worker", "-o", "name"]).await;
     assert_eq!(
         out.stdout.trim(),
         "machineosconfig.machineconfiguration.openshift.io/worker"
@@ -639,12 +624,7 @@ async fn a_desired_image_set_just_before_the_delete_is_never_a_stale_allow() {
 async fn with_the_guard_down_failure_policy_fail_refuses_the_delete() {
     let mut g = guarded(&[]).await;
     g.guard.stop();
-    let out = g
-        .cluster
-        .cp
-        .kubectl(["delete", "machineosconfig", "worker"])
-        .await
-        .expect("run kubectl delete");
+    let out = kubectl(&g.cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(!out.success(), "{out:?}");
     assert!(
         out.stderr
@@ -652,12 +632,11 @@ async fn with_the_guard_down_failure_policy_fail_refuses_the_delete() {
         "the API server's own error: {}",
         out.stderr
     );
-    let out = g
-        .cluster
-        .cp
-        .kubectl(["get", "machineosconfig", "worker", "-o", "name"])
-        .await
-        .expect("run kubectl get");
+    let out = kubectl(
+        &g.cluster,
+        ["get", "machineosconfig", "worker", "-o", "name"],
+    )
+    .await;
     assert!(out.success(), "the MOSC still exists: {out:?}");
     let (code, _, _) = check(&g.cluster, "worker", &[]);
     assert_eq!(code, 1, "check still sees the danger without the webhook");
@@ -669,11 +648,7 @@ async fn in_use_policy_blocks_a_settled_pool_until_overridden() {
     let (cluster, rollout) = (&g.cluster, &g.rollout);
     cluster.sim.release(&rollout.node);
     wait_rolled_out(cluster, &rollout.build.image).await;
-    let out = cluster
-        .cp
-        .kubectl(["delete", "machineosconfig", "worker"])
-        .await
-        .expect("run kubectl delete");
+    let out = kubectl(cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(!out.success(), "{out:?}");
     assert!(
         out.stderr
@@ -687,20 +662,16 @@ async fn in_use_policy_blocks_a_settled_pool_until_overridden() {
         0,
         "in-flight would allow it"
     );
-    cluster
-        .cp
-        .kubectl([
+    kubectl(
+        cluster,
+        [
             "annotate",
             "mosc",
             "worker",
             "mosc-guard.dev/allow-deletion=leaving image mode",
-        ])
-        .await
-        .expect("annotate");
-    let out = cluster
-        .cp
-        .kubectl(["delete", "machineosconfig", "worker"])
-        .await
-        .expect("run kubectl delete");
+        ],
+    )
+    .await;
+    let out = kubectl(cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(out.success(), "{out:?}");
 }
