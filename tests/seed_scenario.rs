@@ -49,6 +49,21 @@ async fn kubectl<const N: usize>(
         .unwrap_or_else(|e| panic!("running kubectl {shown}: {e}"))
 }
 
+/// Waits until pool `worker` reports NodeDegraded=True and returns that condition.
+async fn wait_node_degraded(cluster: &Cluster) -> support::scenario::PoolCondition {
+    wait_for(
+        || async {
+            Ok(pool_condition(&cluster.client, "worker", "NodeDegraded")
+                .await?
+                .filter(|c| c.is_true()))
+        },
+        STEP_TIMEOUT,
+        "pool worker to report NodeDegraded=True",
+    )
+    .await
+    .expect("pool degrades")
+}
+
 /// The shared per-test setup: a cluster with a 3-node `worker` pool and a simulator whose
 /// daemons give up on a missing image after ~1 s (MCO: ~75 s).
 async fn seed() -> Cluster {
@@ -97,17 +112,7 @@ async fn unguarded_deletion_degrades_pool() {
     );
     cluster.sim.release(&rollout.node);
 
-    let degraded = wait_for(
-        || async {
-            Ok(pool_condition(client, "worker", "NodeDegraded")
-                .await?
-                .filter(|c| c.is_true()))
-        },
-        STEP_TIMEOUT,
-        "pool worker to report NodeDegraded=True",
-    )
-    .await
-    .expect("pool degrades");
+    let degraded = wait_node_degraded(&cluster).await;
     assert_eq!(
         degraded.reason,
         "1 nodes are reporting degraded status on sync"
@@ -445,17 +450,7 @@ async fn override_annotation_allows_the_deletion_with_a_warning() {
 
     // What the override risked: the node never gets its image.
     cluster.sim.release(&rollout.node);
-    let degraded = wait_for(
-        || async {
-            Ok(pool_condition(&cluster.client, "worker", "NodeDegraded")
-                .await?
-                .filter(|c| c.is_true()))
-        },
-        STEP_TIMEOUT,
-        "pool worker to report NodeDegraded=True",
-    )
-    .await
-    .expect("pool degrades after the override");
+    let degraded = wait_node_degraded(cluster).await;
     assert!(
         degraded.message.contains("manifest unknown"),
         "{degraded:?}"
