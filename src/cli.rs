@@ -262,6 +262,7 @@ async fn run_server<V: ClusterView>(
     let limits = Limits {
         request_timeout: Duration::from_secs(args.request_timeout.max(1)),
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        header_read_timeout: Duration::from_secs(10),
     };
     let app = server::router(reviewer, limits.request_timeout);
     server::serve(listener, tls, app, &limits, shutdown_signal()).await;

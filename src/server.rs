@@ -11,7 +11,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -34,7 +34,14 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// How long in-flight requests may finish after a shutdown signal.
     pub shutdown_grace: Duration,
+    /// How long an HTTP/1 client may take to send its request headers (slow clients
+    /// would otherwise hold connections open).
+    pub header_read_timeout: Duration,
 }
+
+/// Connections served at once; more wait in the kernel's accept queue. The API server
+/// keeps a few pooled connections per replica, so this only bounds misbehaving clients.
+const MAX_CONNECTIONS: usize = 512;
 
 struct AppState<V> {
     reviewer: Reviewer<V>,
@@ -109,13 +116,27 @@ pub async fn serve(
 ) {
     let acceptor = TlsAcceptor::from(tls);
     let graceful = GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => slot,
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = slot else { break };
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((tcp, peer)) => {
-                    let watcher = graceful.watcher();
-                    tokio::spawn(serve_connection(acceptor.clone(), tcp, peer, app.clone(), watcher));
+                    let conn = Connection {
+                        acceptor: acceptor.clone(),
+                        app: app.clone(),
+                        watcher: graceful.watcher(),
+                        header_read_timeout: limits.header_read_timeout,
+                    };
+                    tokio::spawn(async move {
+                        conn.serve(tcp, peer).await;
+                        drop(slot);
+                    });
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
@@ -136,28 +157,36 @@ pub async fn serve(
     }
 }
 
-async fn serve_connection(
+/// What one accepted connection needs to be served.
+struct Connection {
     acceptor: TlsAcceptor,
-    tcp: tokio::net::TcpStream,
-    peer: SocketAddr,
     app: Router,
     watcher: hyper_util::server::graceful::Watcher,
-) {
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-            return;
+    header_read_timeout: Duration,
+}
+
+impl Connection {
+    async fn serve(self, tcp: tokio::net::TcpStream, peer: SocketAddr) {
+        let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(tcp)).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        };
+        let service = TowerToHyperService::new(self.app);
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.header_read_timeout);
+        let conn = builder.serve_connection(TokioIo::new(tls), service);
+        if let Err(e) = self.watcher.watch(conn).await {
+            tracing::debug!(%peer, error = %e, "connection ended with an error");
         }
-        Err(_) => {
-            tracing::debug!(%peer, "TLS handshake timed out");
-            return;
-        }
-    };
-    let service = TowerToHyperService::new(app);
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let conn = builder.serve_connection(TokioIo::new(tls), service);
-    if let Err(e) = watcher.watch(conn).await {
-        tracing::debug!(%peer, error = %e, "connection ended with an error");
     }
 }

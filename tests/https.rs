@@ -125,6 +125,7 @@ async fn start_with<V: ClusterView>(files: CertFiles, view: V) -> Server {
     let limits = Limits {
         request_timeout: Duration::from_secs(5),
         shutdown_grace: Duration::from_secs(5),
+        header_read_timeout: Duration::from_millis(500),
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let app = server::router(reviewer, limits.request_timeout);
@@ -580,32 +581,56 @@ async fn certificate_rotation_by_symlink_swap_needs_no_restart() {
 }
 
 #[tokio::test]
-async fn shutdown_stops_accepting_and_returns() {
+async fn shutdown_finishes_the_request_in_flight_then_stops_accepting() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = setup().await;
-    assert_eq!(
-        s.http
-            .get(format!("{}/healthz", s.server.url))
-            .send()
-            .await
-            .expect("up")
-            .status(),
-        200
+    // A request in flight when the shutdown signal comes: headers and half the body sent.
+    let body = serde_json::to_vec(&review(
+        "DELETE",
+        "machineosconfigs",
+        mosc("worker", None),
+        false,
+    ))
+    .expect("json");
+    let mut in_flight = raw_tls(&s.server.url, s.pki.ca_pem().as_bytes()).await;
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
     );
+    in_flight.write_all(head.as_bytes()).await.expect("headers");
+    in_flight
+        .write_all(&body[..body.len() / 2])
+        .await
+        .expect("half the body");
+    tokio::time::sleep(Duration::from_millis(100)).await;
     if let Some(stop) = s.server.stop.take() {
         stop.send(()).expect("server listening for shutdown");
     }
-    tokio::time::timeout(Duration::from_secs(10), &mut s.server.task)
-        .await
-        .expect("server stops within the grace period")
-        .expect("server task");
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let fresh = client(s.pki.ca_pem().as_bytes(), None);
     assert!(
         fresh
             .get(format!("{}/healthz", s.server.url))
             .send()
             .await
-            .is_err()
+            .is_err(),
+        "no new connections after the signal"
     );
+    in_flight
+        .write_all(&body[body.len() / 2..])
+        .await
+        .expect("rest of the body");
+    let mut answer = String::new();
+    in_flight
+        .read_to_string(&mut answer)
+        .await
+        .expect("response");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"allowed\":false"), "{answer}");
+    tokio::time::timeout(Duration::from_secs(10), &mut s.server.task)
+        .await
+        .expect("server stops within the grace period")
+        .expect("server task");
 }
 
 /// A cache that lags behind the cluster: empty when cached, and a fresh read that
@@ -719,5 +744,31 @@ async fn the_override_still_applies_when_the_guard_cannot_verify() {
     assert!(
         warning.contains("API server maintenance, pool idle"),
         "{warning}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = setup().await;
+    let mut conn = raw_tls(&s.server.url, s.pki.ca_pem().as_bytes()).await;
+    conn.write_all(b"POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        .await
+        .expect("partial headers");
+    let mut buf = Vec::new();
+    let started = std::time::Instant::now();
+    let read = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut buf)).await;
+    assert!(
+        read.is_ok(),
+        "the server closed the connection (header read timeout)"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "not before the timeout"
+    );
+    let text = String::from_utf8_lossy(&buf);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
     );
 }
