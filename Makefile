@@ -38,9 +38,11 @@ demo: deps binaries
 	@$(CARGO) build --locked --quiet --bin mosc-guard
 	@$(CARGO) run --locked --quiet --example demo
 
-## Criterion benchmark of one decision at 5,000 and 50,000 nodes (see BENCHMARKS.md).
+## Criterion benchmarks: one decision at 5,000 and 50,000 nodes, and one HTTPS round trip
+## against a no-op webhook (see BENCHMARKS.md).
 bench: deps
 	$(CARGO) bench --locked --bench decision
+	$(CARGO) bench --locked --bench webhook
 
 clean:
 	$(CARGO) clean
