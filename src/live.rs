@@ -20,7 +20,7 @@ const PAGE: u32 = 500;
 pub enum LiveError {
     #[error("loading kubeconfig: {0}")]
     Kubeconfig(String),
-    #[error("listing {what}: {source}")]
+    #[error("listing {what} from the API server: {}", chain(source))]
     List {
         what: &'static str,
         #[source]
@@ -126,4 +126,20 @@ where
             _ => return Ok(Some(out)),
         }
     }
+}
+
+/// An error and its causes on one line ("client error (Connect): tcp connect error:
+/// Connection refused"), since the top-level kube error alone rarely says what failed.
+fn chain(e: &kube::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
 }

@@ -9,9 +9,10 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Logs go to stderr; `check` keeps quiet unless asked (RUST_LOG), `serve` logs at info.
+    // kube's client logs connection failures itself; `check` reports them as its error.
     let default = match cli.command {
         Command::Serve(_) => "info",
-        Command::Check(_) => "warn",
+        Command::Check(_) => "warn,kube_client=off",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let fmt = tracing_subscriber::fmt()

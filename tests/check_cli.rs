@@ -430,3 +430,30 @@ fn bad_arguments_are_errors() {
     let run = check("settled-lists", "worker", &["--output", "yaml"]);
     assert_eq!(run.code, 2, "{run:?}");
 }
+
+#[test]
+fn an_unreachable_api_server_or_a_bad_kubeconfig_is_an_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Port 1 on loopback: nothing listens, so the connection is refused at once.
+    let unreachable = dir.path().join("unreachable.kubeconfig");
+    fs::write(
+        &unreachable,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: c, context: {cluster: k, user: u}}]\n",
+    )
+    .expect("write kubeconfig");
+    let garbage = dir.path().join("garbage.kubeconfig");
+    fs::write(&garbage, "{ not: [yaml").expect("write kubeconfig");
+    for (path, want) in [
+        (&unreachable, "error: listing"),
+        (&garbage, "error: loading kubeconfig"),
+    ] {
+        let path = path.to_str().expect("UTF-8 path");
+        let run = mosc_guard(&["check", "worker", "--kubeconfig", path]);
+        assert_eq!(run.code, 2, "{run:?}");
+        assert!(run.stderr.starts_with(want), "{run:?}");
+        assert!(run.stdout.is_empty(), "{run:?}");
+    }
+}
