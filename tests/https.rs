@@ -435,6 +435,54 @@ fn project_secret(volume: &Path, generation: &str, cert: &Path, key: &Path) {
     }
 }
 
+/// A DELETE review of MOSC `worker` sent by hand over its own TLS connection: headers and
+/// half the body first, the rest later, to keep a request in flight across an event.
+struct HalfSent {
+    conn: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    rest: Vec<u8>,
+}
+
+impl HalfSent {
+    async fn start(url: &str, pki: &Pki) -> HalfSent {
+        use tokio::io::AsyncWriteExt;
+        let body = serde_json::to_vec(&review(
+            "DELETE",
+            "machineosconfigs",
+            mosc("worker", None),
+            false,
+        ))
+        .expect("json");
+        let mut conn = raw_tls(url, pki.ca_pem().as_bytes()).await;
+        let head = format!(
+            "POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        conn.write_all(head.as_bytes()).await.expect("headers");
+        let (first, rest) = body.split_at(body.len() / 2);
+        conn.write_all(first).await.expect("half the body");
+        HalfSent {
+            conn,
+            rest: rest.to_vec(),
+        }
+    }
+
+    /// Sends the rest and expects the worker MOSC's denial on the same connection.
+    async fn finish_with_a_denial(mut self) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.conn
+            .write_all(&self.rest)
+            .await
+            .expect("rest of the body");
+        let mut answer = String::new();
+        self.conn
+            .read_to_string(&mut answer)
+            .await
+            .expect("response");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.contains("\"allowed\":false"), "{answer}");
+    }
+}
+
 /// A TLS connection to `url` that trusts `ca_pem`, speaking HTTP/1.1 by hand.
 async fn raw_tls(
     url: &str,
@@ -464,7 +512,6 @@ async fn raw_tls(
 
 #[tokio::test]
 async fn certificate_rotation_by_symlink_swap_needs_no_restart() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().expect("tempdir");
     let old_pki = Pki::new(&dir.path().join("old")).expect("old pki");
     let new_pki = Pki::new(&dir.path().join("new")).expect("new pki");
@@ -504,23 +551,7 @@ async fn certificate_rotation_by_symlink_swap_needs_no_restart() {
     );
 
     // A request in flight across the swap: handshake and headers now, body later.
-    let body = serde_json::to_vec(&review(
-        "DELETE",
-        "machineosconfigs",
-        mosc("worker", None),
-        false,
-    ))
-    .expect("json");
-    let mut in_flight = raw_tls(&server.url, old_pki.ca_pem().as_bytes()).await;
-    let head = format!(
-        "POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    );
-    in_flight.write_all(head.as_bytes()).await.expect("headers");
-    in_flight
-        .write_all(&body[..body.len() / 2])
-        .await
-        .expect("half the body");
+    let in_flight = HalfSent::start(&server.url, &old_pki).await;
     project_secret(&volume, "2026_11_30_02", &new.cert, &new.key);
 
     let mut rotated = false;
@@ -532,17 +563,7 @@ async fn certificate_rotation_by_symlink_swap_needs_no_restart() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(rotated, "new certificate served within 5 s of the swap");
-    in_flight
-        .write_all(&body[body.len() / 2..])
-        .await
-        .expect("rest of the body");
-    let mut answer = String::new();
-    in_flight
-        .read_to_string(&mut answer)
-        .await
-        .expect("response");
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains("\"allowed\":false"), "{answer}");
+    in_flight.finish_with_a_denial().await;
     // The old client's pooled connection keeps working; its new handshakes would not.
     assert_eq!(
         trusts_old
@@ -582,26 +603,9 @@ async fn certificate_rotation_by_symlink_swap_needs_no_restart() {
 
 #[tokio::test]
 async fn shutdown_finishes_the_request_in_flight_then_stops_accepting() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = setup().await;
     // A request in flight when the shutdown signal comes: headers and half the body sent.
-    let body = serde_json::to_vec(&review(
-        "DELETE",
-        "machineosconfigs",
-        mosc("worker", None),
-        false,
-    ))
-    .expect("json");
-    let mut in_flight = raw_tls(&s.server.url, s.pki.ca_pem().as_bytes()).await;
-    let head = format!(
-        "POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    );
-    in_flight.write_all(head.as_bytes()).await.expect("headers");
-    in_flight
-        .write_all(&body[..body.len() / 2])
-        .await
-        .expect("half the body");
+    let in_flight = HalfSent::start(&s.server.url, &s.pki).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     if let Some(stop) = s.server.stop.take() {
         stop.send(()).expect("server listening for shutdown");
@@ -616,17 +620,7 @@ async fn shutdown_finishes_the_request_in_flight_then_stops_accepting() {
             .is_err(),
         "no new connections after the signal"
     );
-    in_flight
-        .write_all(&body[body.len() / 2..])
-        .await
-        .expect("rest of the body");
-    let mut answer = String::new();
-    in_flight
-        .read_to_string(&mut answer)
-        .await
-        .expect("response");
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains("\"allowed\":false"), "{answer}");
+    in_flight.finish_with_a_denial().await;
     tokio::time::timeout(Duration::from_secs(10), &mut s.server.task)
         .await
         .expect("server stops within the grace period")

@@ -546,19 +546,22 @@ async fn a_desired_image_set_just_before_the_delete_is_never_a_stale_allow() {
         cluster.client.clone(),
         &support::mco::mosc_resource(),
     );
+    let annotate = |annotations: serde_json::Value| {
+        let nodes = nodes.clone();
+        async move {
+            let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+            nodes
+                .patch(
+                    extra,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+                .expect("annotate the extra node");
+        }
+    };
     for round in 0..5 {
-        let patch = serde_json::json!({"metadata": {"annotations": {
-            DESIRED_IMAGE: rollout.build.image,
-            STATE: "Working",
-        }}});
-        nodes
-            .patch(
-                extra,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&patch),
-            )
-            .await
-            .expect("annotate node");
+        annotate(serde_json::json!({DESIRED_IMAGE: rollout.build.image, STATE: "Working"})).await;
         let denied = mosc
             .delete("worker", &kube::api::DeleteParams::default())
             .await
@@ -574,16 +577,7 @@ async fn a_desired_image_set_just_before_the_delete_is_never_a_stale_allow() {
             }
             other => panic!("round {round}: unexpected error {other}"),
         }
-        let undo =
-            serde_json::json!({"metadata": {"annotations": {DESIRED_IMAGE: null, STATE: "Done"}}});
-        nodes
-            .patch(
-                extra,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&undo),
-            )
-            .await
-            .expect("revert node");
+        annotate(serde_json::json!({DESIRED_IMAGE: null, STATE: "Done"})).await;
         // Let the guard's cache catch up (the extra node leaves its image index; the three
         // workers stay), so the next round's deletion would be allowed from the cache alone.
         assert_eq!(
