@@ -43,10 +43,23 @@ impl Guard {
 
     /// Like [`Guard::start`], with extra `serve` arguments (e.g. `["--policy", "in-use"]`).
     pub async fn start_with_args(cp: &ControlPlane, extra_args: &[&str]) -> Result<Self> {
-        retry_on_port_clash("mosc-guard", || Self::start_once(cp, extra_args)).await
+        Self::start_as(cp, cp.kubeconfig(), extra_args).await
     }
 
-    async fn start_once(cp: &ControlPlane, extra_args: &[&str]) -> Result<Self> {
+    /// Like [`Guard::start_with_args`], talking to the API server with `kubeconfig` instead of
+    /// the admin's (e.g. a ServiceAccount token's, to exercise the product's RBAC).
+    pub async fn start_as(
+        cp: &ControlPlane,
+        kubeconfig: &Path,
+        extra_args: &[&str],
+    ) -> Result<Self> {
+        retry_on_port_clash("mosc-guard", || {
+            Self::start_once(cp, kubeconfig, extra_args)
+        })
+        .await
+    }
+
+    async fn start_once(cp: &ControlPlane, kubeconfig: &Path, extra_args: &[&str]) -> Result<Self> {
         init_tracing();
         let started = Instant::now();
         let dir = temp_dir("mosc-guard-guard-")?;
@@ -63,7 +76,7 @@ impl Guard {
             .arg("--tls-key-file")
             .arg(&cert.key)
             .arg("--kubeconfig")
-            .arg(cp.kubeconfig())
+            .arg(kubeconfig)
             .args(extra_args)
             .env_remove("KUBECONFIG");
         let process = ChildProcess::spawn("mosc-guard", cmd, &dir.path().join("mosc-guard.log"))?;
