@@ -1,4 +1,5 @@
-//! Command line: `serve` (the webhook) and `check` (the same verdict, offline or live).
+//! Command line: `serve` (the webhook), `check` (the same verdict, offline or live) and
+//! `certs` (a development serving certificate).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,15 +9,18 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::events::Events;
+use crate::leader::{self, LeaseSettings};
 use crate::metrics::Metrics;
 use crate::policy::{self, Deletion, PolicyMode, TargetKind};
 use crate::report::{self, Report};
-use crate::review::Reviewer;
+use crate::review::{DeletionMode, Reviewer};
 use crate::server::{self, Limits};
 use crate::snapshot::Snapshot;
 use crate::tls::{CertFiles, ReloadingResolver};
-use crate::view::{ClusterView, StaticView};
-use crate::{cache, dump, live};
+use crate::view::StaticView;
+use crate::{cache, controller, dump, live, uninstall};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -25,8 +29,17 @@ use crate::{cache, dump, live};
     about = "Keeps Image Mode pools from degrading when a MachineOSConfig or MachineOSBuild is deleted too early"
 )]
 pub struct Cli {
+    /// Log format on stderr: text, or json (one object per line, for log collectors).
+    #[arg(long, global = true, value_enum, env = "MOSC_GUARD_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -36,17 +49,50 @@ pub enum Command {
     /// Say whether deleting a MachineOSConfig or MachineOSBuild is safe now.
     /// Exit status: 0 safe, 1 would be blocked, 2 error.
     Check(CheckArgs),
+    /// Write a throwaway CA and a serving certificate for the webhook's Service (clusters
+    /// without service-ca or cert-manager, local runs); print the caBundle.
+    /// Exit status: 0 written, 2 error.
+    Certs(crate::certs::CertsArgs),
+    /// Remove mosc-guard's finalizer from every MachineOSConfig (uninstalling defer mode).
+    /// Deletions still deferred are kept unless --force.
+    /// Exit status: 0 none left, 1 some kept, 2 error.
+    ReleaseFinalizers(ReleaseArgs),
 }
 
-/// Where the cluster's objects come from.
+/// Which cluster to talk to.
 #[derive(Debug, Args)]
-pub struct SourceArgs {
+pub struct ClusterArgs {
     /// Kubeconfig file (default: in-cluster config, $KUBECONFIG or ~/.kube/config).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context to use.
     #[arg(long)]
     pub context: Option<String>,
+}
+
+impl ClusterArgs {
+    /// A client for the kubeconfig and context given (or inferred).
+    async fn client(&self) -> Result<kube::Client, String> {
+        live::client(self.kubeconfig.as_deref(), self.context.as_deref())
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Also release deletions that nodes still need (the pool may degrade).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Where the cluster's objects come from.
+#[derive(Debug, Args)]
+pub struct SourceArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Read objects from YAML/JSON files below DIR (a must-gather, `oc get -o yaml`
     /// output) instead of a live cluster.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["kubeconfig", "context"])]
@@ -82,6 +128,25 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, default_value_t = 20, value_name = "SECONDS")]
     pub shutdown_grace: u64,
+    /// deny: refuse a MachineOSConfig deletion while nodes need its images;
+    /// defer: accept it and hold the object with a finalizer until the rollout settles
+    /// (needs the mutating webhook, policy in-flight and a live cluster).
+    #[arg(long, value_enum, default_value_t = DeletionMode::Deny)]
+    pub deletion_mode: DeletionMode,
+    /// Defer mode: add no finalizers (draining before an uninstall); deferred deletions
+    /// still complete.
+    #[arg(long)]
+    pub no_new_finalizers: bool,
+    /// Namespace of the leader-election Lease (defer mode).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "mosc-guard")]
+    pub lease_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "mosc-guard")]
+    pub lease_name: String,
+    /// This replica's identity in the Lease and in Events (default: $POD_NAME, else the
+    /// host name and process id).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -99,15 +164,6 @@ pub struct CheckArgs {
 pub enum Output {
     Text,
     Json,
-}
-
-impl SourceArgs {
-    /// A client for the kubeconfig and context given (or inferred).
-    async fn client(&self) -> Result<kube::Client, String> {
-        live::client(self.kubeconfig.as_deref(), self.context.as_deref())
-            .await
-            .map_err(|e| e.to_string())
-    }
 }
 
 /// Parses a `check` target.
@@ -135,6 +191,27 @@ pub fn parse_target(target: &str) -> Result<(TargetKind, &str), String> {
     Ok((kind, name))
 }
 
+/// Runs `certs`; returns the exit status (0 written, 2 error). Files are written before
+/// anything is printed, so a failed write prints no caBundle.
+pub fn certs(args: crate::certs::CertsArgs) -> ExitCode {
+    use std::io::Write;
+    let written = crate::certs::run(&args)
+        .map_err(|e| e.to_string())
+        .and_then(|out| {
+            std::io::stdout()
+                .lock()
+                .write_all(out.as_bytes())
+                .map_err(|e| format!("writing to stdout: {e}"))
+        });
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// Runs `check`; returns the exit status (0 safe, 1 blocked, 2 error).
 pub async fn check(args: CheckArgs) -> ExitCode {
     match run_check(&args).await {
@@ -158,7 +235,7 @@ async fn run_check(args: &CheckArgs) -> Result<bool, String> {
             (loaded.snapshot, loaded.warnings, dir.display().to_string())
         }
         None => {
-            let client = args.source.client().await?;
+            let client = args.source.cluster.client().await?;
             let (snapshot, missing) = live::snapshot(&client).await.map_err(|e| e.to_string())?;
             let notes: Vec<String> = missing
                 .iter()
@@ -215,6 +292,15 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
 }
 
 async fn run_serve(args: ServeArgs) -> Result<(), String> {
+    let defer = args.deletion_mode == DeletionMode::Defer;
+    if defer && args.source.policy == PolicyMode::InUse {
+        return Err("--deletion-mode defer needs --policy in-flight: under in-use a settled pool's \
+                    MachineOSConfig would never be released (its nodes run the image until it is deleted)"
+            .into());
+    }
+    if defer && args.source.from_dir.is_some() {
+        return Err("--deletion-mode defer needs a live cluster (the finalizer controller writes to it), not --from-dir".into());
+    }
     let resolver = ReloadingResolver::load(CertFiles {
         cert: args.tls_cert_file.clone(),
         key: args.tls_key_file.clone(),
@@ -225,18 +311,99 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("listening on {}: {e}", args.listen))?;
-    tracing::info!(listen = %args.listen, policy = %args.source.policy, "mosc-guard serving");
-    match &args.source.from_dir {
-        Some(dir) => {
-            let view = StaticView(Arc::new(load_static(dir)?));
-            run_server(view, &args, listener, tls).await
+    tracing::info!(
+        listen = %args.listen,
+        policy = %args.source.policy,
+        deletion_mode = ?args.deletion_mode,
+        no_new_finalizers = args.no_new_finalizers,
+        "mosc-guard serving"
+    );
+    let limits = Limits {
+        request_timeout: Duration::from_secs(args.request_timeout.max(1)),
+        shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        header_read_timeout: Duration::from_secs(10),
+    };
+    let metrics = Arc::new(Metrics::default());
+    let confirm = Duration::from_secs(args.confirm_timeout.max(1));
+    let Some(dir) = &args.source.from_dir else {
+        let client = args.source.cluster.client().await?;
+        let identity = args.identity.clone().unwrap_or_else(default_identity);
+        let events = Events::new(client.clone(), &identity);
+        let mut reviewer = Reviewer::new(
+            cache::Caches::start(client.clone()),
+            args.source.policy,
+            Arc::clone(&metrics),
+            confirm,
+        )
+        .with_deletion_mode(args.deletion_mode)
+        .with_events(events.clone());
+        if args.no_new_finalizers {
+            reviewer = reviewer.without_new_finalizers();
         }
-        None => {
-            let client = args.source.client().await?;
-            run_server(cache::Caches::start(client), &args, listener, tls).await
+        let reviewer = Arc::new(reviewer);
+        let shutdown = CancellationToken::new();
+        let election = defer.then(|| {
+            let settings = LeaseSettings::new(
+                args.lease_namespace.clone(),
+                args.lease_name.clone(),
+                identity,
+            );
+            let (reviewer, metrics, stop) = (
+                Arc::clone(&reviewer),
+                Arc::clone(&metrics),
+                shutdown.clone(),
+            );
+            let add = reviewer.adds_finalizers();
+            tokio::spawn(leader::run(
+                client.clone(),
+                settings,
+                Arc::clone(&metrics),
+                stop,
+                move |term| {
+                    controller::run(
+                        client.clone(),
+                        Arc::clone(&reviewer),
+                        events.clone(),
+                        Arc::clone(&metrics),
+                        add,
+                        term,
+                    )
+                },
+            ))
+        });
+        let app = server::router(reviewer, limits.request_timeout);
+        let signal = shutdown.clone();
+        server::serve(listener, tls, app, &limits, async move {
+            shutdown_signal().await;
+            signal.cancel();
+        })
+        .await;
+        if let Some(election) = election {
+            // Gives the Lease up so another replica takes over at once.
+            if tokio::time::timeout(Duration::from_secs(10), election)
+                .await
+                .is_err()
+            {
+                tracing::warn!("leader election did not stop within 10 s");
+            }
         }
-    }
+        return Ok(());
+    };
+    let view = StaticView(Arc::new(load_static(dir)?));
+    let reviewer = Reviewer::new(view, args.source.policy, metrics, confirm);
+    let app = server::router(reviewer, limits.request_timeout);
+    server::serve(listener, tls, app, &limits, shutdown_signal()).await;
     Ok(())
+}
+
+/// The identity outside a pod: host name and process id.
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "mosc-guard".to_string());
+    format!("{host}-{}", std::process::id())
 }
 
 fn load_static(dir: &Path) -> Result<Snapshot, String> {
@@ -247,25 +414,27 @@ fn load_static(dir: &Path) -> Result<Snapshot, String> {
     Ok(loaded.snapshot)
 }
 
-async fn run_server<V: ClusterView>(
-    view: V,
-    args: &ServeArgs,
-    listener: tokio::net::TcpListener,
-    tls: Arc<rustls::ServerConfig>,
-) {
-    let reviewer = Reviewer::new(
-        view,
-        args.source.policy,
-        Arc::new(Metrics::default()),
-        Duration::from_secs(args.confirm_timeout.max(1)),
-    );
-    let limits = Limits {
-        request_timeout: Duration::from_secs(args.request_timeout.max(1)),
-        shutdown_grace: Duration::from_secs(args.shutdown_grace),
-        header_read_timeout: Duration::from_secs(10),
-    };
-    let app = server::router(reviewer, limits.request_timeout);
-    server::serve(listener, tls, app, &limits, shutdown_signal()).await;
+/// Runs `release-finalizers`; returns the exit status (0 none left, 1 some kept, 2 error).
+pub async fn release_finalizers(args: ReleaseArgs) -> ExitCode {
+    let result = async {
+        let client = args.cluster.client().await?;
+        uninstall::release_all(&client, args.force).await
+    }
+    .await;
+    match result {
+        Ok(summary) => {
+            print!("{}", summary.render());
+            if summary.complete() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Resolves on SIGTERM (kubelet stopping the pod) or Ctrl-C.

@@ -8,13 +8,19 @@
 
 pub mod admission;
 pub mod cache;
+pub mod certs;
 pub mod cli;
+pub mod controller;
 pub mod dump;
+pub mod events;
+pub mod finalizer;
 pub mod image;
+pub mod leader;
 pub mod live;
 pub mod message;
 pub mod metrics;
 pub mod model;
+pub mod mutation;
 pub mod node_index;
 pub mod policy;
 pub mod report;
@@ -23,4 +29,5 @@ pub mod selector;
 pub mod server;
 pub mod snapshot;
 pub mod tls;
+pub mod uninstall;
 pub mod view;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mosc_guard::cli::{self, Cli, Command};
+use mosc_guard::cli::{self, Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -13,16 +13,17 @@ fn main() -> ExitCode {
     let default = match cli.command {
         Command::Serve(_) => "info",
         Command::Check(_) => "warn,kube_client=off",
+        Command::Certs(_) => "warn",
+        Command::ReleaseFinalizers(_) => "warn,kube_client=off",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    if std::env::var("MOSC_GUARD_LOG_FORMAT").as_deref() == Ok("json") {
-        fmt.json().init();
-    } else {
-        fmt.init();
+    match cli.log_format {
+        LogFormat::Json => fmt.json().init(),
+        LogFormat::Text => fmt.init(),
     }
     // kube and our server both use rustls with ring; make it the process default.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -40,6 +41,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => cli::serve(args).await,
             Command::Check(args) => cli::check(args).await,
+            Command::Certs(args) => cli::certs(args),
+            Command::ReleaseFinalizers(args) => cli::release_finalizers(args).await,
         }
     })
 }

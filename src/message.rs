@@ -118,6 +118,71 @@ pub fn unverified_override(kind: TargetKind, name: &str, why: &str, reason: &str
     ))
 }
 
+/// The warning kubectl prints when defer mode accepts a deletion that nodes still block.
+pub fn deferred(v: &Verdict) -> String {
+    clip(format!(
+        "mosc-guard: deletion of {} \"{}\" deferred: {} ({}); it completes when the rollout settles",
+        v.kind.cli_name(),
+        v.name,
+        headline(v),
+        node_names(v, 3)
+    ))
+}
+
+/// The note of the DeletionDeferred Event: which nodes the finalizer waits for.
+pub fn deferred_note(v: &Verdict) -> String {
+    let mut out = format!(
+        "Deletion deferred: {}; mosc-guard releases its finalizer ({}) when the rollout settles.",
+        headline(v),
+        crate::finalizer::FINALIZER
+    );
+    for node in v.blocking.iter().take(MAX_LISTED_NODES) {
+        let _ = write!(out, "\n  {}", node_line(node));
+    }
+    if v.blocking.len() > MAX_LISTED_NODES {
+        let _ = write!(out, "\n  and {} more", v.blocking.len() - MAX_LISTED_NODES);
+    }
+    out
+}
+
+/// The note of the DeletionReleased Event.
+pub fn released_note(overridden_by: Option<&str>) -> String {
+    match overridden_by {
+        Some(reason) => format!(
+            "Finalizer {} released by override ({OVERRIDE_ANNOTATION}=\"{reason}\"); the deletion completes now",
+            crate::finalizer::FINALIZER
+        ),
+        None => format!(
+            "No node still needs its images; finalizer {} released and the deletion completes now",
+            crate::finalizer::FINALIZER
+        ),
+    }
+}
+
+/// Added to a denial in defer mode when the object does not carry the finalizer (created
+/// before mosc-guard and not adopted yet, or `--no-new-finalizers`), so it cannot wait.
+pub fn not_deferrable() -> String {
+    format!(
+        "\n(mosc-guard runs in defer mode, but this object does not carry the finalizer {} yet, so its deletion cannot be deferred; it is added within seconds unless mosc-guard is draining with --no-new-finalizers.)",
+        crate::finalizer::FINALIZER
+    )
+}
+
+/// "a, b, c and 2 more".
+fn node_names(v: &Verdict, max: usize) -> String {
+    let names: Vec<&str> = v
+        .blocking
+        .iter()
+        .take(max)
+        .map(|b| b.node.as_str())
+        .collect();
+    let mut out = names.join(", ");
+    if v.blocking.len() > max {
+        let _ = write!(out, " and {} more", v.blocking.len() - max);
+    }
+    out
+}
+
 /// How the images of a target are named in sentences.
 pub fn images_phrase(kind: TargetKind) -> &'static str {
     match kind {
@@ -174,9 +239,14 @@ fn pools(v: &Verdict) -> String {
     pools.join(" ")
 }
 
-fn clip(mut s: String) -> String {
-    if s.len() > MAX_WARNING_LEN {
-        let mut end = MAX_WARNING_LEN - 3;
+fn clip(s: String) -> String {
+    clip_to(s, MAX_WARNING_LEN)
+}
+
+/// `s` cut to at most `max` bytes on a character boundary, marked with "...".
+pub fn clip_to(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max.saturating_sub(3);
         while !s.is_char_boundary(end) {
             end -= 1;
         }

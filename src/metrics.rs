@@ -8,6 +8,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::finalizer::ReleaseReason;
+use crate::mutation::Mutation;
+
 /// What an admission request came to.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types)]
@@ -19,12 +22,24 @@ pub enum Outcome {
     unverified,
     /// Not a deletion the guard decides on (other resource or operation).
     ignored,
+    /// Allowed in defer mode while nodes still need its images: the finalizer holds it.
+    deferred,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DecisionLabels {
     resource: &'static str,
     result: Outcome,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MutationLabels {
+    result: Mutation,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReleaseLabels {
+    reason: ReleaseReason,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -44,6 +59,11 @@ pub struct Metrics {
     confirmations: Family<ConfirmLabels, Counter>,
     cache_objects: Family<CacheLabels, Gauge>,
     ready: Gauge,
+    mutations: Family<MutationLabels, Counter>,
+    deferred: Gauge,
+    releases: Family<ReleaseLabels, Counter>,
+    deferral_seconds: Histogram,
+    leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -83,6 +103,39 @@ impl Default for Metrics {
             "1 once every cache finished its first full list",
             ready.clone(),
         );
+        let mutations = Family::<MutationLabels, Counter>::default();
+        registry.register(
+            "mutations",
+            "Mutating-webhook requests by result (defer mode)",
+            mutations.clone(),
+        );
+        let deferred = Gauge::default();
+        registry.register(
+            "deferred_deletions",
+            "MachineOSConfigs being deleted whose finalizer mosc-guard still holds (leader only)",
+            deferred.clone(),
+        );
+        let releases = Family::<ReleaseLabels, Counter>::default();
+        registry.register(
+            "finalizer_releases",
+            "Deferred deletions released, by reason",
+            releases.clone(),
+        );
+        // 5 s .. ~2.8 h: a rollout takes minutes per node.
+        let deferral_seconds = Histogram::new(
+            prometheus_client::metrics::histogram::exponential_buckets(5.0, 2.0, 12),
+        );
+        registry.register(
+            "deferred_deletion_duration_seconds",
+            "Time from a MachineOSConfig's deletionTimestamp to the release of its finalizer",
+            deferral_seconds.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the lease and runs the finalizer controller",
+            leader.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -90,6 +143,11 @@ impl Default for Metrics {
             confirmations,
             cache_objects,
             ready,
+            mutations,
+            deferred,
+            releases,
+            deferral_seconds,
+            leader,
         }
     }
 }
@@ -107,6 +165,26 @@ impl Metrics {
         self.confirmations
             .get_or_create(&ConfirmLabels { result })
             .inc();
+    }
+
+    pub fn mutation(&self, result: Mutation) {
+        self.mutations
+            .get_or_create(&MutationLabels { result })
+            .inc();
+    }
+
+    /// A deferred deletion let go `seconds` after its deletionTimestamp.
+    pub fn released(&self, reason: ReleaseReason, seconds: f64) {
+        self.releases.get_or_create(&ReleaseLabels { reason }).inc();
+        self.deferral_seconds.observe(seconds);
+    }
+
+    pub fn set_deferred(&self, n: usize) {
+        self.deferred.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
     }
 
     /// Renders the text exposition after refreshing the cache gauges.

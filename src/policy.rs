@@ -57,6 +57,14 @@ impl TargetKind {
         }
     }
 
+    /// The API kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            TargetKind::MachineOSConfig => "MachineOSConfig",
+            TargetKind::MachineOSBuild => "MachineOSBuild",
+        }
+    }
+
     /// Bounded label value for metrics.
     pub fn metric_label(self) -> &'static str {
         match self {

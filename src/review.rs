@@ -1,6 +1,9 @@
 //! Answers one admission request: classify it, decide from the cache, and confirm
 //! every would-be allow with a fresh read, so a stale cache can delay a deletion but
-//! cannot allow one that is dangerous at admission time.
+//! cannot allow one that is dangerous at admission time. In defer mode a MachineOSConfig
+//! that carries the finalizer is let through with a warning: the finalizer holds it.
+//!
+//! [`Reviewer::check`] is the one decision path; the finalizer controller uses it too.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,16 +13,38 @@ use tokio::sync::Semaphore;
 use kube::core::admission::AdmissionResponse;
 
 use crate::admission::{self, Classified, Request, Subject};
-use crate::message;
+use crate::events::{self, Events};
 use crate::metrics::{Metrics, Outcome};
-use crate::policy::{self, PolicyMode, TargetKind, Verdict};
-use crate::snapshot::Snapshot;
+use crate::policy::{self, Deletion, PolicyMode, TargetKind, Verdict};
 use crate::view::ClusterView;
+use crate::{finalizer, message};
 
 /// Confirming reads allowed at once. Each lists every node; when garbage collection
 /// deletes many builds together, the rest wait (within their timeout) instead of
 /// multiplying the load on the API server and the guard's memory.
 const CONCURRENT_CONFIRMATIONS: usize = 2;
+
+/// How a MachineOSConfig deletion that nodes still block is answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeletionMode {
+    /// Refuse it, naming the nodes; the admin deletes again later.
+    #[default]
+    Deny,
+    /// Accept it; the finalizer holds the object until the rollout settles.
+    Defer,
+}
+
+/// A verdict confirmed as far as the guard could.
+#[derive(Debug)]
+pub enum Checked {
+    /// Settled without a fresh read: the cache blocks it, an override lets it through, or it
+    /// is a build without an image.
+    Decided(Verdict),
+    /// A would-be allow, confirmed or overturned by a fresh read.
+    Confirmed(Verdict),
+    /// A would-be allow that the fresh read could not confirm.
+    Unverified { cached: Verdict, why: String },
+}
 
 pub struct Reviewer<V> {
     pub view: V,
@@ -28,6 +53,9 @@ pub struct Reviewer<V> {
     /// Upper bound for the confirming read, waiting for a turn included; past it the
     /// guard fails closed.
     pub confirm_timeout: Duration,
+    deletion_mode: DeletionMode,
+    no_new_finalizers: bool,
+    events: Option<Events>,
     confirmations: Semaphore,
 }
 
@@ -43,23 +71,55 @@ impl<V: ClusterView> Reviewer<V> {
             mode,
             metrics,
             confirm_timeout,
+            deletion_mode: DeletionMode::Deny,
+            no_new_finalizers: false,
+            events: None,
             confirmations: Semaphore::new(CONCURRENT_CONFIRMATIONS),
         }
     }
 
+    /// Answers MachineOSConfig deletions as `mode` says.
+    pub fn with_deletion_mode(mut self, mode: DeletionMode) -> Self {
+        self.deletion_mode = mode;
+        self
+    }
+
+    /// Stops adding the finalizer (draining before an uninstall); deferred deletions still
+    /// complete.
+    pub fn without_new_finalizers(mut self) -> Self {
+        self.no_new_finalizers = true;
+        self
+    }
+
+    /// Whether the mutating webhook and the controller add the finalizer: defer mode only.
+    pub fn adds_finalizers(&self) -> bool {
+        self.deletion_mode == DeletionMode::Defer && !self.no_new_finalizers
+    }
+
+    /// Records a DeletionBlocked Event for every refused deletion that is not a dry run.
+    pub fn with_events(mut self, events: Events) -> Self {
+        self.events = Some(events);
+        self
+    }
+
     pub async fn review(&self, req: &Request) -> AdmissionResponse {
         let started = Instant::now();
-        let (resource, outcome, resp) = match admission::classify(req) {
-            Classified::Ignore => ("other", Outcome::ignored, admission::allow(req, vec![])),
+        let (resource, decided) = match admission::classify(req) {
+            Classified::Ignore => (
+                "other",
+                Decision::new(Outcome::ignored, admission::allow(req, vec![])),
+            ),
             Classified::Delete {
                 kind,
                 name,
                 subject,
             } => {
-                let (outcome, resp) = self.deletion(req, kind, &name, subject).await;
-                (kind.metric_label(), outcome, resp)
+                let decided = self.deletion(req, kind, &name, subject).await;
+                self.record_refusal(req, kind, &decided);
+                (kind.metric_label(), decided)
             }
         };
+        let elapsed = started.elapsed();
         tracing::info!(
             uid = %req.uid,
             resource = %req.resource.resource,
@@ -67,12 +127,14 @@ impl<V: ClusterView> Reviewer<V> {
             user = req.user_info.username.as_deref().unwrap_or_default(),
             dry_run = req.dry_run,
             override_reason = override_of(req).unwrap_or_default(),
-            result = ?outcome,
+            result = ?decided.outcome,
+            blocking_nodes = decided.blocking_nodes,
+            latency_ms = elapsed.as_secs_f64() * 1000.0,
             "admission decision"
         );
         self.metrics
-            .decision(resource, outcome, started.elapsed().as_secs_f64());
-        resp
+            .decision(resource, decided.outcome, elapsed.as_secs_f64());
+        decided.response
     }
 
     async fn deletion(
@@ -81,26 +143,63 @@ impl<V: ClusterView> Reviewer<V> {
         kind: TargetKind,
         name: &str,
         subject: Result<Subject, String>,
-    ) -> (Outcome, AdmissionResponse) {
+    ) -> Decision {
         let subject = match subject {
             Ok(s) => s,
             Err(why) => {
                 let msg = message::unverified(kind, name, &why);
-                return (Outcome::unverified, admission::deny(req, msg));
+                return Decision::new(Outcome::unverified, admission::deny(req, msg));
             }
         };
-        let mut snapshot = self.view.objects();
-        let digests = policy::guarded_digests(&snapshot, subject.as_deletion());
-        snapshot.nodes = self.view.nodes(digests.as_ref(), self.mode);
-        let cached = self.evaluate(&snapshot, &subject);
-        if !cached.allowed || cached.overridden() {
-            return respond(req, &cached);
+        let deferrable = match &subject {
+            Subject::Config(c) => {
+                self.deletion_mode == DeletionMode::Defer && finalizer::has(&c.metadata)
+            }
+            Subject::Build(_) => false,
+        };
+        if deferrable {
+            // The finalizer keeps the object (and so its images) until the controller
+            // confirms with a fresh read; the cache only words the warning.
+            return deferred(req, &self.cached(subject.as_deletion()));
         }
+        let decided = match self.check(subject.as_deletion()).await {
+            Checked::Decided(verdict) | Checked::Confirmed(verdict) => respond(req, &verdict),
+            Checked::Unverified { cached, why } => {
+                if let Some(reason) = cached.override_reason.as_deref() {
+                    tracing::warn!(%name, %why, "could not confirm an allow; allowed by override");
+                    let warning = message::unverified_override(kind, name, &why, reason);
+                    Decision::new(Outcome::overridden, admission::allow(req, vec![warning]))
+                } else {
+                    tracing::warn!(%name, reason = %why, "could not confirm an allow; denying");
+                    let msg = message::unverified(kind, name, &why);
+                    Decision::new(Outcome::unverified, admission::deny(req, msg))
+                }
+            }
+        };
+        if self.deletion_mode == DeletionMode::Defer && kind == TargetKind::MachineOSConfig {
+            return decided.explain_not_deferred();
+        }
+        decided
+    }
+
+    /// The verdict from the caches alone.
+    pub fn cached(&self, target: Deletion<'_>) -> Verdict {
+        let mut snapshot = self.view.objects();
+        let digests = policy::guarded_digests(&snapshot, target);
+        snapshot.nodes = self.view.nodes(digests.as_ref(), self.mode);
+        policy::evaluate(&snapshot, target, self.mode)
+    }
+
+    /// The verdict from the caches, with every would-be allow confirmed by a fresh read of
+    /// nodes and builds: a stale cache can delay a deletion but never let a dangerous one go.
+    pub async fn check(&self, target: Deletion<'_>) -> Checked {
+        let cached = self.cached(target);
         // A build without an image guards nothing whatever the nodes say: no read needed.
         // (A config's images depend on builds the cache may not have seen, so it is read.)
-        let imageless_build = matches!(subject, Subject::Build(_)) && cached.images.is_empty();
-        if imageless_build {
-            return respond(req, &cached);
+        let imageless_build =
+            matches!(target, Deletion::MachineOSBuild(_)) && cached.images.is_empty();
+        if !cached.allowed || cached.overridden() || imageless_build {
+            return Checked::Decided(cached);
         }
         let fresh = tokio::time::timeout(self.confirm_timeout, async {
             let _turn = self.confirmations.acquire().await;
@@ -108,14 +207,14 @@ impl<V: ClusterView> Reviewer<V> {
         });
         match fresh.await {
             Ok(Ok(fresh)) => {
-                let verdict = self.evaluate(&fresh, &subject);
+                let verdict = policy::evaluate(&fresh, target, self.mode);
                 let result = if verdict.allowed && !verdict.overridden() {
                     "confirmed"
                 } else {
                     "overturned"
                 };
                 self.metrics.confirmation(result);
-                respond(req, &verdict)
+                Checked::Confirmed(verdict)
             }
             failed => {
                 self.metrics.confirmation("failed");
@@ -128,37 +227,93 @@ impl<V: ClusterView> Reviewer<V> {
                         self.confirm_timeout.as_secs_f32()
                     ),
                 };
-                if let Some(reason) = cached.override_reason.as_deref() {
-                    tracing::warn!(%name, %why, "could not confirm an allow; allowed by override");
-                    let warning = message::unverified_override(kind, name, &why, reason);
-                    return (Outcome::overridden, admission::allow(req, vec![warning]));
-                }
-                tracing::warn!(%name, reason = %why, "could not confirm an allow; denying");
-                let msg = message::unverified(kind, name, &why);
-                (Outcome::unverified, admission::deny(req, msg))
+                Checked::Unverified { cached, why }
             }
         }
     }
 
-    fn evaluate(&self, snapshot: &Snapshot, subject: &Subject) -> Verdict {
-        policy::evaluate(snapshot, subject.as_deletion(), self.mode)
+    /// A DeletionBlocked Event for a refused deletion, recorded in the background so the
+    /// answer to the API server does not wait for it. Dry runs leave no trace.
+    fn record_refusal(&self, req: &Request, kind: TargetKind, decided: &Decision) {
+        let refused = matches!(decided.outcome, Outcome::denied | Outcome::unverified);
+        let Some(events) = self.events.clone().filter(|_| refused && !req.dry_run) else {
+            return;
+        };
+        let uid = req
+            .old_object
+            .as_ref()
+            .and_then(|o| o.metadata.uid.as_deref());
+        let regarding = events::reference(kind, &req.name, uid);
+        let note = decided.response.result.message.clone();
+        tokio::spawn(async move {
+            events
+                .record(&regarding, true, events::REASON_BLOCKED, &note)
+                .await;
+        });
     }
 }
 
-fn respond(req: &Request, verdict: &Verdict) -> (Outcome, AdmissionResponse) {
-    if !verdict.allowed {
-        (
+/// What one guarded request came to.
+struct Decision {
+    outcome: Outcome,
+    blocking_nodes: usize,
+    response: AdmissionResponse,
+}
+
+impl Decision {
+    fn new(outcome: Outcome, response: AdmissionResponse) -> Self {
+        Self {
+            outcome,
+            blocking_nodes: 0,
+            response,
+        }
+    }
+
+    fn blocking(mut self, verdict: &Verdict) -> Self {
+        self.blocking_nodes = verdict.blocking.len();
+        self
+    }
+
+    /// In defer mode, a refusal says why this deletion could not be deferred.
+    fn explain_not_deferred(mut self) -> Self {
+        if !self.response.allowed {
+            self.response
+                .result
+                .message
+                .push_str(&message::not_deferrable());
+        }
+        self
+    }
+}
+
+fn respond(req: &Request, verdict: &Verdict) -> Decision {
+    let decision = if !verdict.allowed {
+        Decision::new(
             Outcome::denied,
             admission::deny(req, message::denial(verdict)),
         )
     } else if verdict.overridden() {
-        (
+        Decision::new(
             Outcome::overridden,
             admission::allow(req, message::override_warnings(verdict)),
         )
     } else {
-        (Outcome::allowed, admission::allow(req, vec![]))
-    }
+        Decision::new(Outcome::allowed, admission::allow(req, vec![]))
+    };
+    decision.blocking(verdict)
+}
+
+/// Defer mode with the finalizer in place: allowed, with a warning while nodes still block.
+fn deferred(req: &Request, verdict: &Verdict) -> Decision {
+    let decision = if verdict.allowed {
+        respond(req, verdict)
+    } else {
+        Decision::new(
+            Outcome::deferred,
+            admission::allow(req, vec![message::deferred(verdict)]),
+        )
+    };
+    decision.blocking(verdict)
 }
 
 /// The override annotation on the object being deleted, for the audit log.

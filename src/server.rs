@@ -19,10 +19,10 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::admission;
 use crate::metrics::Metrics;
 use crate::review::Reviewer;
 use crate::view::ClusterView;
+use crate::{admission, mutation};
 
 /// Largest AdmissionReview accepted; the API server caps objects at 3 MiB too.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -44,18 +44,23 @@ pub struct Limits {
 const MAX_CONNECTIONS: usize = 512;
 
 struct AppState<V> {
-    reviewer: Reviewer<V>,
+    reviewer: Arc<Reviewer<V>>,
     metrics: Arc<Metrics>,
 }
 
-/// The application's routes.
-pub fn router<V: ClusterView>(reviewer: Reviewer<V>, request_timeout: Duration) -> Router {
+/// The application's routes. The reviewer may be shared with the finalizer controller.
+pub fn router<V: ClusterView>(
+    reviewer: impl Into<Arc<Reviewer<V>>>,
+    request_timeout: Duration,
+) -> Router {
+    let reviewer = reviewer.into();
     let state = Arc::new(AppState {
         metrics: Arc::clone(&reviewer.metrics),
         reviewer,
     });
     Router::new()
         .route("/validate", post(validate::<V>))
+        .route("/mutate", post(mutate::<V>))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz::<V>))
         .route("/metrics", get(metrics::<V>))
@@ -71,6 +76,23 @@ async fn validate<V: ClusterView>(State(app): State<Arc<AppState<V>>>, body: Byt
     match admission::decode(&body) {
         Ok(req) => {
             let resp = app.reviewer.review(&req).await;
+            Json(admission::into_review(resp)).into_response()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "rejecting malformed admission request");
+            (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response()
+        }
+    }
+}
+
+/// Defer mode's mutating webhook; in deny mode it never patches (a finalizer nobody releases
+/// would strand the object), whatever webhook configuration points here.
+async fn mutate<V: ClusterView>(State(app): State<Arc<AppState<V>>>, body: Bytes) -> Response {
+    match admission::decode(&body) {
+        Ok(req) => {
+            let (outcome, resp) = mutation::review(&req, app.reviewer.adds_finalizers());
+            tracing::debug!(uid = %req.uid, name = %req.name, result = ?outcome, "mutation");
+            app.metrics.mutation(outcome);
             Json(admission::into_review(resp)).into_response()
         }
         Err(e) => {
