@@ -9,6 +9,11 @@ CARGO ?= cargo
 GUARD ?= on
 export GUARD
 
+## The container image `make image` builds; its tag is the crate version, the same tag
+## manifests/base/kustomization.yaml deploys (`images:`). Override: make image IMAGE=...
+VERSION ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
+IMAGE ?= quay.io/mosc-guard/mosc-guard:$(VERSION)
+
 .PHONY: all deps binaries build lint unit test demo bench clean
 
 all: build
@@ -33,7 +38,7 @@ lint: deps
 test: deps binaries lint
 	$(CARGO) test --locked --lib --bins --tests -- --test-threads=2
 
-## The report's scenario, narrated. GUARD=off plays it without mosc-guard.
+## The report's scenario, narrated. GUARD=defer plays it in defer mode, GUARD=off without mosc-guard.
 demo: deps binaries
 	@$(CARGO) build --locked --quiet --bin mosc-guard
 	@$(CARGO) run --locked --quiet --example demo
@@ -43,6 +48,24 @@ demo: deps binaries
 bench: deps
 	$(CARGO) bench --locked --bench decision
 	$(CARGO) bench --locked --bench webhook
+
+## Builds $(IMAGE) from the Containerfile with the first of podman, buildah or docker found.
+.PHONY: image
+image:
+	@engine=""; for e in podman buildah docker; do \
+	  if command -v "$$e" >/dev/null 2>&1; then engine=$$e; break; fi; \
+	done; \
+	if [ -z "$$engine" ]; then \
+	  echo "error: no container engine is installed (looked for podman, buildah, docker); cannot build $(IMAGE)" >&2; \
+	  exit 1; \
+	fi; \
+	if ! "$$engine" info >/dev/null 2>&1; then \
+	  echo "error: $$engine is installed but cannot build ('$$engine info' fails: no daemon or no access?)" >&2; \
+	  exit 1; \
+	fi; \
+	echo "building $(IMAGE) with $$engine" >&2; \
+	if [ "$$engine" = buildah ]; then set -x; buildah build -f Containerfile -t "$(IMAGE)" .; \
+	else set -x; "$$engine" build -f Containerfile -t "$(IMAGE)" .; fi
 
 clean:
 	$(CARGO) clean

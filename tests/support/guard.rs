@@ -7,24 +7,22 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::Resource as _;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::json;
 use tempfile::TempDir;
 
 use super::controlplane::{ControlPlane, FIELD_MANAGER};
+use super::manifests;
 use super::net::{free_port, retry_on_port_clash};
 use super::process::ChildProcess;
 use super::tls::https_client;
 use super::{Result, init_tracing, temp_dir};
-
-/// The product's webhook manifest, which [`register_validating_webhook`] applies.
-pub const WEBHOOK_MANIFEST: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/manifests/40-validatingwebhook.yaml"
-);
 
 /// A running `mosc-guard serve`. Dropping it sends SIGTERM, then SIGKILL after 5 s.
 pub struct Guard {
@@ -135,6 +133,15 @@ impl Guard {
         format!("{}/validate", self.base_url())
     }
 
+    /// A clientConfig calling `path` on it, trusting its CA.
+    pub fn client_config(&self, path: &str) -> WebhookClientConfig {
+        WebhookClientConfig {
+            url: Some(format!("{}{path}", self.base_url())),
+            ca_bundle: Some(ByteString(self.ca_pem.as_bytes().to_vec())),
+            service: None,
+        }
+    }
+
     /// PEM of the CA that signed its serving certificate.
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
@@ -158,6 +165,11 @@ impl Guard {
     /// Errs (with the log tail) if the process has exited.
     pub fn check_running(&mut self) -> Result<()> {
         self.process.check_running()
+    }
+
+    /// Kills it with SIGKILL, as a crash or a lost node would (no graceful shutdown).
+    pub fn kill(&mut self) {
+        self.process.kill();
     }
 
     /// Stops it now: SIGTERM, then SIGKILL after the grace period (also done on Drop).
@@ -205,24 +217,32 @@ pub fn guard_binary() -> Result<PathBuf> {
     }
 }
 
-/// The product's ValidatingWebhookConfiguration (`manifests/40-validatingwebhook.yaml`) with each
+/// The product's ValidatingWebhookConfiguration (rendered from `manifests/base`) with each
 /// webhook's clientConfig pointed at the guard: `url` = its /validate, `caBundle` = its CA.
 pub fn webhook_configuration(guard: &Guard) -> Result<ValidatingWebhookConfiguration> {
-    let text = std::fs::read_to_string(WEBHOOK_MANIFEST)
-        .map_err(|e| format!("reading {WEBHOOK_MANIFEST}: {e}"))?;
-    let mut config: ValidatingWebhookConfiguration =
-        serde_yaml_ng::from_str(&text).map_err(|e| format!("parsing {WEBHOOK_MANIFEST}: {e}"))?;
+    let mut config = manifests::validating_webhook_configuration()?;
     let webhooks = config
         .webhooks
         .as_mut()
         .filter(|w| !w.is_empty())
-        .ok_or("the manifest has no webhooks")?;
+        .ok_or("the rendered configuration has no webhooks")?;
     for webhook in webhooks {
-        webhook.client_config = WebhookClientConfig {
-            url: Some(guard.validate_url()),
-            ca_bundle: Some(ByteString(guard.ca_pem().as_bytes().to_vec())),
-            service: None,
-        };
+        webhook.client_config = guard.client_config("/validate");
+    }
+    Ok(config)
+}
+
+/// The product's MutatingWebhookConfiguration (rendered from `manifests/overlays/defer`)
+/// pointed at the guard's /mutate.
+pub fn mutating_webhook_configuration(guard: &Guard) -> Result<MutatingWebhookConfiguration> {
+    let mut config = manifests::mutating_webhook_configuration()?;
+    let webhooks = config
+        .webhooks
+        .as_mut()
+        .filter(|w| !w.is_empty())
+        .ok_or("the rendered configuration has no webhooks")?;
+    for webhook in webhooks {
+        webhook.client_config = guard.client_config("/mutate");
     }
     Ok(config)
 }
@@ -231,33 +251,52 @@ pub fn webhook_configuration(guard: &Guard) -> Result<ValidatingWebhookConfigura
 /// webhooks from it.
 ///
 /// How "active" is established, independently of the guard's decisions: the API server loads
-/// ValidatingWebhookConfigurations through one informer, which sees objects in resourceVersion
-/// order. After ours is applied, a second configuration `mosc-guard-e2e-probe` is created (so it
-/// has a later resourceVersion) whose only webhook matches server-side dry-run creates of
-/// Namespaces carrying a unique probe label and points at a closed port with failurePolicy Fail.
-/// Once such a dry-run create is rejected by that webhook, the API server's webhook set includes
-/// the probe and therefore ours. The probe configuration is then deleted; while its removal
-/// propagates it can only affect Namespaces carrying the probe label.
+/// each kind of webhook configuration through one informer, which sees objects in
+/// resourceVersion order. After ours is applied, a probe configuration of the same kind is
+/// created (so it has a later resourceVersion) whose only webhook matches server-side dry-run
+/// creates of Namespaces carrying a unique probe label and points at a closed port with
+/// failurePolicy Fail. Once such a dry-run create is rejected by that webhook, the API server's
+/// webhook set includes the probe and therefore ours. The probe is then deleted; while its
+/// removal propagates it can only affect Namespaces carrying the probe label.
 pub async fn register_validating_webhook(cp: &ControlPlane, guard: &Guard) -> Result<()> {
-    let started = Instant::now();
     let config = webhook_configuration(guard)?;
+    register(cp, guard, &config, PROBE_VALIDATING).await
+}
+
+/// Applies [`mutating_webhook_configuration`] and waits until it is in effect (as
+/// [`register_validating_webhook`] does).
+pub async fn register_mutating_webhook(cp: &ControlPlane, guard: &Guard) -> Result<()> {
+    let config = mutating_webhook_configuration(guard)?;
+    register(cp, guard, &config, PROBE_MUTATING).await
+}
+
+async fn register<K>(cp: &ControlPlane, guard: &Guard, config: &K, probe: Probe) -> Result<()>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::ClusterResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let started = Instant::now();
     let name = config
-        .metadata
+        .meta()
         .name
         .clone()
-        .ok_or("the webhook manifest has no name")?;
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(cp.client());
+        .ok_or("the rendered webhook configuration has no name")?;
+    let api: Api<K> = Api::all(cp.client());
     api.patch(
         &name,
         &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&config),
+        &Patch::Apply(config),
     )
     .await
-    .map_err(|e| format!("applying ValidatingWebhookConfiguration {name}: {e}"))?;
-    wait_until_webhooks_active(cp, Duration::from_secs(30)).await?;
+    .map_err(|e| format!("applying {} {name}: {e}", probe.kind))?;
+    wait_until_active(cp, probe, Duration::from_secs(30)).await?;
     tracing::info!(
-        "ValidatingWebhookConfiguration {name} -> {} active after {:.2?}",
-        guard.validate_url(),
+        "{} {name} -> {} active after {:.2?}",
+        probe.kind,
+        guard.base_url(),
         started.elapsed()
     );
     Ok(())
@@ -266,12 +305,10 @@ pub async fn register_validating_webhook(cp: &ControlPlane, guard: &Guard) -> Re
 /// Removes the guard's ValidatingWebhookConfiguration (what `kubectl delete -f` of the manifest does).
 pub async fn unregister_validating_webhook(cp: &ControlPlane) -> Result<()> {
     let api: Api<ValidatingWebhookConfiguration> = Api::all(cp.client());
-    let text = std::fs::read_to_string(WEBHOOK_MANIFEST)?;
-    let config: ValidatingWebhookConfiguration = serde_yaml_ng::from_str(&text)?;
-    let name = config
+    let name = manifests::validating_webhook_configuration()?
         .metadata
         .name
-        .ok_or("the webhook manifest has no name")?;
+        .ok_or("the rendered configuration has no name")?;
     match api.delete(&name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
@@ -279,59 +316,80 @@ pub async fn unregister_validating_webhook(cp: &ControlPlane) -> Result<()> {
     }
 }
 
-const PROBE_CONFIG: &str = "mosc-guard-e2e-probe";
-const PROBE_WEBHOOK: &str = "probe.mosc-guard-e2e.dev";
+/// A probe configuration of one kind (see [`register_validating_webhook`]).
+#[derive(Clone, Copy)]
+struct Probe {
+    kind: &'static str,
+    plural: &'static str,
+    config: &'static str,
+    webhook: &'static str,
+}
+
+const PROBE_VALIDATING: Probe = Probe {
+    kind: "ValidatingWebhookConfiguration",
+    plural: "validatingwebhookconfigurations",
+    config: "mosc-guard-e2e-probe",
+    webhook: "probe.mosc-guard-e2e.dev",
+};
+
+const PROBE_MUTATING: Probe = Probe {
+    kind: "MutatingWebhookConfiguration",
+    plural: "mutatingwebhookconfigurations",
+    config: "mosc-guard-e2e-mutating-probe",
+    webhook: "mutating-probe.mosc-guard-e2e.dev",
+};
+
 const PROBE_LABEL: &str = "mosc-guard-e2e/webhook-probe";
 
 /// Waits until every ValidatingWebhookConfiguration written before this call is in effect
 /// (see [`register_validating_webhook`]).
 pub async fn wait_until_webhooks_active(cp: &ControlPlane, timeout: Duration) -> Result<()> {
+    wait_until_active(cp, PROBE_VALIDATING, timeout).await
+}
+
+async fn wait_until_active(cp: &ControlPlane, probe: Probe, timeout: Duration) -> Result<()> {
     let nonce = format!(
         "{:x}",
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?
             .as_nanos()
     );
-    let configs: Api<ValidatingWebhookConfiguration> = Api::all(cp.client());
-    let probe = ValidatingWebhookConfiguration {
-        metadata: kube::api::ObjectMeta {
-            name: Some(PROBE_CONFIG.to_owned()),
-            ..Default::default()
-        },
-        webhooks: Some(vec![ValidatingWebhook {
-            name: PROBE_WEBHOOK.to_owned(),
-            admission_review_versions: vec!["v1".to_owned()],
-            client_config: WebhookClientConfig {
-                // Port 1 on loopback: nothing listens, so the call fails at once.
-                url: Some("https://127.0.0.1:1/probe".to_owned()),
-                ..Default::default()
-            },
-            rules: Some(vec![RuleWithOperations {
-                api_groups: Some(vec![String::new()]),
-                api_versions: Some(vec!["v1".to_owned()]),
-                operations: Some(vec!["CREATE".to_owned()]),
-                resources: Some(vec!["namespaces".to_owned()]),
-                scope: Some("Cluster".to_owned()),
-            }]),
-            object_selector: Some(LabelSelector {
-                match_labels: Some([(PROBE_LABEL.to_owned(), nonce.clone())].into()),
-                ..Default::default()
-            }),
-            failure_policy: Some("Fail".to_owned()),
-            side_effects: "None".to_owned(),
-            timeout_seconds: Some(2),
-            ..Default::default()
-        }]),
-    };
-    // A later resourceVersion than every configuration written so far.
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", probe.kind),
+        probe.plural,
+    );
+    let configs: Api<DynamicObject> = Api::all_with(cp.client(), &resource);
+    let config: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": probe.kind,
+        "metadata": {"name": probe.config},
+        "webhooks": [{
+            "name": probe.webhook,
+            "admissionReviewVersions": ["v1"],
+            // Port 1 on loopback: nothing listens, so the call fails at once.
+            "clientConfig": {"url": "https://127.0.0.1:1/probe"},
+            "rules": [{
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE"],
+                "resources": ["namespaces"],
+                "scope": "Cluster"
+            }],
+            "objectSelector": {"matchLabels": {PROBE_LABEL: nonce}},
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "timeoutSeconds": 2
+        }]
+    }))?;
+    // A later resourceVersion than every configuration of this kind written so far.
     configs
         .patch(
-            PROBE_CONFIG,
+            probe.config,
             &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&probe),
+            &Patch::Apply(&config),
         )
         .await
-        .map_err(|e| format!("applying webhook probe: {e}"))?;
+        .map_err(|e| format!("applying webhook probe {}: {e}", probe.config))?;
 
     let namespaces: Api<Namespace> = Api::all(cp.client());
     let ns = Namespace {
@@ -349,16 +407,16 @@ pub async fn wait_until_webhooks_active(cp: &ControlPlane, timeout: Duration) ->
     let deadline = Instant::now() + timeout;
     let result = loop {
         match namespaces.create(&dry_run, &ns).await {
-            Err(kube::Error::Api(s)) if s.message.contains(PROBE_WEBHOOK) => break Ok(()),
+            Err(kube::Error::Api(s)) if s.message.contains(probe.webhook) => break Ok(()),
             Ok(_) => {}
             Err(e) => tracing::debug!("webhook probe: {e}"),
         }
         if Instant::now() >= deadline {
-            break Err(format!("webhook configurations not in effect after {timeout:?}").into());
+            break Err(format!("{}s not in effect after {timeout:?}", probe.kind).into());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    if let Err(e) = configs.delete(PROBE_CONFIG, &DeleteParams::default()).await {
+    if let Err(e) = configs.delete(probe.config, &DeleteParams::default()).await {
         tracing::warn!("deleting webhook probe configuration: {e}");
     }
     result

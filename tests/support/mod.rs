@@ -19,6 +19,7 @@ pub mod crds;
 pub mod guard;
 pub mod image_ref;
 pub mod kubectl;
+pub mod manifests;
 pub mod mco;
 pub mod net;
 pub mod pki;
@@ -27,6 +28,7 @@ pub mod registry;
 pub mod registry_client;
 pub mod scenario;
 pub mod simulator;
+pub mod steps;
 pub mod tls;
 
 /// Error of the harness: any error or message. Its `Debug` is its `Display` (with the chain of
