@@ -123,6 +123,14 @@ impl ChildProcess {
         }
     }
 
+    /// Kills the process with SIGKILL at once (a crash: no clean-up runs) and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Stops the process (SIGTERM, grace period, SIGKILL) and reaps it. Idempotent.
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {

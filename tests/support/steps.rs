@@ -1,0 +1,222 @@
+//! Steps the end-to-end tests share: the seeded cluster, the guard registered in front of it,
+//! kubectl and `mosc-guard check` as an admin runs them, and waits for the pool to settle.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::guard::{Guard, register_validating_webhook};
+use super::mco::{CURRENT_IMAGE, DESIRED_IMAGE, STATE, STATE_DONE};
+use super::scenario::{Cluster, Rollout, node_annotations, pool_condition, wait_for};
+use super::simulator::SimConfig;
+
+/// Generous bound for each wait; a passing run needs a few seconds in total.
+pub const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Waits until MCO (the simulator) deleted the build's image from the registry and the
+/// MachineOSBuilds of MOSC `worker`.
+pub async fn wait_image_and_builds_gone(cluster: &Cluster, image: &super::image_ref::ImageRef) {
+    let digest = image.digest.clone().expect("image has a digest");
+    let (registry, client) = (&cluster.registry, &cluster.client);
+    wait_for(
+        || async {
+            let gone = registry
+                .manifest_status(&image.repo, &digest)
+                .await?
+                .is_some();
+            let builds = super::scenario::mosbs_of(client, "worker").await?;
+            Ok((gone && builds.is_empty()).then_some(()))
+        },
+        STEP_TIMEOUT,
+        "the build's image and the MachineOSBuilds to be deleted",
+    )
+    .await
+    .expect("image and builds deleted");
+}
+
+/// Runs kubectl against the cluster as the admin; panics only if kubectl cannot run.
+pub async fn kubectl<const N: usize>(
+    cluster: &Cluster,
+    args: [&str; N],
+) -> super::kubectl::KubectlOutput {
+    let shown = args.join(" ");
+    cluster
+        .cp
+        .kubectl(args)
+        .await
+        .unwrap_or_else(|e| panic!("running kubectl {shown}: {e}"))
+}
+
+/// Waits until pool `worker` reports NodeDegraded=True and returns that condition.
+pub async fn wait_node_degraded(cluster: &Cluster) -> super::scenario::PoolCondition {
+    wait_for(
+        || async {
+            Ok(pool_condition(&cluster.client, "worker", "NodeDegraded")
+                .await?
+                .filter(|c| c.is_true()))
+        },
+        STEP_TIMEOUT,
+        "pool worker to report NodeDegraded=True",
+    )
+    .await
+    .expect("pool degrades")
+}
+
+/// The shared per-test setup: a cluster with a 3-node `worker` pool and a simulator whose
+/// daemons give up on a missing image after ~1 s (MCO: ~75 s).
+pub async fn seed() -> Cluster {
+    Cluster::seed(3, sim_config()).await.expect("seed cluster")
+}
+
+/// The simulator timing [`seed`] uses.
+pub fn sim_config() -> SimConfig {
+    SimConfig {
+        pull_delay: Duration::from_millis(200),
+        pull_retries: 3,
+        retry_interval: Duration::from_millis(200),
+        poll_interval: Duration::from_millis(100),
+        build_delay: Duration::from_millis(300),
+    }
+}
+
+/// A cluster with mosc-guard running and registered, and the report's steps 1-3 done: the
+/// first worker is held mid-update to the new image.
+pub struct Guarded {
+    pub cluster: Cluster,
+    pub guard: Guard,
+    pub rollout: Rollout,
+}
+
+pub async fn guarded(extra_args: &[&str]) -> Guarded {
+    let cluster = seed().await;
+    let guard = Guard::start_with_args(&cluster.cp, extra_args)
+        .await
+        .expect("mosc-guard starts");
+    register_validating_webhook(&cluster.cp, &guard)
+        .await
+        .expect("webhook registered");
+    let rollout = cluster
+        .start_layered_rollout(STEP_TIMEOUT)
+        .await
+        .expect("layered rollout starts");
+    Guarded {
+        cluster,
+        guard,
+        rollout,
+    }
+}
+
+/// `mosc-guard check TARGET` against the live control plane: (exit code, stdout, stderr).
+pub fn check(cluster: &Cluster, target: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["check", target];
+    args.extend_from_slice(extra);
+    run_cli(cluster, &args)
+}
+
+/// `mosc-guard ARGS --kubeconfig <admin>`: (exit code, stdout, stderr).
+pub fn run_cli(cluster: &Cluster, args: &[&str]) -> (i32, String, String) {
+    let binary = super::guard::guard_binary().expect("the mosc-guard binary");
+    let out = std::process::Command::new(binary)
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(cluster.cp.kubeconfig())
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap_or_else(|e| panic!("run mosc-guard {args:?}: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Records whether the pool ever reported Degraded or NodeDegraded while it runs.
+pub struct DegradedWatch {
+    seen: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DegradedWatch {
+    pub fn start(client: &kube::Client, pool: &'static str) -> Self {
+        let (client, seen) = (client.clone(), Arc::new(AtomicBool::new(false)));
+        let flag = Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            loop {
+                if let Ok(conditions) = super::scenario::pool_conditions(&client, pool).await
+                    && conditions
+                        .iter()
+                        .any(|(t, c)| (t == "Degraded" || t == "NodeDegraded") && c.is_true())
+                {
+                    flag.store(true, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        Self { seen, task }
+    }
+
+    pub fn ever_degraded(&self) -> bool {
+        self.seen.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for DegradedWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Waits until every worker is Done with annotations that satisfy `settled`, and the pool
+/// reports Updated.
+pub async fn wait_pool_settled(
+    cluster: &Cluster,
+    settled: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
+    what: &str,
+) {
+    let client = &cluster.client;
+    let settled = &settled;
+    wait_for(
+        || async move {
+            for node in &cluster.nodes {
+                let a = node_annotations(client, node).await?;
+                if a.get(STATE).map(String::as_str) != Some(STATE_DONE) || !settled(&a) {
+                    return Ok(None);
+                }
+            }
+            Ok(pool_condition(client, "worker", "Updated")
+                .await?
+                .filter(|c| c.is_true()))
+        },
+        STEP_TIMEOUT,
+        what,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// Waits until every worker runs `image` and the pool reports Updated.
+pub async fn wait_rolled_out(cluster: &Cluster, image: &str) {
+    wait_pool_settled(
+        cluster,
+        |a| a.get(CURRENT_IMAGE).map(String::as_str) == Some(image),
+        "every worker to run the image and the pool to be Updated",
+    )
+    .await;
+}
+
+/// The guard's /metrics text.
+pub async fn guard_metrics(guard: &Guard) -> super::Result<String> {
+    let url = format!("{}/metrics", guard.base_url());
+    Ok(guard.https_client()?.get(url).send().await?.text().await?)
+}
+
+/// The abbreviated image the denial names: `.../ocb-image@sha256:<12 hex>...`.
+pub fn short_image(rollout: &Rollout) -> String {
+    let digest = rollout
+        .build
+        .image_ref()
+        .expect("image reference")
+        .digest
+        .expect("digest");
+    format!(".../ocb-image@{}...", &digest[..7 + 12])
+}
