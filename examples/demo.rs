@@ -8,6 +8,9 @@
 //! - `GUARD=on` (default): mosc-guard runs and is registered as the validating webhook. The
 //!   premature delete is denied; after the rollout the same delete succeeds and the pool leaves
 //!   image mode without ever degrading. Exit 0 only if all of that happened.
+//! - `GUARD=defer`: mosc-guard in defer mode (validating + mutating webhooks, finalizer
+//!   controller). The premature delete is accepted with a warning; the MachineOSConfig stays
+//!   Terminating while the rollout finishes, then goes, and the pool never degrades.
 //! - `GUARD=off`: no guard. The delete succeeds, MCO deletes the image, the node fails
 //!   "manifest unknown" and the pool goes NodeDegraded. Exit 0 only if that reproduced.
 //! - Anything else: usage error, exit 2.
@@ -29,12 +32,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 
 use support::controlplane::{ControlPlane, KubectlOutput};
-use support::guard::{Guard, register_validating_webhook};
+use support::guard::{Guard, register_mutating_webhook, register_validating_webhook};
 use support::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, REASON, STATE, STATE_DONE, STATE_WORKING};
 use support::scenario::{
     Build, Cluster, OCB_REPO, mosbs_of, node_annotations, pool_condition, wait_for, wait_for_build,
 };
-use support::simulator::SimConfig;
 
 /// Bound of every wait; a passing run needs a few seconds per step at most.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -44,6 +46,7 @@ const NODE_COUNT: usize = 3;
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     On,
+    Defer,
     Off,
 }
 
@@ -52,11 +55,13 @@ fn main() -> ExitCode {
         Err(std::env::VarError::NotPresent) => Mode::On,
         Ok(v) if v == "on" => Mode::On,
         Ok(v) if v == "off" => Mode::Off,
+        Ok(v) if v == "defer" => Mode::Defer,
         other => {
             let got = other.map_or_else(|e| e.to_string(), |v| format!("GUARD={v:?}"));
             eprintln!(
-                "usage: make demo [GUARD=on|off]   (or: GUARD=on|off cargo run --example demo)\n\
-                 GUARD=on (default) plays the scenario with mosc-guard, GUARD=off without it; got {got}"
+                "usage: make demo [GUARD=on|defer|off]   (or: GUARD=... cargo run --example demo)\n\
+                 GUARD=on (default) plays the scenario with mosc-guard denying the early delete, \
+                 GUARD=defer with mosc-guard deferring it, GUARD=off without mosc-guard; got {got}"
             );
             return ExitCode::from(2);
         }
@@ -137,12 +142,13 @@ impl Outcome {
 async fn run(mode: Mode) -> support::Result<Outcome> {
     let (label, what) = match mode {
         Mode::On => ("on", "with mosc-guard"),
+        Mode::Defer => ("defer", "with mosc-guard deferring the deletion"),
         Mode::Off => ("off", "without mosc-guard"),
     };
     println!(
         "mosc-guard demo (GUARD={label}): delete a MachineOSConfig while a node still needs its image, {what}"
     );
-    if mode == Mode::On {
+    if mode != Mode::Off {
         // Fail before starting any server when the product binary is missing.
         let bin = support::guard::guard_binary()?;
         if !bin.is_file() {
@@ -150,14 +156,7 @@ async fn run(mode: Mode) -> support::Result<Outcome> {
         }
     }
     heading("Setup: kube-apiserver + etcd, a registry, the MCO 4.20 simulator, pool worker");
-    let sim = SimConfig {
-        pull_delay: Duration::from_millis(200),
-        pull_retries: 3,
-        retry_interval: Duration::from_millis(200),
-        poll_interval: Duration::from_millis(100),
-        build_delay: Duration::from_millis(300),
-    };
-    let cluster = Cluster::seed(NODE_COUNT, sim).await?;
+    let cluster = Cluster::seed(NODE_COUNT, support::steps::sim_config()).await?;
     let watch = PoolWatch::start(cluster.client.clone());
     wait_for(
         || async { Ok(watch.synced().then_some(())) },
@@ -182,12 +181,33 @@ async fn run(mode: Mode) -> support::Result<Outcome> {
             let guard = Guard::start(&cluster.cp).await?;
             register_validating_webhook(&cluster.cp, &guard).await?;
             note(&format!(
-                "mosc-guard serving {}, registered from manifests/40-validatingwebhook.yaml",
+                "mosc-guard serving {}, registered as rendered from manifests/base",
                 guard.validate_url()
             ));
             kubectl(
                 &cluster.cp,
                 &["get", "validatingwebhookconfiguration"],
+                None,
+            )
+            .await?;
+            Some(guard)
+        }
+        Mode::Defer => {
+            // The Lease goes to `default`: this control plane has no mosc-guard namespace.
+            let args = ["--deletion-mode", "defer", "--lease-namespace", "default"];
+            let guard = Guard::start_with_args(&cluster.cp, &args).await?;
+            register_validating_webhook(&cluster.cp, &guard).await?;
+            register_mutating_webhook(&cluster.cp, &guard).await?;
+            note(&format!(
+                "mosc-guard --deletion-mode defer serving {}, both webhooks registered as rendered from manifests/overlays/defer",
+                guard.base_url()
+            ));
+            kubectl(
+                &cluster.cp,
+                &[
+                    "get",
+                    "validatingwebhookconfiguration,mutatingwebhookconfiguration",
+                ],
                 None,
             )
             .await?;
@@ -221,6 +241,21 @@ async fn scenario(mode: Mode, cluster: &Cluster, watch: &PoolWatch) -> support::
     if !out.success() {
         return Ok(Outcome::fail("kubectl apply of the MachineOSConfig failed"));
     }
+    if mode == Mode::Defer {
+        let finalizers = [
+            "get",
+            "machineosconfig",
+            POOL,
+            "-o",
+            "jsonpath={.metadata.finalizers}",
+        ];
+        let out = kubectl(cp, &finalizers, None).await?;
+        if !out.stdout.contains("mosc-guard.dev/wait-for-rollout") {
+            return Ok(Outcome::fail(
+                "the mutating webhook did not add the finalizer",
+            ));
+        }
+    }
 
     heading("Step 2: wait for the MachineOSBuild to succeed");
     let build = wait_for_build(client, POOL, STEP_TIMEOUT).await?;
@@ -251,9 +286,21 @@ async fn scenario(mode: Mode, cluster: &Cluster, watch: &PoolWatch) -> support::
     pool_line(client).await?;
 
     heading("Step 4: delete the MachineOSConfig at once");
-    let out = kubectl(cp, &["delete", "machineosconfig", POOL], None).await?;
+    let out = match mode {
+        // kubectl would otherwise wait until the object is really gone.
+        Mode::Defer => {
+            kubectl(
+                cp,
+                &["delete", "machineosconfig", POOL, "--wait=false"],
+                None,
+            )
+            .await?
+        }
+        _ => kubectl(cp, &["delete", "machineosconfig", POOL], None).await?,
+    };
     match mode {
         Mode::On => guarded(cluster, watch, &node, &build, &out).await,
+        Mode::Defer => deferred(cluster, watch, &node, &build, &out).await,
         Mode::Off => unguarded(cluster, watch, &node, &build, &out).await,
     }
 }
@@ -344,6 +391,26 @@ async fn guarded(
             summary: String::new(),
         });
     }
+    let updates = left_image_mode(cluster, watch, build, &mut problems).await?;
+    Ok(Outcome {
+        problems,
+        summary: format!(
+            "mosc-guard denied the premature delete (naming {node}) and allowed it after the \
+             rollout; pool worker was never Degraded ({updates} pool states watched) and ends Updated."
+        ),
+    })
+}
+
+/// After the real deletion: MCO deletes the image and the build and the pool reverts to the
+/// base OS image, never Degraded. Adds what went wrong to `problems`; returns how many pool
+/// states the watch saw.
+async fn left_image_mode(
+    cluster: &Cluster,
+    watch: &PoolWatch,
+    build: &Build,
+    problems: &mut Vec<String>,
+) -> support::Result<usize> {
+    let client = &cluster.client;
     image_and_build_gone(cluster, build).await?;
     note(&format!(
         "MCO deleted {} from the registry and MachineOSBuild {}",
@@ -375,12 +442,92 @@ async fn guarded(
     if !updated.as_ref().is_some_and(|c| c.is_true()) {
         problems.push(format!("pool worker does not end Updated: {updated:?}"));
     }
+    Ok(seen.updates)
+}
+
+/// GUARD=defer after the premature delete: accepted with a warning naming the node; the
+/// MachineOSConfig stays Terminating (image and build kept) until the rollout finished, then
+/// mosc-guard releases it and the pool leaves image mode, never degrading.
+async fn deferred(
+    cluster: &Cluster,
+    watch: &PoolWatch,
+    node: &str,
+    build: &Build,
+    premature: &KubectlOutput,
+) -> support::Result<Outcome> {
+    let (cp, client) = (&cluster.cp, &cluster.client);
+    if !premature.success() {
+        return Ok(Outcome::fail(format!(
+            "in defer mode the delete was refused: {}",
+            premature.stderr.trim()
+        )));
+    }
+    let mut problems = Vec::new();
+    if !premature.stderr.contains("deferred") || !premature.stderr.contains(node) {
+        problems.push(format!(
+            "the delete went through without a deferral warning naming {node}: {}",
+            premature.stderr.trim()
+        ));
+    }
+    let held = mco::moscs(client).get_opt(POOL).await?;
+    if held.is_none_or(|m| m.metadata.deletion_timestamp.is_none()) {
+        return Ok(Outcome::fail(
+            "MachineOSConfig worker is not Terminating after the deferred delete",
+        ));
+    }
+    let image = build.image_ref()?;
+    let digest = image
+        .digest
+        .clone()
+        .ok_or("the build's image has no digest")?;
+    let image_kept = cluster
+        .registry
+        .manifest_status(&image.repo, &digest)
+        .await?
+        .is_none();
+    if !image_kept || mosbs_of(client, POOL).await?.is_empty() {
+        problems.push("after the deferred delete the build or its image is gone".to_owned());
+    }
+    kubectl(cp, &["get", "machineosconfig", "-o", MOSC_COLUMNS], None).await?;
+    note("deferred: Terminating, held by the finalizer; its build and its image stay");
+
+    heading(
+        "Step 5: nobody acts; MCO finishes the rollout, then mosc-guard lets the deletion complete",
+    );
+    cluster.sim.release(node);
+    note(&format!(
+        "{node} resumes its update; the nodes update one at a time"
+    ));
+    let started = Instant::now();
+    wait_for(
+        || async {
+            Ok(mco::moscs(client)
+                .get_opt(POOL)
+                .await?
+                .is_none()
+                .then_some(()))
+        },
+        STEP_TIMEOUT,
+        "mosc-guard to release MachineOSConfig worker",
+    )
+    .await?;
+    note(&format!(
+        "MachineOSConfig worker gone {:.1} s after the node resumed",
+        started.elapsed().as_secs_f64()
+    ));
+    kubectl(
+        cp,
+        &["get", "events", "-n", "default", "-o", EVENT_COLUMNS],
+        None,
+    )
+    .await?;
+    let updates = left_image_mode(cluster, watch, build, &mut problems).await?;
     Ok(Outcome {
         problems,
         summary: format!(
-            "mosc-guard denied the premature delete (naming {node}) and allowed it after the \
-             rollout; pool worker was never Degraded ({} pool states watched) and ends Updated.",
-            seen.updates
+            "mosc-guard accepted the premature delete with a warning naming {node}, held the \
+             MachineOSConfig until the rollout finished and then let it go; pool worker was never \
+             Degraded ({updates} pool states watched) and ends Updated."
         ),
     })
 }
@@ -455,6 +602,13 @@ async fn unguarded(
         ),
     })
 }
+
+/// `kubectl get machineosconfig -o` columns: name, deletion timestamp and finalizers.
+const MOSC_COLUMNS: &str = "custom-columns=NAME:.metadata.name,DELETING-SINCE:.metadata.deletionTimestamp,FINALIZERS:.metadata.finalizers";
+
+/// `kubectl get events -o` columns: reason, object and message.
+const EVENT_COLUMNS: &str =
+    "custom-columns=REASON:.reason,OBJECT:.involvedObject.name,MESSAGE:.message";
 
 /// `kubectl get nodes -o` columns: name and MCO state.
 const NODE_COLUMNS: &str = r"custom-columns=NAME:.metadata.name,STATE:.metadata.annotations.machineconfiguration\.openshift\.io/state";
