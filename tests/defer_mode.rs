@@ -19,7 +19,7 @@ use support::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE};
 use support::scenario::{Cluster, Rollout, create_mosc, create_pool, wait_for};
 use support::simulator::SimConfig;
 use support::steps::{
-    DegradedWatch, STEP_TIMEOUT, check, guard_metrics, kubectl, run_cli, seed,
+    DegradedWatch, STEP_TIMEOUT, check, events_about, guard_metrics, kubectl, run_cli, seed,
     wait_image_and_builds_gone, wait_pool_settled, wait_rolled_out,
 };
 
@@ -99,20 +99,8 @@ async fn wait_gone(cluster: &Cluster, name: &str, timeout: Duration) {
     .expect("MachineOSConfig deleted");
 }
 
-/// Events about MachineOSConfig `name` with `reason` (events.k8s.io/v1, namespace default).
 async fn events(cluster: &Cluster, name: &str, reason: &str) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
-    api.list(&Default::default())
-        .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("MachineOSConfig")
-        })
-        .collect()
+    events_about(&cluster.client, "MachineOSConfig", name, reason).await
 }
 
 async fn wait_event(cluster: &Cluster, name: &str, reason: &str) -> Event {
@@ -273,8 +261,24 @@ async fn a_mosc_created_before_the_guard_gets_the_finalizer_at_start_up() {
     draining.stop();
 
     // A normal start adopts it without anything touching the object.
-    let _guard = defer_guard(&cluster, &[]).await;
+    let guard = defer_guard(&cluster, &["--log-format", "json"]).await;
     wait_finalizer(&cluster, "worker").await;
+
+    // --log-format json: every line is one JSON object, with the event's fields.
+    let log = guard.log_tail(500);
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "added the finalizer"
+                && l["fields"]["name"] == "worker"
+                && l["level"] == "INFO"),
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use support::mco::{CURRENT_IMAGE, DESIRED_IMAGE, REASON, STATE, STATE_DEGRADED};
 use support::scenario::{node_annotation, node_annotations, wait_for};
 use support::steps::*;
@@ -310,6 +312,62 @@ async fn server_side_dry_run_is_denied_without_side_effects() {
     );
     let (code, _, _) = check(cluster, "worker", &[]);
     assert_eq!(code, 1);
+
+    // The dry run left no Event; the real refusal that follows records exactly one (the
+    // recorder would count a second identical one as a series).
+    let out = kubectl(cluster, ["delete", "machineosconfig", "worker"]).await;
+    assert!(!out.success(), "{out:?}");
+    let blocked = wait_for(
+        || async {
+            let found = events_about(
+                &cluster.client,
+                "MachineOSConfig",
+                "worker",
+                "DeletionBlocked",
+            )
+            .await;
+            Ok((!found.is_empty()).then_some(found))
+        },
+        STEP_TIMEOUT,
+        "a DeletionBlocked Event about worker",
+    )
+    .await
+    .expect("Event recorded for the real refusal");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let blocked_now = events_about(
+        &cluster.client,
+        "MachineOSConfig",
+        "worker",
+        "DeletionBlocked",
+    )
+    .await;
+    assert_eq!(blocked_now.len(), 1, "{blocked_now:?}");
+    assert!(
+        blocked_now[0].series.is_none(),
+        "one refusal, not two: {blocked_now:?}"
+    );
+    assert_eq!(blocked[0].type_.as_deref(), Some("Warning"));
+    assert!(
+        blocked[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&rollout.node),
+        "{blocked:?}"
+    );
+
+    // One log line per decision, with the verdict, the blocking node count and the latency.
+    let log = g.guard.log_tail(200);
+    let decisions: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("admission decision") && l.contains("name=worker"))
+        .collect();
+    assert_eq!(decisions.len(), 2, "{log}");
+    for (line, dry_run) in decisions.iter().zip(["dry_run=true", "dry_run=false"]) {
+        for want in [dry_run, "result=denied", "blocking_nodes=1", "latency_ms="] {
+            assert!(line.contains(want), "missing {want} in {line}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

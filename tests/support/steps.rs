@@ -220,3 +220,27 @@ pub fn short_image(rollout: &Rollout) -> String {
         .expect("digest");
     format!(".../ocb-image@{}...", &digest[..7 + 12])
 }
+
+/// Events (events.k8s.io/v1, namespace `default`, where Events about cluster-scoped objects
+/// live) about the `kind` object `name` with `reason`.
+pub async fn events_about(
+    client: &kube::Client,
+    kind: &str,
+    name: &str,
+    reason: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let api: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), "default");
+    api.list(&Default::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            let regarding = e.regarding.as_ref();
+            e.reason.as_deref() == Some(reason)
+                && regarding.and_then(|r| r.name.as_deref()) == Some(name)
+                && regarding.and_then(|r| r.kind.as_deref()) == Some(kind)
+        })
+        .collect()
+}
