@@ -10,7 +10,7 @@ use std::time::Duration;
 use mosc_guard::metrics::Metrics;
 use mosc_guard::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
 use mosc_guard::policy::PolicyMode;
-use mosc_guard::review::Reviewer;
+use mosc_guard::review::{DeletionMode, Reviewer};
 use mosc_guard::server::{self, Limits, MAX_BODY_BYTES};
 use mosc_guard::snapshot::Snapshot;
 use mosc_guard::tls::{CertFiles, ReloadingResolver};
@@ -106,6 +106,10 @@ async fn start(files: CertFiles, snapshot: Snapshot) -> Server {
 }
 
 async fn start_with<V: ClusterView>(files: CertFiles, view: V) -> Server {
+    start_in_mode(files, view, DeletionMode::Deny).await
+}
+
+async fn start_in_mode<V: ClusterView>(files: CertFiles, view: V, mode: DeletionMode) -> Server {
     let resolver = ReloadingResolver::load(files).expect("certificate loads");
     let reloader = resolver.spawn_reloader(Duration::from_millis(100));
     let tls = Arc::new(resolver.server_config().expect("tls config"));
@@ -121,7 +125,8 @@ async fn start_with<V: ClusterView>(files: CertFiles, view: V) -> Server {
         PolicyMode::InFlight,
         Arc::new(Metrics::default()),
         Duration::from_millis(500),
-    );
+    )
+    .with_deletion_mode(mode);
     let limits = Limits {
         request_timeout: Duration::from_secs(5),
         shutdown_grace: Duration::from_secs(5),
@@ -185,6 +190,10 @@ async fn setup() -> Setup {
 
 /// A server over `view` with a fresh CA and serving certificate, and a client trusting it.
 async fn setup_with<V: ClusterView>(view: V) -> Setup {
+    setup_in_mode(view, DeletionMode::Deny).await
+}
+
+async fn setup_in_mode<V: ClusterView>(view: V, mode: DeletionMode) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let pki = Pki::new(dir.path()).expect("pki");
     let pair = pki
@@ -194,7 +203,7 @@ async fn setup_with<V: ClusterView>(view: V) -> Setup {
         cert: pair.cert,
         key: pair.key,
     };
-    let server = start_with(files, view).await;
+    let server = start_in_mode(files, view, mode).await;
     let http = client(pki.ca_pem().as_bytes(), None);
     Setup {
         _dir: dir,
@@ -205,9 +214,13 @@ async fn setup_with<V: ClusterView>(view: V) -> Setup {
 }
 
 async fn post(s: &Setup, body: &Value) -> Value {
+    post_to(s, "/validate", body).await
+}
+
+async fn post_to(s: &Setup, path: &str, body: &Value) -> Value {
     let resp = s
         .http
-        .post(format!("{}/validate", s.server.url))
+        .post(format!("{}{path}", s.server.url))
         .json(body)
         .send()
         .await
@@ -236,6 +249,97 @@ async fn denies_a_deletion_a_node_still_needs_with_an_actionable_message() {
     assert!(
         msg.contains("oc annotate machineosconfig worker mosc-guard.dev/allow-deletion="),
         "{msg}"
+    );
+}
+
+/// `mosc("worker")` carrying defer mode's finalizer.
+fn protected_worker() -> Value {
+    let mut object = mosc("worker", None);
+    object["metadata"]["finalizers"] = json!(["mosc-guard.dev/wait-for-rollout"]);
+    object
+}
+
+#[tokio::test]
+async fn defer_mode_accepts_a_protected_config_with_a_warning_and_nothing_else() {
+    let s = setup_in_mode(StaticView(Arc::new(cluster())), DeletionMode::Defer).await;
+    let out = post(
+        &s,
+        &review("DELETE", "machineosconfigs", protected_worker(), false),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], true, "{out}");
+    assert_eq!(
+        out["response"]["warnings"],
+        json!([format!(
+            "mosc-guard: deletion of machineosconfig \"worker\" deferred: 1 node still needs an image built from it ({NODE}); it completes when the rollout settles"
+        )])
+    );
+
+    // Without the finalizer nothing would hold it: denied as in deny mode, saying why.
+    let out = post(
+        &s,
+        &review("DELETE", "machineosconfigs", mosc("worker", None), false),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], false, "{out}");
+    let msg = out["response"]["status"]["message"]
+        .as_str()
+        .expect("message");
+    assert!(
+        msg.starts_with("machineosconfig \"worker\" cannot be deleted yet"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("does not carry the finalizer mosc-guard.dev/wait-for-rollout"),
+        "{msg}"
+    );
+
+    // Builds are never deferred: their deletion removes the image at once.
+    let build = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "MachineOSBuild",
+        "metadata": {"name": "worker-8f2a1c", "labels": {LABEL_MACHINE_OS_CONFIG: "worker"}},
+        "status": {"digestedImagePushSpec": IMAGE}});
+    let out = post(&s, &review("DELETE", "machineosbuilds", build, false)).await;
+    assert_eq!(out["response"]["allowed"], false, "{out}");
+
+    // Deny mode ignores the finalizer.
+    let deny = setup().await;
+    let out = post(
+        &deny,
+        &review("DELETE", "machineosconfigs", protected_worker(), false),
+    )
+    .await;
+    assert_eq!(out["response"]["allowed"], false, "{out}");
+}
+
+#[tokio::test]
+async fn mutate_adds_the_finalizer_in_defer_mode_only() {
+    let create = review("CREATE", "machineosconfigs", mosc("worker", None), false);
+    let defer = setup_in_mode(StaticView(Arc::new(cluster())), DeletionMode::Defer).await;
+    let out = post_to(&defer, "/mutate", &create).await;
+    let resp = &out["response"];
+    assert_eq!(resp["allowed"], true, "{out}");
+    assert_eq!(resp["patchType"], "JSONPatch");
+    // kube-rs sends the patch bytes as a JSON array of numbers, which kube-apiserver decodes
+    // into its []byte like base64 (the defer-mode end-to-end tests rely on it).
+    let bytes: Vec<u8> = serde_json::from_value(resp["patch"].clone()).expect("patch bytes");
+    let patch: Value = serde_json::from_slice(&bytes).expect("JSON patch");
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/metadata/finalizers", "value": ["mosc-guard.dev/wait-for-rollout"]}])
+    );
+
+    // Already protected: nothing to patch. In deny mode: never, or no one would release it.
+    let update = review("UPDATE", "machineosconfigs", protected_worker(), false);
+    let out = post_to(&defer, "/mutate", &update).await;
+    assert_eq!(
+        (&out["response"]["allowed"], &out["response"]["patch"]),
+        (&json!(true), &Value::Null)
+    );
+    let deny = setup().await;
+    let out = post_to(&deny, "/mutate", &create).await;
+    assert_eq!(
+        (&out["response"]["allowed"], &out["response"]["patch"]),
+        (&json!(true), &Value::Null)
     );
 }
 
