@@ -293,6 +293,11 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
 
 async fn run_serve(args: ServeArgs) -> Result<(), String> {
     let defer = args.deletion_mode == DeletionMode::Defer;
+    if args.no_new_finalizers && !defer {
+        tracing::info!(
+            "--no-new-finalizers has no effect in deny mode: it never adds the finalizer"
+        );
+    }
     if defer && args.source.policy == PolicyMode::InUse {
         return Err("--deletion-mode defer needs --policy in-flight: under in-use a settled pool's \
                     MachineOSConfig would never be released (its nodes run the image until it is deleted)"
@@ -342,7 +347,10 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         }
         let reviewer = Arc::new(reviewer);
         let shutdown = CancellationToken::new();
-        let election = defer.then(|| {
+        // In both modes the Lease holder runs the finalizer controller: in defer mode it adds and
+        // releases the finalizer; in deny mode it only releases finalizers left from defer mode,
+        // so switching modes strands no MachineOSConfig.
+        let election = {
             let settings = LeaseSettings::new(
                 args.lease_namespace.clone(),
                 args.lease_name.clone(),
@@ -370,7 +378,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
                     )
                 },
             ))
-        });
+        };
         let app = server::router(reviewer, limits.request_timeout);
         let signal = shutdown.clone();
         server::serve(listener, tls, app, &limits, async move {
@@ -378,14 +386,12 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
             signal.cancel();
         })
         .await;
-        if let Some(election) = election {
-            // Gives the Lease up so another replica takes over at once.
-            if tokio::time::timeout(Duration::from_secs(10), election)
-                .await
-                .is_err()
-            {
-                tracing::warn!("leader election did not stop within 10 s");
-            }
+        // Stops the controller and gives the Lease up so another replica takes over at once.
+        if tokio::time::timeout(Duration::from_secs(15), election)
+            .await
+            .is_err()
+        {
+            tracing::warn!("leader election did not stop within 15 s");
         }
         return Ok(());
     };

@@ -36,6 +36,10 @@ const RESYNC: Duration = Duration::from_secs(300);
 /// Backoff between checks of a deferred deletion: 1, 2, 4, 8 s, then every 10 s.
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(10);
+/// Bound of the confirming read here: no webhook deadline to meet, so longer than a request's.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound of one patch: a half-open connection must not hold a release for minutes.
+const PATCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -45,6 +49,16 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("patching machineosconfig {name}: no answer within {PATCH_TIMEOUT:?}")]
+    PatchTimeout { name: String },
+}
+
+impl Error {
+    /// A write based on a stale read (resourceVersion or finalizer index changed): expected
+    /// now and then, retried at once.
+    fn is_conflict(&self) -> bool {
+        matches!(self, Error::Patch { source: kube::Error::Api(s), .. } if s.code == 409 || s.code == 422)
+    }
 }
 
 /// What the controller remembers per deferred deletion (by uid): how often it waited, and
@@ -66,6 +80,19 @@ struct Context<V> {
 }
 
 impl<V> Context<V> {
+    /// Refreshes the gauge of deferred deletions, leaving out `released` (the store still
+    /// holds an object until its deletion is observed).
+    fn count_deferred(&self, released: Option<&str>) {
+        let n = self
+            .store
+            .state()
+            .iter()
+            .filter(|m| finalizer::is_terminating(&m.metadata) && finalizer::has(&m.metadata))
+            .filter(|m| released.is_none() || m.metadata.uid.as_deref() != released)
+            .count();
+        self.metrics.set_deferred(n);
+    }
+
     fn memo<T>(&self, uid: &str, f: impl FnOnce(&mut Memo) -> T) -> T {
         let mut memos = self.memos.lock().unwrap_or_else(|p| p.into_inner());
         f(memos.entry(uid.to_string()).or_default())
@@ -95,7 +122,7 @@ pub async fn run<V: ClusterView>(
         api,
         reviewer,
         events,
-        metrics,
+        metrics: Arc::clone(&metrics),
         add_finalizers,
         store: controller.store(),
         memos: Mutex::default(),
@@ -103,11 +130,16 @@ pub async fn run<V: ClusterView>(
     controller
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::warn!(error = %e, "finalizer controller");
+            match result {
+                Ok(_) => {}
+                // Already logged by `error_policy`.
+                Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+                Err(e) => tracing::warn!(error = %e, "finalizer controller"),
             }
         })
         .await;
+    // Only the leader reports deferred deletions.
+    metrics.set_deferred(0);
     tracing::info!("finalizer controller stopped");
 }
 
@@ -118,15 +150,10 @@ async fn reconcile<V: ClusterView>(
     let meta = &mosc.metadata;
     let name = mosc.name();
     let uid = meta.uid.clone().unwrap_or_default();
-    ctx.metrics.set_deferred(
-        ctx.store
-            .state()
-            .iter()
-            .filter(|m| finalizer::is_terminating(&m.metadata) && finalizer::has(&m.metadata))
-            .count(),
-    );
+    ctx.count_deferred(None);
     let checked = if finalizer::is_terminating(meta) && finalizer::has(meta) {
-        Some(ctx.reviewer.check(Deletion::MachineOSConfig(&mosc)).await)
+        let target = Deletion::MachineOSConfig(&mosc);
+        Some(ctx.reviewer.check_within(target, CONFIRM_TIMEOUT).await)
     } else {
         None
     };
@@ -151,9 +178,12 @@ async fn reconcile<V: ClusterView>(
             Ok(Action::requeue(RESYNC))
         }
         Step::Release(reason) => {
-            if let Some(patch) = finalizer::remove_patch(meta, meta.resource_version.as_deref()) {
-                patch_mosc(&ctx.api, name, patch).await?;
-            }
+            let Some(patch) = finalizer::remove_patch(meta, meta.resource_version.as_deref())
+            else {
+                return Ok(Action::await_change());
+            };
+            patch_mosc(&ctx.api, name, patch).await?;
+            ctx.count_deferred(Some(&uid));
             let waited = meta
                 .deletion_timestamp
                 .as_ref()
@@ -209,9 +239,20 @@ async fn reconcile<V: ClusterView>(
     }
 }
 
-fn error_policy<V>(mosc: Arc<MachineOSConfig>, error: &Error, _: Arc<Context<V>>) -> Action {
+/// A conflict is retried at once; anything else with the same backoff as a deferral, so a
+/// persistent failure (RBAC, another webhook refusing the update) does not loop every second.
+fn error_policy<V>(mosc: Arc<MachineOSConfig>, error: &Error, ctx: Arc<Context<V>>) -> Action {
+    if error.is_conflict() {
+        tracing::debug!(name = mosc.name(), %error, "stale read; retrying");
+        return Action::requeue(Duration::from_millis(200));
+    }
+    let uid = mosc.metadata.uid.clone().unwrap_or_default();
+    let attempts = ctx.memo(&uid, |m| {
+        m.attempts = m.attempts.saturating_add(1);
+        m.attempts
+    });
     tracing::warn!(name = mosc.name(), %error, "will retry");
-    Action::requeue(FIRST_RETRY)
+    Action::requeue(backoff(attempts))
 }
 
 async fn patch_mosc(
@@ -219,20 +260,22 @@ async fn patch_mosc(
     name: &str,
     patch: json_patch::Patch,
 ) -> Result<(), Error> {
-    api.patch(
-        name,
-        &PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_string()),
-            ..Default::default()
-        },
-        &Patch::Json::<()>(patch),
-    )
-    .await
-    .map(|_| ())
-    .map_err(|source| Error::Patch {
-        name: name.to_string(),
-        source,
-    })
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..Default::default()
+    };
+    let patch = Patch::Json::<()>(patch);
+    let call = api.patch(name, &params, &patch);
+    match tokio::time::timeout(PATCH_TIMEOUT, call).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(source)) => Err(Error::Patch {
+            name: name.to_string(),
+            source,
+        }),
+        Err(_) => Err(Error::PatchTimeout {
+            name: name.to_string(),
+        }),
+    }
 }
 
 /// 1, 2, 4, 8 s, then [`MAX_RETRY`].

@@ -3,11 +3,21 @@
 //! the finalizer (DeletionDeferred) and its release (DeletionReleased).
 //!
 //! Events are best effort: a failure to record one is logged and never changes a decision.
+//! Written directly (events.k8s.io/v1) rather than with kube-runtime's recorder, which
+//! recounts an Event with a different note as the old one and keeps the old note.
 //! MachineOSConfigs and MachineOSBuilds are cluster-scoped, so their Events live in the
 //! `default` namespace (events.k8s.io/v1), which the RBAC in `manifests/base` grants.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::json;
 
 use crate::message::clip_to;
 use crate::model::{GROUP, VERSION};
@@ -17,29 +27,53 @@ use crate::policy::TargetKind;
 pub const CONTROLLER: &str = "mosc-guard.dev/mosc-guard";
 /// The API server rejects Event notes longer than 1 KiB.
 const MAX_NOTE_BYTES: usize = 1024;
+/// An identical Event within this window is counted as a series instead of created again.
+const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+/// Bound for one API call: an Event is never worth a stuck caller.
+const API_TIMEOUT: Duration = Duration::from_secs(10);
+/// Where Events about cluster-scoped objects live.
+const NAMESPACE: &str = "default";
 
 pub const REASON_BLOCKED: &str = "DeletionBlocked";
 pub const REASON_DEFERRED: &str = "DeletionDeferred";
 pub const REASON_RELEASED: &str = "DeletionReleased";
 
+/// What makes two Events the same: unlike kube-runtime's recorder, the note is part of it,
+/// so a DeletionDeferred naming other nodes is a new Event, not a recount of the old one.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Key {
+    reason: String,
+    regarding: (Option<String>, Option<String>, Option<String>),
+    note: String,
+}
+
+/// An Event already recorded: its name, count and when it was last seen.
+#[derive(Clone, Debug)]
+struct Seen {
+    name: String,
+    count: i32,
+    last: Instant,
+}
+
 /// Records Events as this replica (`instance`, the pod name).
 #[derive(Clone)]
 pub struct Events {
-    recorder: Recorder,
+    api: Api<Event>,
+    instance: String,
+    seen: Arc<Mutex<HashMap<Key, Seen>>>,
 }
 
 impl Events {
     pub fn new(client: kube::Client, instance: &str) -> Self {
-        let reporter = Reporter {
-            controller: CONTROLLER.to_string(),
-            instance: Some(instance.to_string()),
-        };
         Self {
-            recorder: Recorder::new(client, reporter),
+            api: Api::namespaced(client, NAMESPACE),
+            instance: instance.to_string(),
+            seen: Arc::default(),
         }
     }
 
-    /// Records one Event about `regarding`; failures are logged, not returned.
+    /// Records one Event about `regarding` (an identical one within a few minutes only counts
+    /// up its series); failures are logged, not returned.
     pub async fn record(
         &self,
         regarding: &ObjectReference,
@@ -47,24 +81,95 @@ impl Events {
         reason: &str,
         note: &str,
     ) {
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
+        let note = clip_to(note.to_string(), MAX_NOTE_BYTES);
+        let key = Key {
             reason: reason.to_string(),
-            note: Some(clip_to(note.to_string(), MAX_NOTE_BYTES)),
-            action: "Delete".to_string(),
-            secondary: None,
+            regarding: (
+                regarding.kind.clone(),
+                regarding.name.clone(),
+                regarding.uid.clone(),
+            ),
+            note: note.clone(),
         };
-        if let Err(e) = self.recorder.publish(&event, regarding).await {
-            tracing::warn!(
+        let previous = {
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            seen.retain(|_, s| s.last.elapsed() < SERIES_WINDOW);
+            seen.get(&key).cloned()
+        };
+        let now = MicroTime(Timestamp::now());
+        let result = match &previous {
+            Some(prev) => {
+                let count = prev.count.saturating_add(1);
+                let series = EventSeries {
+                    count,
+                    last_observed_time: now,
+                };
+                let patch = json!({"series": series});
+                tokio::time::timeout(
+                    API_TIMEOUT,
+                    self.api
+                        .patch(&prev.name, &PatchParams::default(), &Patch::Merge(&patch)),
+                )
+                .await
+                .map(|r| r.map(|_| (prev.name.clone(), count)))
+            }
+            None => {
+                let event = self.event(regarding, warning, reason, note, now);
+                tokio::time::timeout(API_TIMEOUT, self.api.create(&PostParams::default(), &event))
+                    .await
+                    .map(|r| r.map(|e| (e.metadata.name.unwrap_or_default(), 1)))
+            }
+        };
+        match result {
+            Ok(Ok((name, count))) => {
+                let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+                seen.insert(
+                    key,
+                    Seen {
+                        name,
+                        count,
+                        last: Instant::now(),
+                    },
+                );
+            }
+            Ok(Err(e)) => tracing::warn!(
                 reason,
                 object = regarding.name.as_deref().unwrap_or_default(),
                 error = %e,
                 "could not record an Event"
-            );
+            ),
+            Err(_) => tracing::warn!(
+                reason,
+                object = regarding.name.as_deref().unwrap_or_default(),
+                "recording an Event timed out"
+            ),
+        }
+    }
+
+    fn event(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: String,
+        now: MicroTime,
+    ) -> Event {
+        let object = regarding.name.as_deref().unwrap_or("mosc-guard");
+        Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{object}.{:x}", now.0.as_nanosecond())),
+                namespace: Some(NAMESPACE.to_string()),
+                ..Default::default()
+            },
+            event_time: Some(now),
+            action: Some("Delete".to_string()),
+            reason: Some(reason.to_string()),
+            note: Some(note),
+            regarding: Some(regarding.clone()),
+            reporting_controller: Some(CONTROLLER.to_string()),
+            reporting_instance: Some(self.instance.clone()),
+            type_: Some(if warning { "Warning" } else { "Normal" }.to_string()),
+            ..Default::default()
         }
     }
 }

@@ -43,7 +43,7 @@ pub fn add_patch(meta: &ObjectMeta, resource_version: Option<&str>) -> Option<js
         Some(_) => json!({"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}),
         None => json!({"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}),
     };
-    Some(patch(resource_version, vec![add]))
+    patch(resource_version, vec![add])
 }
 
 /// The JSON patch that removes our finalizer and nothing else (the index is tested first, so
@@ -55,25 +55,25 @@ pub fn remove_patch(
 ) -> Option<json_patch::Patch> {
     let index = position(meta)?;
     let path = format!("/metadata/finalizers/{index}");
-    Some(patch(
+    patch(
         resource_version,
         vec![
             json!({"op": "test", "path": path, "value": FINALIZER}),
             json!({"op": "remove", "path": path}),
         ],
-    ))
+    )
 }
 
-fn patch(resource_version: Option<&str>, ops: Vec<Value>) -> json_patch::Patch {
+/// `ops`, preceded by a resourceVersion test when given. `None` only if the operations do not
+/// form a JSON patch, a bug in this module that its tests catch; callers then write nothing
+/// rather than something else.
+fn patch(resource_version: Option<&str>, ops: Vec<Value>) -> Option<json_patch::Patch> {
     let guard = resource_version
         .map(|rv| json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
     let ops: Vec<Value> = guard.into_iter().chain(ops).collect();
-    // Every operation above is a well-formed JSON patch operation; failing to parse one is a
-    // bug in this module, caught by its tests, so an empty patch is never returned silently.
-    serde_json::from_value(Value::Array(ops)).unwrap_or_else(|e| {
-        tracing::error!(error = %e, "building a JSON patch");
-        json_patch::Patch(Vec::new())
-    })
+    serde_json::from_value(Value::Array(ops))
+        .inspect_err(|e| tracing::error!(error = %e, "building a JSON patch"))
+        .ok()
 }
 
 /// What the finalizer controller does with one MachineOSConfig.
@@ -112,13 +112,23 @@ pub fn plan(meta: &ObjectMeta, verdict: Option<&Verdict>, add_finalizers: bool) 
             Some(v) if v.allowed && v.overridden() => Step::Release(ReleaseReason::overridden),
             Some(v) if v.allowed => Step::Release(ReleaseReason::settled),
             Some(v) => Step::Wait {
-                blocking_nodes: v.blocking.iter().map(|b| b.node.clone()).collect(),
+                blocking_nodes: waiting_for(v),
             },
             None => Step::Wait {
                 blocking_nodes: Vec::new(),
             },
         },
     }
+}
+
+/// What a held deletion waits for: the blocking nodes, then `pool/<name>` for each pool still
+/// rolling out one of its images.
+fn waiting_for(v: &Verdict) -> Vec<String> {
+    v.blocking
+        .iter()
+        .map(|b| b.node.clone())
+        .chain(v.rolling.iter().map(|p| format!("pool/{}", p.pool)))
+        .collect()
 }
 
 /// What `release-finalizers` (uninstall) does with one MachineOSConfig.
@@ -146,7 +156,7 @@ pub fn uninstall(meta: &ObjectMeta, verdict: Option<&Verdict>, force: bool) -> U
     match verdict {
         Some(v) if v.allowed => Uninstall::Remove,
         Some(v) => Uninstall::Keep {
-            blocking_nodes: v.blocking.iter().map(|b| b.node.clone()).collect(),
+            blocking_nodes: waiting_for(v),
         },
         None => Uninstall::Keep {
             blocking_nodes: Vec::new(),
@@ -240,6 +250,7 @@ mod tests {
             override_reason: override_reason.map(str::to_string),
             images: Vec::new(),
             repository_fallback: None,
+            rolling: Vec::new(),
             blocking: blocking
                 .iter()
                 .map(|n| crate::policy::BlockingNode {

@@ -206,7 +206,7 @@ impl Elector {
 
 /// Runs `lead` while this replica holds the Lease, until `shutdown` is cancelled; then gives the
 /// Lease up. `lead` receives a token cancelled when leadership ends; if it returns early, the
-/// Lease is given up and the election starts over.
+/// Lease is given up and the election starts over after a pause.
 pub async fn run<F, Fut>(
     client: kube::Client,
     settings: LeaseSettings,
@@ -220,20 +220,17 @@ pub async fn run<F, Fut>(
     let retry = settings.retry_period;
     let deadline = settings.renew_deadline;
     let mut elector = Elector::new(client, settings);
-    let mut last_error = String::new();
+    let mut errors = ErrorLog::default();
     while !shutdown.is_cancelled() {
-        match elector.try_hold().await {
-            Ok(true) => {}
+        match attempt(&mut elector, deadline).await {
+            Ok(true) => errors.clear(),
             Ok(false) => {
+                errors.clear();
                 pause(&shutdown, retry).await;
                 continue;
             }
             Err(e) => {
-                let text = e.to_string();
-                if text != last_error {
-                    tracing::warn!(error = %text, "cannot read or write the lease; retrying");
-                    last_error = text;
-                }
+                errors.warn(&e, "cannot read or write the lease; retrying");
                 pause(&shutdown, retry).await;
                 continue;
             }
@@ -254,7 +251,8 @@ pub async fn run<F, Fut>(
                 }
                 () = tokio::time::sleep(retry) => {}
             }
-            match elector.try_hold().await {
+            let left = deadline.saturating_sub(renewed.elapsed());
+            match attempt(&mut elector, left).await {
                 Ok(true) => renewed = Instant::now(),
                 Ok(false) => {
                     tracing::warn!("another replica holds the lease now; stepping down");
@@ -269,14 +267,46 @@ pub async fn run<F, Fut>(
         }
         term.cancel();
         if !work_done
-            && tokio::time::timeout(Duration::from_secs(10), work)
+            && tokio::time::timeout(Duration::from_secs(10), &mut work)
                 .await
                 .is_err()
         {
-            tracing::warn!("the finalizer controller did not stop within 10 s");
+            tracing::warn!("the finalizer controller did not stop within 10 s; aborting it");
+            work.abort();
         }
         metrics.set_leader(false);
         elector.release().await;
+        if work_done {
+            // A controller that stops by itself would otherwise be restarted in a tight loop.
+            pause(&shutdown, retry).await;
+        }
+    }
+}
+
+/// One [`Elector::try_hold`] bounded by `within`, so a hung connection cannot keep a leader
+/// believing it leads past its renew deadline.
+async fn attempt(elector: &mut Elector, within: Duration) -> Result<bool, String> {
+    match tokio::time::timeout(within.max(Duration::from_millis(100)), elector.try_hold()).await {
+        Ok(Ok(held)) => Ok(held),
+        Ok(Err(e)) => Err(crate::live::chain(&e)),
+        Err(_) => Err(format!("no answer from the API server within {within:?}")),
+    }
+}
+
+/// Logs an error once until it changes or a success clears it.
+#[derive(Default)]
+struct ErrorLog(Option<String>);
+
+impl ErrorLog {
+    fn warn(&mut self, error: &str, what: &str) {
+        if self.0.as_deref() != Some(error) {
+            tracing::warn!(%error, "{what}");
+            self.0 = Some(error.to_string());
+        }
+    }
+
+    fn clear(&mut self) {
+        self.0 = None;
     }
 }
 

@@ -130,7 +130,7 @@ where
 
 /// An error and its causes on one line ("client error (Connect): tcp connect error:
 /// Connection refused"), since the top-level kube error alone rarely says what failed.
-fn chain(e: &kube::Error) -> String {
+pub(crate) fn chain(e: &kube::Error) -> String {
     let mut out = e.to_string();
     let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {

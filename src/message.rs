@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use crate::image::abbreviate;
 use crate::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
-use crate::policy::{BlockReason, BlockingNode, PolicyMode, TargetKind, Verdict};
+use crate::policy::{BlockReason, BlockingNode, PolicyMode, RollingPool, TargetKind, Verdict};
 
 /// Nodes listed by name before "and N more".
 pub const MAX_LISTED_NODES: usize = 5;
@@ -29,12 +29,16 @@ pub fn denial(v: &Verdict) -> String {
     if n > MAX_LISTED_NODES {
         let _ = writeln!(out, "  and {} more", n - MAX_LISTED_NODES);
     }
-    let in_flight = v.blocking.iter().any(|b| b.reason == BlockReason::InFlight);
+    for pool in &v.rolling {
+        let _ = writeln!(out, "  {}", pool_line(pool));
+    }
+    let in_flight =
+        !v.rolling.is_empty() || v.blocking.iter().any(|b| b.reason == BlockReason::InFlight);
     if in_flight {
-        let (images, nodes, fail) = if n == 1 {
-            ("that image", "the node", "fails")
-        } else {
-            ("those images", "the nodes", "fail")
+        let (images, nodes, fail) = match n {
+            0 => ("that image", "the pool's next node", "fails"),
+            1 => ("that image", "the node", "fails"),
+            _ => ("those images", "the nodes", "fail"),
         };
         let _ = writeln!(
             out,
@@ -90,6 +94,11 @@ pub fn override_warnings(v: &Verdict) -> Vec<String> {
             v.blocking.len() - MAX_LISTED_NODES
         ));
     }
+    warnings.extend(
+        v.rolling
+            .iter()
+            .map(|p| clip(format!("mosc-guard: {}", pool_line(p)))),
+    );
     if v.kind == TargetKind::MachineOSConfig {
         warnings.push(clip(format!(
             "mosc-guard: its MachineOSBuilds stay protected while a node needs their image; to let them go too: oc annotate machineosbuild -l {LABEL_MACHINE_OS_CONFIG}={} {OVERRIDE_ANNOTATION}=\"<reason>\"",
@@ -142,6 +151,9 @@ pub fn deferred_note(v: &Verdict) -> String {
     if v.blocking.len() > MAX_LISTED_NODES {
         let _ = write!(out, "\n  and {} more", v.blocking.len() - MAX_LISTED_NODES);
     }
+    for pool in &v.rolling {
+        let _ = write!(out, "\n  {}", pool_line(pool));
+    }
     out
 }
 
@@ -193,6 +205,19 @@ pub fn images_phrase(kind: TargetKind) -> &'static str {
 
 fn headline(v: &Verdict) -> String {
     let n = v.blocking.len();
+    if n == 0 && !v.rolling.is_empty() {
+        let pools: Vec<&str> = v.rolling.iter().map(|p| p.pool.as_str()).collect();
+        let (noun, verb) = if pools.len() == 1 {
+            ("pool", "is")
+        } else {
+            ("pools", "are")
+        };
+        return format!(
+            "{noun} {} {verb} still rolling out {}",
+            pools.join(", "),
+            images_phrase(v.kind)
+        );
+    }
     let nodes = if n == 1 { "node" } else { "nodes" };
     let verb = match (n == 1, v.mode) {
         (true, PolicyMode::InFlight) => "still needs",
@@ -206,6 +231,18 @@ fn headline(v: &Verdict) -> String {
         PolicyMode::InUse => " (policy in-use)",
     };
     format!("{n} {nodes} {verb} {what}{policy}")
+}
+
+fn pool_line(p: &RollingPool) -> String {
+    let progress = match (p.updated_machines, p.machines) {
+        (Some(u), Some(m)) => format!("{u} of {m} machines updated"),
+        _ => "progress unknown".to_string(),
+    };
+    format!(
+        "pool {} is rolling out {} ({progress}); MCO sends the next node to it within seconds",
+        p.pool,
+        abbreviate(&p.image)
+    )
 }
 
 fn node_line(b: &BlockingNode) -> String {
@@ -233,6 +270,7 @@ fn pools(v: &Verdict) -> String {
         .blocking
         .iter()
         .filter_map(|b| b.pool.as_deref())
+        .chain(v.rolling.iter().map(|p| p.pool.as_str()))
         .collect();
     pools.sort_unstable();
     pools.dedup();

@@ -101,13 +101,16 @@ pub struct MachineOSBuildStatus {
     pub digested_image_push_spec: Option<String>,
 }
 
-/// MachineConfigPool: used to name the pool a node belongs to.
+/// MachineConfigPool: names the pool a node belongs to, and says whether MCO is still
+/// rolling it out.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct MachineConfigPool {
     #[serde(default)]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: MachineConfigPoolSpec,
+    #[serde(default)]
+    pub status: MachineConfigPoolStatus,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -115,11 +118,41 @@ pub struct MachineConfigPool {
 pub struct MachineConfigPoolSpec {
     #[serde(default)]
     pub node_selector: Option<LabelSelector>,
+    #[serde(default)]
+    pub paused: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineConfigPoolStatus {
+    #[serde(default)]
+    pub conditions: Vec<PoolCondition>,
+    #[serde(default)]
+    pub machine_count: Option<i64>,
+    #[serde(default)]
+    pub updated_machine_count: Option<i64>,
+}
+
+/// One entry of a pool's `status.conditions` (only what the policy reads).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct PoolCondition {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
 }
 
 impl MachineOSConfig {
     pub fn name(&self) -> &str {
         self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The pool it opts into image mode (its name must equal the pool's; the spec says which).
+    pub fn pool_name(&self) -> &str {
+        self.spec
+            .machine_config_pool
+            .as_ref()
+            .map_or_else(|| self.name(), |p| p.name.as_str())
     }
 
     /// Name of the MachineOSBuild MOSC status (or MCO's annotation) calls current.
@@ -153,6 +186,17 @@ impl MachineOSBuild {
 impl MachineConfigPool {
     pub fn name(&self) -> &str {
         self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// Whether MCO is rolling the pool out: condition Updating is True and the pool is not
+    /// paused (a paused pool gets no new node targeted).
+    pub fn is_rolling(&self) -> bool {
+        self.spec.paused != Some(true)
+            && self
+                .status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Updating" && c.status.eq_ignore_ascii_case("true"))
     }
 }
 

@@ -118,6 +118,19 @@ pub struct BlockingNode {
     pub reason: BlockReason,
 }
 
+/// A pool MCO is still rolling out to one of the guarded images. Between two nodes of a
+/// rollout no node may need the image at that instant, but MCO targets the next node within
+/// seconds: deleting the image then degrades the pool just the same.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollingPool {
+    pub pool: String,
+    /// The guarded image the pool is rolling out (its MachineOSConfig's current image).
+    pub image: String,
+    pub updated_machines: Option<i64>,
+    pub machines: Option<i64>,
+}
+
 /// The decision, with everything needed to explain it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
@@ -132,11 +145,18 @@ pub struct Verdict {
     pub repository_fallback: Option<String>,
     /// Sorted by node name.
     pub blocking: Vec<BlockingNode>,
+    /// Pools still rolling out one of the images, sorted by name.
+    pub rolling: Vec<RollingPool>,
 }
 
 impl Verdict {
+    /// Whether anything blocks the deletion (the override aside).
+    pub fn blocked(&self) -> bool {
+        !self.blocking.is_empty() || !self.rolling.is_empty()
+    }
+
     pub fn overridden(&self) -> bool {
-        self.override_reason.is_some() && !self.blocking.is_empty()
+        self.override_reason.is_some() && self.blocked()
     }
 }
 
@@ -144,16 +164,18 @@ impl Verdict {
 pub fn evaluate(snapshot: &Snapshot, target: Deletion<'_>, mode: PolicyMode) -> Verdict {
     let (kind, meta, guard) = guard_for(snapshot, target);
     let blocking = blocking_nodes(snapshot, &guard, mode);
+    let rolling = rolling_pools(snapshot, target, &guard);
     let override_reason = override_reason(meta).map(str::to_string);
     Verdict {
         kind,
         name: meta.name.clone().unwrap_or_default(),
         mode,
-        allowed: blocking.is_empty() || override_reason.is_some(),
+        allowed: (blocking.is_empty() && rolling.is_empty()) || override_reason.is_some(),
         override_reason,
         images: guard.listed(),
         repository_fallback: guard.fallback.as_ref().map(ToString::to_string),
         blocking,
+        rolling,
     }
 }
 
@@ -382,6 +404,49 @@ fn check_node(
         machine_os_build: image.machine_os_build,
         reason,
     })
+}
+
+/// Pools MCO is still rolling out (see [`RollingPool`]) whose target, the current image of
+/// their MachineOSConfig, is one of the guarded images. The MachineOSConfig being deleted is
+/// taken from the request, the others from the snapshot.
+fn rolling_pools(snapshot: &Snapshot, target: Deletion<'_>, guard: &Guard) -> Vec<RollingPool> {
+    if guard.exact.is_empty() && guard.fallback.is_none() {
+        return Vec::new();
+    }
+    let prefilter = Prefilter::for_guard(guard);
+    let target_config = match target {
+        Deletion::MachineOSConfig(m) => Some(m),
+        Deletion::MachineOSBuild(_) => None,
+    };
+    let config_of = |pool: &str| {
+        target_config.filter(|m| m.pool_name() == pool).or_else(|| {
+            snapshot
+                .machine_os_configs
+                .iter()
+                .map(Arc::as_ref)
+                .find(|m| m.pool_name() == pool)
+        })
+    };
+    let mut rolling: Vec<RollingPool> = snapshot
+        .pools
+        .iter()
+        .filter(|p| p.is_rolling())
+        .filter_map(|p| {
+            let current = config_of(p.name())?
+                .status
+                .current_image_pull_spec
+                .as_deref()?;
+            let image = guard.find(current, &prefilter)?;
+            Some(RollingPool {
+                pool: p.name().to_string(),
+                image: image.image,
+                updated_machines: p.status.updated_machine_count,
+                machines: p.status.machine_count,
+            })
+        })
+        .collect();
+    rolling.sort_by(|a, b| a.pool.cmp(&b.pool));
+    rolling
 }
 
 /// The pool a node belongs to: the one whose selector matches it; a custom pool wins

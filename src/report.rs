@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::message;
-use crate::policy::{BlockingNode, GuardedImage, PolicyMode, TargetKind, Verdict};
+use crate::policy::{BlockingNode, GuardedImage, PolicyMode, RollingPool, TargetKind, Verdict};
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -15,6 +15,7 @@ pub struct Report<'a> {
     pub overridden: bool,
     pub images: &'a [GuardedImage],
     pub blocking_nodes: &'a [BlockingNode],
+    pub rolling_pools: &'a [RollingPool],
     pub warnings: Vec<String>,
 }
 
@@ -39,6 +40,7 @@ impl<'a> Report<'a> {
             overridden: verdict.overridden(),
             images: &verdict.images,
             blocking_nodes: &verdict.blocking,
+            rolling_pools: &verdict.rolling,
             warnings,
         }
     }
@@ -59,7 +61,7 @@ pub fn text(verdict: &Verdict) -> String {
     } else {
         let what = message::images_phrase(verdict.kind);
         format!(
-            "{kind} \"{}\" can be deleted: no node still needs {what} (policy {}).",
+            "{kind} \"{}\" can be deleted: no node still needs {what} and no pool is rolling one out (policy {}).",
             verdict.name, verdict.mode
         )
     };

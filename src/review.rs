@@ -193,6 +193,12 @@ impl<V: ClusterView> Reviewer<V> {
     /// The verdict from the caches, with every would-be allow confirmed by a fresh read of
     /// nodes and builds: a stale cache can delay a deletion but never let a dangerous one go.
     pub async fn check(&self, target: Deletion<'_>) -> Checked {
+        self.check_within(target, self.confirm_timeout).await
+    }
+
+    /// [`Reviewer::check`] with its own bound for the confirming read (the finalizer
+    /// controller has no webhook deadline to meet, so it waits longer than a request can).
+    pub async fn check_within(&self, target: Deletion<'_>, confirm_timeout: Duration) -> Checked {
         let cached = self.cached(target);
         // A build without an image guards nothing whatever the nodes say: no read needed.
         // (A config's images depend on builds the cache may not have seen, so it is read.)
@@ -201,7 +207,7 @@ impl<V: ClusterView> Reviewer<V> {
         if !cached.allowed || cached.overridden() || imageless_build {
             return Checked::Decided(cached);
         }
-        let fresh = tokio::time::timeout(self.confirm_timeout, async {
+        let fresh = tokio::time::timeout(confirm_timeout, async {
             let _turn = self.confirmations.acquire().await;
             self.view.fresh().await
         });
@@ -224,7 +230,7 @@ impl<V: ClusterView> Reviewer<V> {
                     }
                     _ => format!(
                         "reading nodes and builds from the API server took longer than {}s",
-                        self.confirm_timeout.as_secs_f32()
+                        confirm_timeout.as_secs_f32()
                     ),
                 };
                 Checked::Unverified { cached, why }

@@ -17,6 +17,9 @@ use crate::policy::{self, Deletion, PolicyMode};
 
 /// Attempts per object when its resourceVersion changes under us.
 const ATTEMPTS: usize = 3;
+/// How long to wait before checking that no finalizer came back (a running controller adds
+/// it again within a watch event's delay).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What `release-finalizers` did.
 #[derive(Debug, Default)]
@@ -47,8 +50,9 @@ impl Summary {
         for name in &self.readded {
             let _ = writeln!(
                 out,
-                "machineosconfig/{name}: the finalizer came straight back: the MutatingWebhookConfiguration \
-                 mosc-guard is still active. Delete it first (kubectl delete mutatingwebhookconfiguration mosc-guard), then re-run."
+                "machineosconfig/{name}: the finalizer came back: the MutatingWebhookConfiguration mosc-guard is still \
+                 registered, or a mosc-guard replica runs without --no-new-finalizers. Delete the webhook configuration \
+                 (kubectl delete mutatingwebhookconfiguration mosc-guard) and drain the guard first, then re-run."
             );
         }
         if self.released.is_empty() && self.complete() {
@@ -71,10 +75,18 @@ pub async fn release_all(client: &kube::Client, force: bool) -> Result<Summary, 
         let mut current = listed.as_ref().clone();
         let mut done = false;
         for _ in 0..ATTEMPTS {
-            // Deletion is judged in-flight whatever the webhook's policy: in-use would keep a
-            // settled pool's configuration forever.
+            // A deferred deletion is judged on nodes and builds read just now, not at the start
+            // of a long run; in-flight whatever the webhook's policy (in-use would keep a
+            // settled pool's configuration forever).
+            let fresh;
+            let source = if finalizer::is_terminating(&current.metadata) && !force {
+                fresh = live::snapshot(client).await.map_err(|e| e.to_string())?.0;
+                &fresh
+            } else {
+                &snapshot
+            };
             let verdict = policy::evaluate(
-                &snapshot,
+                source,
                 Deletion::MachineOSConfig(&current),
                 PolicyMode::InFlight,
             );
@@ -132,6 +144,22 @@ pub async fn release_all(client: &kube::Client, force: bool) -> Result<Summary, 
                 "machineosconfig {name} kept changing; {ATTEMPTS} attempts to remove the finalizer conflicted"
             ));
         }
+    }
+    if !summary.released.is_empty() {
+        tokio::time::sleep(SETTLE).await;
+        let now = api
+            .list(&Default::default())
+            .await
+            .map_err(|e| format!("listing machineosconfigs again: {}", live::chain(&e)))?;
+        let back: Vec<String> = now
+            .items
+            .iter()
+            .filter(|m| finalizer::has(&m.metadata))
+            .map(|m| m.name().to_string())
+            .filter(|name| summary.released.contains(name))
+            .collect();
+        summary.released.retain(|name| !back.contains(name));
+        summary.readded.extend(back);
     }
     Ok(summary)
 }

@@ -167,6 +167,8 @@ fn rolling_pool_blocks_in_json() {
             "overridden": false,
             "images": [{"image": IMAGE, "machineOSBuild": MOSB}],
             "blockingNodes": [rolling_blocker(json!(MOSB))],
+            // The must-gather's pool reports Updating, 0 of 3 machines updated.
+            "rollingPools": [{"pool": "worker", "image": IMAGE, "updatedMachines": 0, "machines": 3}],
             "warnings": null,
         }),
         "{run:?}"

@@ -418,7 +418,7 @@ async fn release_finalizers_leaves_no_mosc_with_the_finalizer() {
     let (code, stdout, stderr) = run_cli(&cluster, &["release-finalizers"]);
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(
-        stdout.contains("machineosconfig/infra: the finalizer came straight back"),
+        stdout.contains("machineosconfig/infra: the finalizer came back"),
         "{stdout}"
     );
 

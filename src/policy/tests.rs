@@ -510,3 +510,102 @@ fn denial_without_a_known_pool_says_what_to_wait_for() {
     );
     assert!(!msg.contains("oc get mcp"), "{msg}");
 }
+
+/// `Cluster::report()` between two nodes of the rollout: the first node reached the image, the
+/// next one is not targeted yet, and pool `worker` reports `Updating` (or not, or is paused).
+fn between_batches(updating: bool, paused: bool) -> Snapshot {
+    let c = Cluster {
+        nodes: vec![
+            node(NODE, &["worker"], Some(&img(NEW)), Some(&img(NEW)), "Done"),
+            node("worker-b", &["worker"], None, None, "Done"),
+        ],
+        ..Cluster::report()
+    };
+    let mut snap = c.snapshot();
+    let mut worker = pool("worker");
+    worker["spec"]["paused"] = json!(paused);
+    worker["status"] = json!({
+        "machineCount": 2,
+        "updatedMachineCount": 1,
+        "conditions": [
+            {"type": "Updated", "status": if updating { "False" } else { "True" }},
+            {"type": "Updating", "status": if updating { "True" } else { "False" }}
+        ]
+    });
+    snap.pools = arcs(&[worker, pool("infra")]);
+    snap
+}
+
+#[test]
+fn a_pool_still_rolling_out_the_image_blocks_between_two_nodes() {
+    let snap = between_batches(true, false);
+    let mosc = snap.machine_os_config("worker").expect("worker");
+    let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
+    assert!(!v.allowed && v.blocking.is_empty(), "{v:?}");
+    assert_eq!(
+        v.rolling,
+        vec![RollingPool {
+            pool: "worker".into(),
+            image: img(NEW),
+            updated_machines: Some(1),
+            machines: Some(2),
+        }]
+    );
+    let msg = message::denial(&v);
+    assert!(
+        msg.starts_with("machineosconfig \"worker\" cannot be deleted yet: pool worker is still rolling out an image built from it."),
+        "{msg}"
+    );
+    assert!(msg.contains("pool worker is rolling out .../ocb-image@sha256:01971adebd63... (1 of 2 machines updated)"), "{msg}");
+    assert!(
+        msg.contains("the pool's next node fails \"manifest unknown\""),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("Wait until `oc get mcp worker` shows UPDATED=True"),
+        "{msg}"
+    );
+
+    // The build being rolled out is protected the same way.
+    let mosb = snap.machine_os_build("worker-8f2a1c").expect("build");
+    let v = evaluate(&snap, Deletion::MachineOSBuild(mosb), PolicyMode::InFlight);
+    assert!(!v.allowed && v.rolling.len() == 1, "{v:?}");
+}
+
+#[test]
+fn a_settled_or_paused_pool_or_another_image_does_not_block() {
+    for (updating, paused) in [(false, false), (true, true)] {
+        let snap = between_batches(updating, paused);
+        let mosc = snap.machine_os_config("worker").expect("worker");
+        let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
+        assert!(
+            v.allowed && v.rolling.is_empty(),
+            "updating {updating}, paused {paused}: {v:?}"
+        );
+    }
+    // An older build of the same config: the pool is rolling out a different image.
+    let mut snap = between_batches(true, false);
+    snap.machine_os_builds
+        .push(arcs(&[mosb("worker-old", "worker", OLD)]).remove(0));
+    let old = snap.machine_os_build("worker-old").expect("old build");
+    let v = evaluate(&snap, Deletion::MachineOSBuild(old), PolicyMode::InFlight);
+    assert!(v.allowed, "{v:?}");
+    // The override still lets it through, as for blocking nodes.
+    let mut snap = between_batches(true, false);
+    let mut annotated = mosc("worker", Some(NEW));
+    annotated["metadata"]["annotations"] = json!({OVERRIDE_ANNOTATION: "ticket 7"});
+    snap.machine_os_configs = arcs(&[annotated]);
+    let target = snap.machine_os_config("worker").expect("worker");
+    let v = evaluate(
+        &snap,
+        Deletion::MachineOSConfig(target),
+        PolicyMode::InFlight,
+    );
+    assert!(v.allowed && v.overridden(), "{v:?}");
+    assert!(
+        message::override_warnings(&v)
+            .iter()
+            .any(|w| w.contains("pool worker is rolling out")),
+        "{v:?}"
+    );
+}
