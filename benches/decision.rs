@@ -112,9 +112,17 @@ fn cluster(n: usize) -> (Snapshot, MachineOSConfig) {
                 "status": {"digestedImagePushSpec": format!("{REPO}@sha256:{}", digest(b))}
             })))
             .collect(),
+        // Pool worker reports Updating (three nodes are rolling), so the pool rule runs too.
         pools: ["master", "worker", "infra"]
             .iter()
-            .map(|p| parse(json!({"metadata": {"name": p}, "spec": {"nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{p}"): ""}}}})))
+            .map(|p| {
+                let updating = if *p == "worker" { "True" } else { "False" };
+                parse(json!({
+                    "metadata": {"name": p},
+                    "spec": {"nodeSelector": {"matchLabels": {format!("node-role.kubernetes.io/{p}"): ""}}},
+                    "status": {"conditions": [{"type": "Updating", "status": updating}]}
+                }))
+            })
             .collect(),
         nodes: (0..n).map(|i| parse(node(i))).collect(),
     };
