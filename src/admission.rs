@@ -4,6 +4,7 @@
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
+use crate::finalizer;
 use crate::model::{GROUP, MachineOSBuild, MachineOSConfig};
 use crate::policy::{Deletion, TargetKind};
 
@@ -57,14 +58,20 @@ pub enum Classified {
     /// Not a deletion of a guarded kind: allowed untouched.
     Ignore,
     /// A guarded deletion; `subject` is `Err` when oldObject is absent or undecodable.
+    /// `finalizer_release` marks an UPDATE that removes mosc-guard's finalizer from a
+    /// MachineOSConfig being deleted: it completes the deletion, so it is decided as one.
     Delete {
         kind: TargetKind,
         name: String,
         subject: Result<Subject, String>,
+        finalizer_release: bool,
     },
 }
 
 pub fn classify(req: &Request) -> Classified {
+    if matches!(req.operation, Operation::Update) {
+        return classify_update(req);
+    }
     if !matches!(req.operation, Operation::Delete) || req.resource.group != GROUP {
         return Classified::Ignore;
     }
@@ -84,6 +91,32 @@ pub fn classify(req: &Request) -> Classified {
         kind,
         name: req.name.clone(),
         subject,
+        finalizer_release: false,
+    }
+}
+
+/// An UPDATE matters only when it takes mosc-guard's finalizer off a MachineOSConfig that is
+/// being deleted (the webhook configuration's matchConditions send only those; this checks
+/// again). It is decided on the new object, so an override annotation set in the same
+/// request counts.
+fn classify_update(req: &Request) -> Classified {
+    let relevant = req.resource.group == GROUP
+        && req.resource.resource == "machineosconfigs"
+        && req.sub_resource.as_deref().unwrap_or_default().is_empty();
+    let (Some(old), Some(new)) = (&req.old_object, &req.object) else {
+        return Classified::Ignore;
+    };
+    let releases = finalizer::is_terminating(&old.metadata)
+        && finalizer::has(&old.metadata)
+        && !finalizer::has(&new.metadata);
+    if !relevant || !releases {
+        return Classified::Ignore;
+    }
+    Classified::Delete {
+        kind: TargetKind::MachineOSConfig,
+        name: req.name.clone(),
+        subject: decode_subject(TargetKind::MachineOSConfig, new),
+        finalizer_release: true,
     }
 }
 
@@ -161,6 +194,7 @@ mod tests {
                 kind,
                 name,
                 subject: Ok(Subject::Config(c)),
+                finalizer_release: false,
             } => {
                 assert_eq!(
                     (kind, name.as_str()),
@@ -181,6 +215,46 @@ mod tests {
         ] {
             let req = decode(&review(op, res, mosc())).expect("decodes");
             assert!(matches!(classify(&req), Classified::Ignore), "{op} {res}");
+        }
+    }
+
+    /// An UPDATE review of MOSC `worker` from `old` metadata to `new` metadata.
+    fn update(old: serde_json::Value, new: serde_json::Value) -> Request {
+        let mut body: serde_json::Value =
+            serde_json::from_slice(&review("UPDATE", "machineosconfigs", mosc())).expect("json");
+        body["request"]["oldObject"]["metadata"] = old;
+        body["request"]["object"] = body["request"]["oldObject"].clone();
+        body["request"]["object"]["metadata"] = new;
+        decode(&serde_json::to_vec(&body).expect("json")).expect("decodes")
+    }
+
+    #[test]
+    fn removing_our_finalizer_from_a_terminating_config_is_decided_as_its_deletion() {
+        let ours = finalizer::FINALIZER;
+        let terminating = json!({"name": "worker", "deletionTimestamp": "2026-11-30T00:00:00Z", "finalizers": [ours, "x"]});
+        let released = json!({"name": "worker", "deletionTimestamp": "2026-11-30T00:00:00Z", "finalizers": ["x"]});
+        assert!(matches!(
+            classify(&update(terminating.clone(), released.clone())),
+            Classified::Delete {
+                kind: TargetKind::MachineOSConfig,
+                subject: Ok(Subject::Config(_)),
+                finalizer_release: true,
+                ..
+            }
+        ));
+        // Keeping ours, or a live object, or an object that never had it: not our business.
+        for (old, new) in [
+            (terminating.clone(), terminating.clone()),
+            (
+                json!({"name": "worker", "finalizers": [ours]}),
+                json!({"name": "worker"}),
+            ),
+            (
+                released.clone(),
+                json!({"name": "worker", "deletionTimestamp": "2026-11-30T00:00:00Z"}),
+            ),
+        ] {
+            assert!(matches!(classify(&update(old, new)), Classified::Ignore));
         }
     }
 

@@ -7,6 +7,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
+use crate::model::OVERRIDE_ANNOTATION;
 use crate::policy::Verdict;
 
 /// Held on every MachineOSConfig in defer mode; released once no node still needs its images.
@@ -53,15 +54,31 @@ pub fn remove_patch(
     meta: &ObjectMeta,
     resource_version: Option<&str>,
 ) -> Option<json_patch::Patch> {
+    release_patch(meta, resource_version, None)
+}
+
+/// [`remove_patch`], also setting the override annotation to `override_reason` when given, so
+/// the validating webhook (which decides a finalizer's removal from an object being deleted
+/// as its deletion) lets a forced release through and the reason is on record.
+pub fn release_patch(
+    meta: &ObjectMeta,
+    resource_version: Option<&str>,
+    override_reason: Option<&str>,
+) -> Option<json_patch::Patch> {
     let index = position(meta)?;
     let path = format!("/metadata/finalizers/{index}");
-    patch(
-        resource_version,
-        vec![
+    let annotate = override_reason.map(|reason| match &meta.annotations {
+        Some(_) => json!({"op": "add", "path": format!("/metadata/annotations/{}", OVERRIDE_ANNOTATION.replace('~', "~0").replace('/', "~1")), "value": reason}),
+        None => json!({"op": "add", "path": "/metadata/annotations", "value": {OVERRIDE_ANNOTATION: reason}}),
+    });
+    let ops = annotate
+        .into_iter()
+        .chain([
             json!({"op": "test", "path": path, "value": FINALIZER}),
             json!({"op": "remove", "path": path}),
-        ],
-    )
+        ])
+        .collect();
+    patch(resource_version, ops)
 }
 
 /// `ops`, preceded by a resourceVersion test when given. `None` only if the operations do not
@@ -219,6 +236,22 @@ mod tests {
         let patched = apply(&m, &remove_patch(&m, None).expect("patch")).expect("applies");
         assert_eq!(patched, Some(vec!["a".to_string(), "b".to_string()]));
         assert!(remove_patch(&meta(Some(&["a"]), true), None).is_none());
+    }
+
+    #[test]
+    fn a_forced_release_records_the_override() {
+        for annotations in [None, Some([("a".to_string(), "b".to_string())].into())] {
+            let mut m = meta(Some(&[FINALIZER]), true);
+            m.annotations = annotations;
+            let patch = release_patch(&m, None, Some("forced")).expect("patch");
+            let mut doc = json!({"metadata": m});
+            json_patch::patch(&mut doc, &patch).expect("applies");
+            assert_eq!(
+                doc["metadata"]["annotations"][OVERRIDE_ANNOTATION],
+                "forced"
+            );
+            assert_eq!(doc["metadata"]["finalizers"], json!([]));
+        }
     }
 
     #[test]

@@ -180,8 +180,24 @@ pub fn not_deferrable() -> String {
     )
 }
 
-/// "a, b, c and 2 more".
+/// Added to a refusal of an UPDATE that takes the finalizer off a MachineOSConfig being deleted.
+pub fn finalizer_release() -> String {
+    format!(
+        "\n(This update removes the finalizer {} from a MachineOSConfig being deleted, which completes its deletion now. mosc-guard releases it by itself when the rollout settles; `mosc-guard release-finalizers --force` or the override annotation release it earlier.)",
+        crate::finalizer::FINALIZER
+    )
+}
+
+/// "a, b, c and 2 more", or the rolling pools when no node blocks.
 fn node_names(v: &Verdict, max: usize) -> String {
+    if v.blocking.is_empty() {
+        let pools: Vec<String> = v
+            .rolling
+            .iter()
+            .map(|p| format!("pool {}", p.pool))
+            .collect();
+        return pools.join(", ");
+    }
     let names: Vec<&str> = v
         .blocking
         .iter()

@@ -113,8 +113,11 @@ impl<V: ClusterView> Reviewer<V> {
                 kind,
                 name,
                 subject,
+                finalizer_release,
             } => {
-                let decided = self.deletion(req, kind, &name, subject).await;
+                let decided = self
+                    .deletion(req, kind, &name, subject, finalizer_release)
+                    .await;
                 self.record_refusal(req, kind, &decided);
                 (kind.metric_label(), decided)
             }
@@ -143,6 +146,7 @@ impl<V: ClusterView> Reviewer<V> {
         kind: TargetKind,
         name: &str,
         subject: Result<Subject, String>,
+        finalizer_release: bool,
     ) -> Decision {
         let subject = match subject {
             Ok(s) => s,
@@ -176,8 +180,11 @@ impl<V: ClusterView> Reviewer<V> {
                 }
             }
         };
+        if finalizer_release {
+            return decided.explain(&message::finalizer_release());
+        }
         if self.deletion_mode == DeletionMode::Defer && kind == TargetKind::MachineOSConfig {
-            return decided.explain_not_deferred();
+            return decided.explain(&message::not_deferrable());
         }
         decided
     }
@@ -280,13 +287,11 @@ impl Decision {
         self
     }
 
-    /// In defer mode, a refusal says why this deletion could not be deferred.
-    fn explain_not_deferred(mut self) -> Self {
+    /// Adds `why` to a refusal (why it could not be deferred, or that it was a finalizer's
+    /// removal).
+    fn explain(mut self, why: &str) -> Self {
         if !self.response.allowed {
-            self.response
-                .result
-                .message
-                .push_str(&message::not_deferrable());
+            self.response.result.message.push_str(why);
         }
         self
     }

@@ -101,7 +101,12 @@ pub async fn release_all(client: &kube::Client, force: bool) -> Result<Summary, 
                 }
                 Uninstall::Remove => {
                     let rv = current.metadata.resource_version.as_deref();
-                    let Some(patch) = finalizer::remove_patch(&current.metadata, rv) else {
+                    // Forcing a deletion still deferred records why, which also tells the
+                    // validating webhook that the release is deliberate.
+                    let forced = (force && finalizer::is_terminating(&current.metadata))
+                        .then_some("mosc-guard release-finalizers --force");
+                    let Some(patch) = finalizer::release_patch(&current.metadata, rv, forced)
+                    else {
                         done = true;
                         break;
                     };

@@ -186,6 +186,29 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
     // Step 4 of the report: the delete returns at once with the warning.
     delete_deferred(&cluster, &rollout, &[]).await;
     assert_held(&cluster).await;
+
+    // Stripping the finalizer by hand (a common runbook step for a stuck object) would complete
+    // the deletion now: it is decided as the deletion, and refused.
+    let out = kubectl(
+        &cluster,
+        [
+            "patch",
+            "machineosconfig",
+            "worker",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers/0"}]"#,
+        ],
+    )
+    .await;
+    assert!(!out.success(), "{out:?}");
+    for want in [
+        "machineosconfig \"worker\" cannot be deleted yet: 1 node still needs an image built from it.",
+        "This update removes the finalizer mosc-guard.dev/wait-for-rollout",
+    ] {
+        assert!(out.stderr.contains(want), "missing {want:?} in {}", out.stderr);
+    }
+    assert_held(&cluster).await;
     let event = wait_event(&cluster, "worker", "DeletionDeferred").await;
     let note = event.note.unwrap_or_default();
     assert!(

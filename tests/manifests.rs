@@ -380,7 +380,7 @@ fn webhook_configurations_are_as_documented() {
     );
     assert!(w.client_config.url.is_none() && w.client_config.ca_bundle.is_none());
     let rules = w.rules.as_ref().expect("rules");
-    assert_eq!(rules.len(), 1);
+    assert_eq!(rules.len(), 2);
     let rule = &rules[0];
     assert_eq!(rule.api_groups.as_deref(), Some(&[MCO.to_owned()][..]));
     assert_eq!(rule.api_versions.as_deref(), Some(&["v1".to_owned()][..]));
@@ -390,6 +390,26 @@ fn webhook_configurations_are_as_documented() {
         Some(&["machineosconfigs".to_owned(), "machineosbuilds".to_owned()][..])
     );
     assert_eq!(rule.scope.as_deref(), Some("Cluster"));
+    // UPDATEs of MachineOSConfigs, narrowed by matchConditions to those that take the
+    // finalizer off an object being deleted (exercised in tests/defer_mode.rs).
+    let rule = &rules[1];
+    assert_eq!(rule.api_groups.as_deref(), Some(&[MCO.to_owned()][..]));
+    assert_eq!(rule.operations.as_deref(), Some(&["UPDATE".to_owned()][..]));
+    assert_eq!(
+        rule.resources.as_deref(),
+        Some(&["machineosconfigs".to_owned()][..])
+    );
+    let conditions = w.match_conditions.as_ref().expect("matchConditions");
+    assert_eq!(conditions.len(), 1);
+    assert!(
+        conditions[0]
+            .expression
+            .starts_with("request.operation == 'DELETE' ||")
+            && conditions[0]
+                .expression
+                .contains("'mosc-guard.dev/wait-for-rollout' in oldObject.metadata.finalizers"),
+        "{conditions:?}"
+    );
     assert_eq!(w.failure_policy.as_deref(), Some("Fail"));
     assert_eq!(w.side_effects, "NoneOnDryRun");
     assert_eq!(w.timeout_seconds, Some(10));
