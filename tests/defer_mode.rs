@@ -206,7 +206,11 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
         "machineosconfig \"worker\" cannot be deleted yet: 1 node still needs an image built from it.",
         "This update removes the finalizer mosc-guard.dev/wait-for-rollout",
     ] {
-        assert!(out.stderr.contains(want), "missing {want:?} in {}", out.stderr);
+        assert!(
+            out.stderr.contains(want),
+            "missing {want:?} in {}",
+            out.stderr
+        );
     }
     assert_held(&cluster).await;
     let event = wait_event(&cluster, "worker", "DeletionDeferred").await;
