@@ -327,9 +327,11 @@ fn deferred(req: &Request, verdict: &Verdict) -> Decision {
     decision.blocking(verdict)
 }
 
-/// The override annotation on the object being deleted, for the audit log.
+/// The override annotation on the object being deleted, for the audit log: the new object of
+/// an UPDATE (a finalizer's release may set it in the same request), else the old one.
 fn override_of(req: &Request) -> Option<&str> {
-    req.old_object
+    req.object
         .as_ref()
+        .or(req.old_object.as_ref())
         .and_then(|o| crate::model::override_reason(&o.metadata))
 }

@@ -592,3 +592,27 @@ async fn the_mutating_webhook_adds_one_finalizer_and_restores_it() {
         assert!(metrics.contains(want), "missing {want:?} in\n{metrics}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_finalizers_force_lets_a_held_deletion_go_on_record() {
+    let (cluster, guard, rollout) = deferring(None).await;
+    delete_deferred(&cluster, &rollout, &[]).await;
+
+    // With the webhooks still registered, the forced release passes the validating webhook only
+    // because it records the override annotation in the same patch.
+    let (code, stdout, stderr) = run_cli(&cluster, &["release-finalizers", "--force"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("released machineosconfig/worker"),
+        "{stdout}"
+    );
+    wait_gone(&cluster, "worker", STEP_TIMEOUT).await;
+    let log = guard.log_tail(300);
+    assert!(
+        log.lines().any(|l| l.contains("admission decision")
+            && l.contains("name=worker")
+            && l.contains("override_reason=\"mosc-guard release-finalizers --force\"")
+            && l.contains("result=overridden")),
+        "{log}"
+    );
+}
