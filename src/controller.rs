@@ -80,6 +80,16 @@ struct Context<V> {
 }
 
 impl<V> Context<V> {
+    /// A Normal Event about `mosc`.
+    async fn record(&self, mosc: &MachineOSConfig, reason: &str, note: &str) {
+        let regarding = events::reference(
+            TargetKind::MachineOSConfig,
+            mosc.name(),
+            mosc.metadata.uid.as_deref(),
+        );
+        self.events.record(&regarding, false, reason, note).await;
+    }
+
     /// Refreshes the gauge of deferred deletions, leaving out `released` (the store still
     /// holds an object until its deletion is observed).
     fn count_deferred(&self, released: Option<&str>) {
@@ -199,16 +209,12 @@ async fn reconcile<V: ClusterView>(
             let overridden_by = verdict
                 .filter(|_| reason == ReleaseReason::overridden)
                 .and_then(|v| v.override_reason.as_deref());
-            let regarding =
-                events::reference(TargetKind::MachineOSConfig, name, meta.uid.as_deref());
-            ctx.events
-                .record(
-                    &regarding,
-                    false,
-                    events::REASON_RELEASED,
-                    &message::released_note(overridden_by),
-                )
-                .await;
+            ctx.record(
+                &mosc,
+                events::REASON_RELEASED,
+                &message::released_note(overridden_by),
+            )
+            .await;
             Ok(Action::await_change())
         }
         Step::Wait { blocking_nodes } => {
@@ -223,15 +229,7 @@ async fn reconcile<V: ClusterView>(
             });
             if let (true, Some(v)) = (changed, verdict) {
                 tracing::info!(%name, blocking = blocking_nodes.len(), "deletion deferred");
-                let regarding =
-                    events::reference(TargetKind::MachineOSConfig, name, meta.uid.as_deref());
-                ctx.events
-                    .record(
-                        &regarding,
-                        false,
-                        events::REASON_DEFERRED,
-                        &message::deferred_note(v),
-                    )
+                ctx.record(&mosc, events::REASON_DEFERRED, &message::deferred_note(v))
                     .await;
             }
             Ok(Action::requeue(backoff(attempts)))

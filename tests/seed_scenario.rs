@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::mco::{CURRENT_IMAGE, DESIRED_IMAGE, REASON, STATE, STATE_DEGRADED};
+use support::mco::{DESIRED_IMAGE, REASON, STATE, STATE_DEGRADED};
 use support::scenario::{node_annotation, node_annotations, wait_for};
 use support::steps::*;
 
@@ -130,18 +130,7 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
 
     // The guard's node index has seen the rolling node (the only node with an image yet), so
     // the denial below comes from the cache, not from the confirming read.
-    wait_for(
-        || async {
-            let text = guard_metrics(&g.guard).await?;
-            Ok(text
-                .contains("mosc_guard_cache_objects{cache=\"nodes_with_images\"} 1")
-                .then_some(()))
-        },
-        STEP_TIMEOUT,
-        "the guard's node index to hold the rolling node",
-    )
-    .await
-    .expect("index current");
+    wait_index_holds_the_rolling_node(&g.guard).await;
 
     // Step 4 of the report, now refused with a message naming the node and the image.
     let out = kubectl(cluster, ["delete", "machineosconfig", "worker"]).await;
@@ -194,12 +183,7 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
 
     // MCO then deletes the image and the builds, and reverts the pool; nobody needed the image.
     wait_image_and_builds_gone(cluster, &image).await;
-    wait_pool_settled(
-        cluster,
-        |a| !a.contains_key(DESIRED_IMAGE) && !a.contains_key(CURRENT_IMAGE),
-        "the pool to revert to the base OS image",
-    )
-    .await;
+    wait_pool_reverted(cluster).await;
     assert!(!watch.ever_degraded(), "the pool was never Degraded");
 }
 

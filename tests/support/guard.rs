@@ -221,14 +221,9 @@ pub fn guard_binary() -> Result<PathBuf> {
 /// webhook's clientConfig pointed at the guard: `url` = its /validate, `caBundle` = its CA.
 pub fn webhook_configuration(guard: &Guard) -> Result<ValidatingWebhookConfiguration> {
     let mut config = manifests::validating_webhook_configuration()?;
-    let webhooks = config
-        .webhooks
-        .as_mut()
-        .filter(|w| !w.is_empty())
-        .ok_or("the rendered configuration has no webhooks")?;
-    for webhook in webhooks {
-        webhook.client_config = guard.client_config("/validate");
-    }
+    point_each(&mut config.webhooks, |w| {
+        w.client_config = guard.client_config("/validate")
+    })?;
     Ok(config)
 }
 
@@ -236,15 +231,21 @@ pub fn webhook_configuration(guard: &Guard) -> Result<ValidatingWebhookConfigura
 /// pointed at the guard's /mutate.
 pub fn mutating_webhook_configuration(guard: &Guard) -> Result<MutatingWebhookConfiguration> {
     let mut config = manifests::mutating_webhook_configuration()?;
-    let webhooks = config
-        .webhooks
+    point_each(&mut config.webhooks, |w| {
+        w.client_config = guard.client_config("/mutate")
+    })?;
+    Ok(config)
+}
+
+/// Applies `point` to every webhook of a rendered configuration (which must have some).
+fn point_each<W>(webhooks: &mut Option<Vec<W>>, point: impl FnMut(&mut W)) -> Result<()> {
+    webhooks
         .as_mut()
         .filter(|w| !w.is_empty())
-        .ok_or("the rendered configuration has no webhooks")?;
-    for webhook in webhooks {
-        webhook.client_config = guard.client_config("/mutate");
-    }
-    Ok(config)
+        .ok_or("the rendered configuration has no webhooks")?
+        .iter_mut()
+        .for_each(point);
+    Ok(())
 }
 
 /// Applies [`webhook_configuration`] (server-side apply) and waits until the API server calls

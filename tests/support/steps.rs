@@ -244,3 +244,31 @@ pub async fn events_about(
         })
         .collect()
 }
+
+/// Waits until the guard's digest index holds exactly one node with an image (the rolling one),
+/// so what follows is decided from its cache.
+pub async fn wait_index_holds_the_rolling_node(guard: &Guard) {
+    wait_for(
+        || async {
+            let text = guard_metrics(guard).await?;
+            Ok(text
+                .contains("mosc_guard_cache_objects{cache=\"nodes_with_images\"} 1")
+                .then_some(()))
+        },
+        STEP_TIMEOUT,
+        "the guard's node index to hold the rolling node",
+    )
+    .await
+    .expect("index current");
+}
+
+/// Waits until every worker is Done without image annotations (the pool left image mode and
+/// its nodes rebased to the base OS image) and the pool reports Updated.
+pub async fn wait_pool_reverted(cluster: &Cluster) {
+    wait_pool_settled(
+        cluster,
+        |a| !a.contains_key(DESIRED_IMAGE) && !a.contains_key(CURRENT_IMAGE),
+        "the pool to revert to the base OS image",
+    )
+    .await;
+}
