@@ -19,9 +19,9 @@ use support::mco;
 use support::scenario::{Cluster, Rollout, create_mosc, create_pool, wait_for};
 use support::simulator::SimConfig;
 use support::steps::{
-    DegradedWatch, STEP_TIMEOUT, check, events_about, guard_metrics, kubectl, run_cli, seed,
-    wait_image_and_builds_gone, wait_index_holds_the_rolling_node, wait_pool_reverted,
-    wait_rolled_out,
+    DegradedWatch, STEP_TIMEOUT, assert_image_in_registry, check, events_about, guard_metrics,
+    kubectl, run_cli, seed, wait_image_and_builds_gone, wait_index_holds_the_rolling_node,
+    wait_pool_reverted, wait_rolled_out,
 };
 
 const FINALIZER: &str = "mosc-guard.dev/wait-for-rollout";
@@ -164,7 +164,6 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
     let (cluster, guard, rollout) = deferring(None).await;
     let watch = DegradedWatch::start(&cluster.client, "worker");
     let image = rollout.build.image_ref().expect("image reference");
-    let digest = image.digest.clone().expect("digest");
     assert!(
         finalizers(&mosc(&cluster, "worker").await.expect("worker"))
             .contains(&FINALIZER.to_string()),
@@ -215,24 +214,47 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
     // While the node is held nothing is released, the image stays and the builds stay.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_held(&cluster).await;
-    assert_eq!(
-        cluster
-            .registry
-            .manifest_status(&image.repo, &digest)
-            .await
-            .expect("registry"),
-        None,
-        "the image is still in the registry"
-    );
+    assert_image_in_registry(&cluster, &image).await;
     assert_eq!(
         events(&cluster, "worker", "DeletionDeferred").await.len(),
         1,
         "one Event per set of blocking nodes, not one per requeue"
     );
+    let metrics = guard_metrics(&guard).await.expect("metrics");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "mosc_guard_deferred_deletions 1"),
+        "{metrics}"
+    );
 
-    // MCO keeps rolling (it ignores deletionTimestamp); the finalizer goes once every node is on
-    // the image, then MCO deletes images and builds and reverts the pool.
+    // MCO keeps rolling (it ignores deletionTimestamp). The next node is caught mid-update too:
+    // the set of blocking nodes changed, so a new Event names it (an Event keyed without its
+    // note would only recount the first one, still naming the first node).
+    let second = cluster.nodes[1].clone();
+    cluster.sim.hold(&second);
     cluster.sim.release(&rollout.node);
+    let renamed = wait_for(
+        || async {
+            Ok(events(&cluster, "worker", "DeletionDeferred")
+                .await
+                .into_iter()
+                .find(|e| e.note.as_deref().unwrap_or_default().contains(&second)))
+        },
+        STEP_TIMEOUT,
+        "a DeletionDeferred Event naming the second node",
+    )
+    .await
+    .expect("Event for the new set of blocking nodes");
+    assert!(
+        !renamed.note.unwrap_or_default().contains(&rollout.node),
+        "the first node is no longer blocking"
+    );
+    assert_held(&cluster).await;
+
+    // The finalizer goes once every node is on the image and the pool stops Updating; then MCO
+    // deletes images and builds and reverts the pool.
+    cluster.sim.release(&second);
     wait_gone(&cluster, "worker", STEP_TIMEOUT).await;
     wait_event(&cluster, "worker", "DeletionReleased").await;
     wait_image_and_builds_gone(&cluster, &image).await;
@@ -248,10 +270,12 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
     ] {
         assert!(metrics.contains(want), "missing {want:?} in\n{metrics}");
     }
-    assert!(
-        metrics.lines().any(|l| l == "mosc_guard_leader 1"),
-        "{metrics}"
-    );
+    for want in ["mosc_guard_leader 1", "mosc_guard_deferred_deletions 0"] {
+        assert!(
+            metrics.lines().any(|l| l == want),
+            "missing {want:?} in\n{metrics}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

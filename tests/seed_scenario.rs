@@ -126,7 +126,6 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
     let (cluster, rollout) = (&g.cluster, &g.rollout);
     let watch = DegradedWatch::start(&cluster.client, "worker");
     let image = rollout.build.image_ref().expect("image reference");
-    let digest = image.digest.clone().expect("digest");
 
     // The guard's node index has seen the rolling node (the only node with an image yet), so
     // the denial below comes from the cache, not from the confirming read.
@@ -160,15 +159,7 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
     let (code, stdout, stderr) = check(cluster, "machineosconfig/worker", &[]);
     assert_eq!(code, 1, "check agrees with the webhook: {stdout}{stderr}");
     assert!(stdout.contains(&rollout.node), "{stdout}");
-    assert_eq!(
-        cluster
-            .registry
-            .manifest_status(&image.repo, &digest)
-            .await
-            .expect("registry"),
-        None,
-        "the image is still in the registry"
-    );
+    assert_image_in_registry(cluster, &image).await;
 
     // The rollout finishes; the same command now goes through.
     cluster.sim.release(&rollout.node);
@@ -278,15 +269,7 @@ async fn server_side_dry_run_is_denied_without_side_effects() {
         out.stdout.trim(),
         "machineosconfig.machineconfiguration.openshift.io/worker"
     );
-    let digest = image.digest.clone().expect("digest");
-    assert_eq!(
-        cluster
-            .registry
-            .manifest_status(&image.repo, &digest)
-            .await
-            .expect("registry"),
-        None
-    );
+    assert_image_in_registry(cluster, &image).await;
     assert_eq!(
         support::scenario::mosbs_of(&cluster.client, "worker")
             .await

@@ -272,3 +272,18 @@ pub async fn wait_pool_reverted(cluster: &Cluster) {
     )
     .await;
 }
+
+/// Asserts the registry still serves the build's image (`manifest_status` is `None` while the
+/// manifest is there).
+pub async fn assert_image_in_registry(cluster: &Cluster, image: &super::image_ref::ImageRef) {
+    let digest = image.digest.clone().expect("image has a digest");
+    assert_eq!(
+        cluster
+            .registry
+            .manifest_status(&image.repo, &digest)
+            .await
+            .expect("registry"),
+        None,
+        "the image is still in the registry"
+    );
+}
