@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the end-to-end test harness's kube-apiserver, etcd and registry from the pinned Go
+# Builds the end-to-end test harness's kube-apiserver, kube-controller-manager, etcd and registry from the pinned Go
 # modules in hack/controlplane and hack/registry, each only if its cached copy is missing.
 #
 # Cache: ${XDG_CACHE_HOME:-$HOME/.cache}/mosc-guard/bin/<name>-<version>, the version read from the
@@ -7,7 +7,7 @@
 # are renamed into place, so an interrupted build never leaves a half-written binary behind.
 #
 # Output (stdout): one `name=path` line per binary, for tests/support/binaries.rs.
-# Build progress goes to stderr; nothing but the three lines is printed when everything is cached.
+# Build progress goes to stderr; nothing but the four lines is printed when everything is cached.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -82,4 +82,6 @@ kube_ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
 
 build etcd "$etcd_version" "$here/controlplane" ./etcd
 build kube-apiserver "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
+# The real garbage collector (run with --controllers=garbagecollector only) acts on foregroundDeletion.
+build kube-controller-manager "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
 build registry "$registry_version" "$here/registry" github.com/distribution/distribution/v3/cmd/registry
