@@ -437,6 +437,12 @@ fn rolling_pools(snapshot: &Snapshot, target: Deletion<'_>, guard: &Guard) -> Ve
                 .current_image_pull_spec
                 .as_deref()?;
             let image = guard.find(current, &prefilter)?;
+            // `Updating` alone is not enough: 4.20 also reports it while a new build runs or
+            // after one failed, with every node still on this image. Only a node of the pool
+            // that has not reached the image makes MCO target it again.
+            if !has_unreached_node(snapshot, p.name(), current) {
+                return None;
+            }
             Some(RollingPool {
                 pool: p.name().to_string(),
                 image: image.image,
@@ -447,6 +453,18 @@ fn rolling_pools(snapshot: &Snapshot, target: Deletion<'_>, guard: &Guard) -> Ve
         .collect();
     rolling.sort_by(|a, b| a.pool.cmp(&b.pool));
     rolling
+}
+
+/// Whether some node of `pool` does not run `image` yet. Reads only `snapshot.nodes`: from
+/// the webhook's index (candidates only) it can miss such a node and so lean to allow, which the
+/// confirming fresh read of every node then corrects; it can never invent one.
+fn has_unreached_node(snapshot: &Snapshot, pool: &str, image: &str) -> bool {
+    snapshot.nodes.iter().any(|node| {
+        let reached = NodeImages::of(node)
+            .current
+            .is_some_and(|c| same_image(c, image));
+        !reached && pool_of(node, &snapshot.pools).as_deref() == Some(pool)
+    })
 }
 
 /// The pool a node belongs to: the one whose selector matches it; a custom pool wins

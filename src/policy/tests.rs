@@ -609,3 +609,91 @@ fn a_settled_or_paused_pool_or_another_image_does_not_block() {
         "{v:?}"
     );
 }
+
+/// Pool `worker` reports `Updating` (a new build runs, or one failed) with these nodes.
+fn updating_with(nodes: Vec<Value>) -> Snapshot {
+    let c = Cluster {
+        nodes,
+        ..Cluster::report()
+    };
+    let mut snap = c.snapshot();
+    let mut worker = pool("worker");
+    worker["status"] = json!({
+        "machineCount": 2,
+        "updatedMachineCount": 0,
+        "conditions": [
+            {"type": "Updated", "status": "False"},
+            {"type": "Updating", "status": "True",
+             "message": "Pool is waiting for OS image build to complete (mosb: worker-next)"}
+        ]
+    });
+    snap.pools = arcs(&[worker, pool("infra")]);
+    snap
+}
+
+#[test]
+fn an_updating_pool_blocks_only_while_one_of_its_nodes_has_not_reached_the_image() {
+    let on_new =
+        |name: &str, role: &str| node(name, &[role], Some(&img(NEW)), Some(&img(NEW)), "Done");
+    let cases: Vec<(&str, Vec<Value>, bool)> = vec![
+        (
+            "a build runs (or failed): every node of the pool already runs the MOSC's image",
+            vec![on_new(NODE, "worker"), on_new("worker-b", "worker")],
+            true,
+        ),
+        (
+            "a node of the pool still on the previous image: MCO targets it next",
+            vec![
+                on_new(NODE, "worker"),
+                node(
+                    "worker-b",
+                    &["worker"],
+                    Some(&img(OLD)),
+                    Some(&img(OLD)),
+                    "Done",
+                ),
+            ],
+            false,
+        ),
+        (
+            "a node of the pool never layered yet (first rollout)",
+            vec![
+                on_new(NODE, "worker"),
+                node("worker-b", &["worker"], None, None, "Done"),
+            ],
+            false,
+        ),
+        (
+            "a node of another pool not on the image does not count",
+            vec![
+                on_new(NODE, "worker"),
+                node("infra-a", &["infra", "worker"], None, None, "Done"),
+            ],
+            true,
+        ),
+        (
+            "the same image spelled with a tag and upper-case hex counts as reached",
+            vec![
+                on_new(NODE, "worker"),
+                node(
+                    "worker-b",
+                    &["worker"],
+                    Some(&img(NEW)),
+                    Some(&format!("{REPO}:latest@sha256:{}", NEW.to_uppercase())),
+                    "Done",
+                ),
+            ],
+            true,
+        ),
+    ];
+    for (what, nodes, allowed) in cases {
+        let snap = updating_with(nodes);
+        let mosc = snap.machine_os_config("worker").expect("worker");
+        let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
+        assert_eq!(v.allowed, allowed, "{what}: {v:?}");
+        assert_eq!(v.rolling.is_empty(), allowed, "{what}: {v:?}");
+        let build = snap.machine_os_build("worker-8f2a1c").expect("build");
+        let v = evaluate(&snap, Deletion::MachineOSBuild(build), PolicyMode::InFlight);
+        assert_eq!(v.allowed, allowed, "{what} (its build): {v:?}");
+    }
+}
