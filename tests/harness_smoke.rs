@@ -46,9 +46,20 @@ async fn control_plane_and_registry_work() {
         out.stdout.trim(),
         "node/ip-10-0-11-240.us-east-2.compute.internal"
     );
-    for short in ["mosc", "mosb", "mcp"] {
+    // As on a real cluster: `mcp` is the only MCO short name; `mosc`/`mosb` are unknown.
+    for kind in ["mcp", "machineosconfigs", "machineosbuilds"] {
+        let out = cp.kubectl(["get", kind]).await.expect("run kubectl get");
+        assert!(out.success(), "kubectl get {kind} failed: {}", out.stderr);
+    }
+    for short in ["mosc", "mosb"] {
         let out = cp.kubectl(["get", short]).await.expect("run kubectl get");
-        assert!(out.success(), "kubectl get {short} failed: {}", out.stderr);
+        assert!(
+            !out.success()
+                && out
+                    .stderr
+                    .contains("the server doesn't have a resource type"),
+            "kubectl get {short} should fail as on OpenShift 4.20: {out:?}"
+        );
     }
 
     // A pushed image can be pulled by digest; once deleted, the registry says "manifest unknown".

@@ -109,7 +109,7 @@ async fn unguarded_deletion_degrades_pool() {
         "kubectl get mcp: {}",
         out.stderr
     );
-    kubectl(&cluster, ["get", "mcp,mosc,mosb"]).await;
+    kubectl(&cluster, ["get", "mcp,machineosconfigs,machineosbuilds"]).await;
     eprintln!(
         "unguarded_deletion_degrades_pool took {:.2?}",
         started.elapsed()
@@ -472,7 +472,7 @@ async fn in_use_policy_blocks_a_settled_pool_until_overridden() {
         cluster,
         [
             "annotate",
-            "mosc",
+            "machineosconfig",
             "worker",
             "mosc-guard.dev/allow-deletion=leaving image mode",
         ],

@@ -1,4 +1,4 @@
-//! Paths of the kube-apiserver, etcd and registry binaries the harness runs.
+//! Paths of the kube-apiserver, kube-controller-manager, etcd and registry binaries the harness runs.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -6,17 +6,19 @@ use std::sync::OnceLock;
 
 use super::Result;
 
-/// The three server binaries.
+/// The server binaries.
 #[derive(Debug, Clone)]
 pub struct Binaries {
     pub kube_apiserver: PathBuf,
+    /// Run with only its garbage collector (the harness has no other controllers).
+    pub kube_controller_manager: PathBuf,
     pub etcd: PathBuf,
     pub registry: PathBuf,
 }
 
 /// The binaries, built (once per process, only if not cached) by `hack/build-binaries.sh`.
-/// `MOSC_GUARD_KUBE_APISERVER`, `MOSC_GUARD_ETCD` and `MOSC_GUARD_REGISTRY` override a path each;
-/// with all three set the script is not run. Blocks while building; call it from
+/// `MOSC_GUARD_KUBE_APISERVER`, `MOSC_GUARD_KUBE_CONTROLLER_MANAGER`, `MOSC_GUARD_ETCD` and
+/// `MOSC_GUARD_REGISTRY` override a path each; with all four set the script is not run. Blocks while building; call it from
 /// `tokio::task::spawn_blocking` in async code.
 pub fn binaries() -> Result<&'static Binaries> {
     static BINARIES: OnceLock<std::result::Result<Binaries, String>> = OnceLock::new();
@@ -34,25 +36,36 @@ fn locate() -> Result<Binaries> {
     };
     let overrides = (
         env("MOSC_GUARD_KUBE_APISERVER"),
+        env("MOSC_GUARD_KUBE_CONTROLLER_MANAGER"),
         env("MOSC_GUARD_ETCD"),
         env("MOSC_GUARD_REGISTRY"),
     );
     let bins = match overrides {
-        (Some(kube_apiserver), Some(etcd), Some(registry)) => Binaries {
-            kube_apiserver,
-            etcd,
-            registry,
-        },
-        (kube_apiserver, etcd, registry) => {
+        (Some(kube_apiserver), Some(kube_controller_manager), Some(etcd), Some(registry)) => {
+            Binaries {
+                kube_apiserver,
+                kube_controller_manager,
+                etcd,
+                registry,
+            }
+        }
+        (kube_apiserver, kube_controller_manager, etcd, registry) => {
             let built = run_build_script()?;
             Binaries {
                 kube_apiserver: kube_apiserver.unwrap_or(built.kube_apiserver),
+                kube_controller_manager: kube_controller_manager
+                    .unwrap_or(built.kube_controller_manager),
                 etcd: etcd.unwrap_or(built.etcd),
                 registry: registry.unwrap_or(built.registry),
             }
         }
     };
-    for path in [&bins.kube_apiserver, &bins.etcd, &bins.registry] {
+    for path in [
+        &bins.kube_apiserver,
+        &bins.kube_controller_manager,
+        &bins.etcd,
+        &bins.registry,
+    ] {
         if !path.is_file() {
             return Err(format!("test binary {} does not exist", path.display()).into());
         }
@@ -81,6 +94,7 @@ fn run_build_script() -> Result<Binaries> {
     };
     Ok(Binaries {
         kube_apiserver: find("kube-apiserver")?,
+        kube_controller_manager: find("kube-controller-manager")?,
         etcd: find("etcd")?,
         registry: find("registry")?,
     })

@@ -1,5 +1,7 @@
-//! A real Kubernetes control plane (etcd + kube-apiserver, no controller-manager or scheduler)
-//! on 127.0.0.1, with the harness's MCO CRDs installed.
+//! A real Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver with the harness's MCO CRDs
+//! installed, and kube-controller-manager running only its garbage collector (which finishes
+//! `foregroundDeletion`, the MOSBs' finalizer, and deletes MOSBs whose MOSC is gone). No
+//! scheduler and no other controllers: nodes are plain objects and MCO is simulated.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -21,9 +23,11 @@ use super::{crds, kubectl};
 /// Field manager the harness uses for server-side apply.
 pub const FIELD_MANAGER: &str = "mosc-guard-e2e";
 
-/// A running etcd + kube-apiserver. Dropping it kills both and removes their data.
+/// A running etcd + kube-apiserver + garbage collector. Dropping it stops all three and removes
+/// their data.
 pub struct ControlPlane {
-    // Fields drop in order: the API server goes before etcd, the directory last.
+    // Fields drop in order: the garbage collector, then the API server, then etcd, the directory last.
+    controller_manager: ChildProcess,
     apiserver: ChildProcess,
     etcd: ChildProcess,
     client: kube::Client,
@@ -117,13 +121,20 @@ impl ControlPlane {
         )?;
         let client = client_from_kubeconfig(&kubeconfig).await?;
         crds::install(&client).await?;
+        let crds_ready = started.elapsed();
+        // After the CRDs, so the garbage collector's first discovery already monitors them.
+        let controller_manager =
+            start_garbage_collector(&bins.kube_controller_manager, dir.path(), &kubeconfig).await?;
         let startup = started.elapsed();
         tracing::info!(
             "control plane ready at {server} in {startup:.2?} (etcd {etcd_ready:.2?}, \
-             kube-apiserver /readyz {apiserver_ready:.2?}, CRDs established and warm {:.2?})",
-            startup - apiserver_ready
+             kube-apiserver /readyz {apiserver_ready:.2?}, CRDs established and warm {:.2?}, \
+             garbage collector synced {:.2?})",
+            crds_ready - apiserver_ready,
+            startup - crds_ready
         );
         Ok(Self {
+            controller_manager,
             apiserver,
             etcd,
             client,
@@ -168,6 +179,11 @@ impl ControlPlane {
     /// The kube-apiserver log file.
     pub fn apiserver_log(&self) -> &Path {
         self.apiserver.log_path()
+    }
+
+    /// The kube-controller-manager (garbage collector) log file.
+    pub fn controller_manager_log(&self) -> &Path {
+        self.controller_manager.log_path()
     }
 
     /// The etcd log file.
@@ -265,13 +281,58 @@ fn start_apiserver(
         .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
         .arg("--service-cluster-ip-range=10.0.0.0/24")
         .arg("--authorization-mode=RBAC")
-        // No controller-manager: there is nothing to create service-account tokens for pods.
+        // No service-account token controller runs (the controller-manager runs only the GC).
         .arg("--disable-admission-plugins=ServiceAccount")
         .arg("--allow-privileged=true")
         // The API server's own Endpoints reconciler rejects a loopback advertise address.
         .arg("--endpoint-reconciler-type=none")
         .arg("--v=1");
     ChildProcess::spawn("kube-apiserver", cmd, &dir.join("kube-apiserver.log"))
+}
+
+/// Log line of kube-controller-manager once the garbage collector watches every resource.
+const GC_SYNCED: &str = "Garbage collector: all resource monitors have synced";
+
+/// Starts kube-controller-manager with only the garbage collector, as the admin, on a free
+/// loopback port, and waits until its resource monitors have synced (before that, owner
+/// references and `foregroundDeletion` would go unnoticed for a moment).
+async fn start_garbage_collector(
+    bin: &Path,
+    dir: &Path,
+    kubeconfig: &Path,
+) -> Result<ChildProcess> {
+    let cert_dir = dir.join("controller-manager-certs");
+    std::fs::create_dir_all(&cert_dir)?;
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg("--controllers=garbagecollector")
+        .arg("--leader-elect=false")
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--secure-port={}", free_port()?))
+        .arg(format!("--cert-dir={}", cert_dir.display()))
+        .arg("--use-service-account-credentials=false")
+        .arg("--v=2");
+    let log = dir.join("kube-controller-manager.log");
+    let mut process = ChildProcess::spawn("kube-controller-manager", cmd, &log)?;
+    process
+        .wait_ready(
+            "garbage collector synced",
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            || {
+                let log = log.clone();
+                async move {
+                    let text = std::fs::read_to_string(&log).unwrap_or_default();
+                    if text.contains(GC_SYNCED) {
+                        Ok(())
+                    } else {
+                        Err(format!("no {GC_SYNCED:?} in its log yet").into())
+                    }
+                }
+            },
+        )
+        .await?;
+    Ok(process)
 }
 
 /// A kube client from a kubeconfig file.

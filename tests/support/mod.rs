@@ -7,7 +7,7 @@
 //!
 //! Each test file includes this with `mod support;`; not every file uses every helper.
 //!
-//! Environment: `MOSC_GUARD_KUBE_APISERVER` / `MOSC_GUARD_ETCD` / `MOSC_GUARD_REGISTRY` override
+//! Environment: `MOSC_GUARD_KUBE_APISERVER` / `MOSC_GUARD_KUBE_CONTROLLER_MANAGER` / `MOSC_GUARD_ETCD` / `MOSC_GUARD_REGISTRY` override
 //! the binaries built by `hack/build-binaries.sh`; `MOSC_GUARD_E2E_KEEP_DIRS=1` keeps the temporary
 //! directories (logs, PKI, kubeconfig) of a run; `RUST_LOG` filters the harness's own log
 //! (default `info`; the guard process inherits it too).

@@ -13,7 +13,8 @@ use super::Result;
 use super::controlplane::ControlPlane;
 use super::image_ref::ImageRef;
 use super::mco::{
-    self, CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_IMAGE, LABEL_MOSC, STATE, STATE_DONE, str_at,
+    self, CURRENT_CONFIG, CURRENT_MOSB, DESIRED_CONFIG, DESIRED_IMAGE, LABEL_MOSC, STATE,
+    STATE_DONE, str_at,
 };
 use super::registry::Registry;
 use super::simulator::{SimConfig, Simulator};
@@ -270,18 +271,27 @@ pub async fn wait_for_build(client: &kube::Client, mosc: &str, timeout: Duration
             let Some(m) = mco::moscs(client).get_opt(mosc).await? else {
                 return Ok(None);
             };
+            // 4.20 names the current build by annotation only (no status.machineOSBuild).
+            let current = m
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(CURRENT_MOSB));
             let (Some(image), Some(name)) = (
                 str_at(&m.data, &["status", "currentImagePullSpec"]),
-                str_at(&m.data, &["status", "machineOSBuild", "name"]),
+                current.filter(|n| !n.is_empty()),
             ) else {
                 return Ok(None);
             };
             let b = mco::mosbs(client).get_opt(name).await?;
-            Ok(b.filter(|b| mco::condition_true(b, "Succeeded"))
-                .map(|_| Build {
-                    mosb: name.to_owned(),
-                    image: image.to_owned(),
-                }))
+            let built = |b: &DynamicObject| {
+                mco::condition_true(b, "Succeeded")
+                    && str_at(&b.data, &["status", "digestedImagePushSpec"]) == Some(image)
+            };
+            Ok(b.filter(built).map(|_| Build {
+                mosb: name.to_owned(),
+                image: image.to_owned(),
+            }))
         },
         timeout,
         &format!("MachineOSBuild of {mosc} to succeed"),

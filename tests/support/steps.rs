@@ -76,6 +76,7 @@ pub fn sim_config() -> SimConfig {
         retry_interval: Duration::from_millis(200),
         poll_interval: Duration::from_millis(100),
         build_delay: Duration::from_millis(300),
+        in_use_check: true,
     }
 }
 

@@ -1,20 +1,25 @@
 //! An MCO 4.20 simulator: the parts of the machine-config-operator that matter for MachineOSConfig
-//! deletion, acting only through the real API server and the real registry.
+//! deletion, acting only through the real API server and the real registry, and writing only
+//! objects a real 4.20 API server accepts (`tests/crds/`, from `../shared/docs/api-contract.md`).
 //!
 //! Four polling loops, each level-triggered from what the API server shows:
-//! - [`build`]: builds (MOSB + pushed image) for each MOSC, MOSC status, and the 4.20 cleanup on
-//!   MOSC/MOSB deletion (images deleted with no in-use check once the MOSC is gone);
-//! - [`gc`]: the garbage collector's part (there is no kube-controller-manager);
-//! - [`nodes`]: the node controller, rolling `desiredImage`/`desiredConfig` honouring
-//!   maxUnavailable, never reverting a node that is mid-update (the 4.20 bug);
+//! - [`build`]: builds (MOSB + pushed image) for each MOSC, shaped as 4.20 writes them; MOSC
+//!   status; 4.20's in-use check on MOSB deletion while the MOSC exists; the cleanup on MOSC
+//!   deletion (only the MOSBs that MOSC controls, no in-use check); rebuilds and rollbacks;
+//! - [`nodes`]: the node controller, targeting nodes only once a Succeeded build for the pool's
+//!   current rendered config matches the MOSC's image, honouring maxUnavailable, never reverting
+//!   a node that is mid-update (the 4.20 bug);
 //! - [`daemon`]: one machine-config-daemon per node, pulling the desired image from the registry;
-//! - [`pools`]: MachineConfigPool status as MCO computes it.
+//! - [`pools`]: MachineConfigPool status as MCO computes it, build waits and failures included.
+//!
+//! Kubernetes' garbage collector is not simulated: the control plane runs the real one
+//! (kube-controller-manager with only its garbage collector), which acts on the MOSBs'
+//! `foregroundDeletion` finalizer and their ownerReference to the MOSC.
 //!
 //! This is test harness code, not product code: it shares nothing with the mosc-guard crate.
 
 mod build;
 mod daemon;
-mod gc;
 mod nodes;
 mod pools;
 
@@ -28,7 +33,7 @@ use tokio::task::JoinHandle;
 use super::Result;
 use super::registry_client::RegistryClient;
 
-/// Timing of the simulated MCO.
+/// Timing and behaviour of the simulated MCO.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     /// How long a daemon waits (drain, reboot prep) before its first pull of a new image.
@@ -39,8 +44,13 @@ pub struct SimConfig {
     pub retry_interval: Duration,
     /// How often each loop reads the API server.
     pub poll_interval: Duration,
-    /// How long a build runs between MOSB creation and its image being pushed.
+    /// How long a build runs between MOSB creation and its image being pushed (at least until
+    /// the next second, so that buildEnd is later than buildStart). [`Simulator::set_build_delay`]
+    /// changes it at run time.
     pub build_delay: Duration,
+    /// MCO 4.20's in-use check before it deletes a MOSB's image while the MOSC exists (on by
+    /// default; off models a stale informer cache that misses the node).
+    pub in_use_check: bool,
 }
 
 impl Default for SimConfig {
@@ -51,8 +61,26 @@ impl Default for SimConfig {
             retry_interval: Duration::from_millis(300),
             poll_interval: Duration::from_millis(100),
             build_delay: Duration::from_millis(300),
+            in_use_check: true,
         }
     }
+}
+
+/// What a test can switch while the simulator runs.
+#[derive(Debug, Default)]
+struct Knobs {
+    /// Nodes whose daemon is frozen.
+    held: HashSet<String>,
+    /// Overrides [`SimConfig::build_delay`] for builds that finish from now on.
+    build_delay: Option<Duration>,
+    /// Builds that finish from now on fail instead of pushing an image.
+    fail_builds: bool,
+    /// The cleanup after a MOSC deletion waits (models a slow machine-os-builder).
+    hold_cleanup: bool,
+    /// Writes the API server refused as invalid (422): the simulator must never make one.
+    rejected: Vec<String>,
+    /// Deleted MOSCs whose builds the build controller has still to clean up.
+    pending_cleanups: usize,
 }
 
 /// What every loop shares.
@@ -61,19 +89,51 @@ struct Ctx {
     client: kube::Client,
     registry: RegistryClient,
     cfg: SimConfig,
-    held: Arc<Mutex<HashSet<String>>>,
+    knobs: Arc<Mutex<Knobs>>,
 }
 
 impl Ctx {
+    fn knobs<T>(&self, read: impl FnOnce(&Knobs) -> T) -> T {
+        match self.knobs.lock() {
+            Ok(k) => read(&k),
+            Err(poisoned) => read(&poisoned.into_inner()),
+        }
+    }
+
     fn is_held(&self, node: &str) -> bool {
-        self.held.lock().map(|h| h.contains(node)).unwrap_or(false)
+        self.knobs(|k| k.held.contains(node))
+    }
+
+    fn build_delay(&self) -> Duration {
+        self.knobs(|k| k.build_delay.unwrap_or(self.cfg.build_delay))
+    }
+
+    /// Awaits one API write, remembering it if the API server found the object invalid.
+    async fn write<T>(
+        &self,
+        what: &str,
+        call: impl Future<Output = std::result::Result<T, kube::Error>>,
+    ) -> std::result::Result<T, kube::Error> {
+        let result = call.await;
+        if let Err(kube::Error::Api(status)) = &result
+            && status.code == 422
+        {
+            tracing::error!(
+                "sim: the API server rejected {what} as invalid: {}",
+                status.message
+            );
+            if let Ok(mut k) = self.knobs.lock() {
+                k.rejected.push(format!("{what}: {}", status.message));
+            }
+        }
+        result
     }
 }
 
 /// The running simulator; its loops stop when it is dropped.
 pub struct Simulator {
     tasks: Vec<JoinHandle<()>>,
-    held: Arc<Mutex<HashSet<String>>>,
+    knobs: Arc<Mutex<Knobs>>,
 }
 
 impl Simulator {
@@ -85,7 +145,7 @@ impl Simulator {
             client,
             registry: RegistryClient::new(registry_host)?,
             cfg,
-            held: Arc::default(),
+            knobs: Arc::default(),
         };
         tracing::info!(
             "sim: MCO 4.20 simulator started (registry {registry_host}, {:?})",
@@ -97,7 +157,6 @@ impl Simulator {
                 ctx.clone(),
                 build::BuildController::new(ctx.clone()),
             ),
-            spawn_loop("gc", ctx.clone(), gc::GarbageCollector::new(ctx.clone())),
             spawn_loop(
                 "node-controller",
                 ctx.clone(),
@@ -112,25 +171,70 @@ impl Simulator {
         ];
         Ok(Self {
             tasks,
-            held: ctx.held,
+            knobs: ctx.knobs,
         })
+    }
+
+    fn knobs(&self, change: impl FnOnce(&mut Knobs)) {
+        match self.knobs.lock() {
+            Ok(mut k) => change(&mut k),
+            Err(poisoned) => change(&mut poisoned.into_inner()),
+        }
     }
 
     /// Freezes `node`'s daemon: it does nothing (no pull, no state change) until released. The
     /// node controller still treats the node normally, so a held node can be caught mid-update.
     pub fn hold(&self, node: &str) {
-        if let Ok(mut held) = self.held.lock() {
-            held.insert(node.to_owned());
-        }
+        self.knobs(|k| {
+            k.held.insert(node.to_owned());
+        });
         tracing::info!("sim: holding daemon of {node}");
     }
 
     /// Lets `node`'s daemon act again.
     pub fn release(&self, node: &str) {
-        if let Ok(mut held) = self.held.lock() {
-            held.remove(node);
-        }
+        self.knobs(|k| {
+            k.held.remove(node);
+        });
         tracing::info!("sim: releasing daemon of {node}");
+    }
+
+    /// Builds that finish from now on take `delay` (a slow build).
+    pub fn set_build_delay(&self, delay: Duration) {
+        self.knobs(|k| k.build_delay = Some(delay));
+        tracing::info!("sim: builds now take {delay:?}");
+    }
+
+    /// Builds that finish from now on fail (`true`) or succeed again (`false`).
+    pub fn fail_builds(&self, fail: bool) {
+        self.knobs(|k| k.fail_builds = fail);
+        tracing::info!("sim: builds now {}", if fail { "fail" } else { "succeed" });
+    }
+
+    /// Holds (`true`) or lets go (`false`) the cleanup of a deleted MOSC's builds and images.
+    pub fn hold_cleanup(&self, hold: bool) {
+        self.knobs(|k| k.hold_cleanup = hold);
+        tracing::info!(
+            "sim: cleanup after MachineOSConfig deletion {}",
+            if hold { "held" } else { "released" }
+        );
+    }
+
+    /// How many deleted MOSCs still wait for their builds and images to be cleaned up.
+    pub fn pending_cleanups(&self) -> usize {
+        match self.knobs.lock() {
+            Ok(k) => k.pending_cleanups,
+            Err(poisoned) => poisoned.into_inner().pending_cleanups,
+        }
+    }
+
+    /// Every write the API server refused as invalid so far (422), with its message. A
+    /// faithful simulator makes none: tests assert this is empty.
+    pub fn rejected_writes(&self) -> Vec<String> {
+        match self.knobs.lock() {
+            Ok(k) => k.rejected.clone(),
+            Err(poisoned) => poisoned.into_inner().rejected.clone(),
+        }
     }
 
     /// Stops all loops (also done on Drop).

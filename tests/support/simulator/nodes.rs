@@ -1,5 +1,7 @@
 //! The node controller: rolls each pool's nodes to the pool's target (rendered config and, while
-//! the pool's MOSC exists, its image), one batch of at most maxUnavailable at a time.
+//! the pool's MOSC exists, its image), one batch of at most maxUnavailable at a time. Like 4.20 it
+//! targets a layered pool's nodes only once a Succeeded build for the pool's current rendered
+//! config carries the MOSC's image: while a build runs or after it failed, nodes stay put.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DynamicObject, Patch, PatchParams};
@@ -33,6 +35,7 @@ impl NodeController {
         pool: &DynamicObject,
         members: &[&Node],
         moscs: &[DynamicObject],
+        mosbs: &[DynamicObject],
     ) -> Result<()> {
         let pool_name = pool.metadata.name.clone().unwrap_or_default();
         if pool
@@ -44,8 +47,8 @@ impl NodeController {
         {
             return Ok(());
         }
-        let Some(target) = pool_target(pool, moscs) else {
-            return Ok(()); // A MOSC without a built image yet: nodes wait.
+        let Some(target) = pool_target(pool, moscs, mosbs) else {
+            return Ok(()); // No succeeded build of the current config yet: nodes wait.
         };
         let max_unavailable = max_unavailable(pool, members.len());
         let unavailable = members.iter().filter(|n| is_unavailable(n)).count();
@@ -64,8 +67,15 @@ impl NodeController {
                 DESIRED_CONFIG: target.config,
                 STATE: STATE_WORKING,
             }}});
-            mco::nodes(&self.ctx.client)
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            self.ctx
+                .write(
+                    &format!("targeting node {name}"),
+                    mco::nodes(&self.ctx.client).patch(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    ),
+                )
                 .await?;
             match &target.image {
                 Some(image) => tracing::info!(
@@ -88,29 +98,53 @@ impl Reconciler for NodeController {
     async fn sync(&mut self) -> Result<()> {
         let pools = mco::list_all(&mco::mcps(&self.ctx.client)).await?;
         let moscs = mco::list_all(&mco::moscs(&self.ctx.client)).await?;
+        let mosbs = mco::list_all(&mco::mosbs(&self.ctx.client)).await?;
         let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
         for pool in &pools {
             let members = pool_members(pool, &pools, &nodes);
-            self.sync_pool(pool, &members, &moscs).await?;
+            self.sync_pool(pool, &members, &moscs, &mosbs).await?;
         }
         Ok(())
     }
 }
 
-/// The target of a pool: its rendered config, and the image of its MOSC while that exists (even
-/// with a deletionTimestamp). `None` while the MOSC has no image yet.
-pub(super) fn pool_target(pool: &DynamicObject, moscs: &[DynamicObject]) -> Option<Target> {
+/// The target of a pool: its rendered config, and while its MOSC exists (even with a
+/// deletionTimestamp) the MOSC's image, once a Succeeded build of that MOSC for the rendered
+/// config carries it. `None` (nodes wait) until then.
+pub(super) fn pool_target(
+    pool: &DynamicObject,
+    moscs: &[DynamicObject],
+    mosbs: &[DynamicObject],
+) -> Option<Target> {
     let config = mco::pool_target_config(pool);
-    match pool_mosc(pool, moscs) {
-        None => Some(Target {
+    let Some(mosc) = pool_mosc(pool, moscs) else {
+        return Some(Target {
             config,
             image: None,
-        }),
-        Some(mosc) => str_at(&mosc.data, &["status", "currentImagePullSpec"]).map(|image| Target {
-            config,
-            image: Some(image.to_owned()),
-        }),
-    }
+        });
+    };
+    let image = str_at(&mosc.data, &["status", "currentImagePullSpec"])?;
+    current_build(mosc, &config, mosbs)
+        .filter(|b| mco::condition_true(b, "Succeeded"))
+        .filter(|b| str_at(&b.data, &["status", "digestedImagePushSpec"]) == Some(image))?;
+    Some(Target {
+        config,
+        image: Some(image.to_owned()),
+    })
+}
+
+/// The build of `mosc` for the rendered config `config` (not one being deleted), if any.
+pub(super) fn current_build<'a>(
+    mosc: &DynamicObject,
+    config: &str,
+    mosbs: &'a [DynamicObject],
+) -> Option<&'a DynamicObject> {
+    let name = mosc.metadata.name.as_deref()?;
+    mosbs.iter().find(|b| {
+        b.metadata.deletion_timestamp.is_none()
+            && str_at(&b.data, &["spec", "machineOSConfig", "name"]) == Some(name)
+            && str_at(&b.data, &["spec", "machineConfig", "name"]) == Some(config)
+    })
 }
 
 /// The MOSC that opts the pool into image mode, if any.

@@ -10,7 +10,7 @@ use super::super::mco::{
     self, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, REASON, STATE, STATE_DONE,
     node_annotation, str_at,
 };
-use super::nodes::{is_unavailable, pool_members, pool_mosc};
+use super::nodes::{current_build, is_unavailable, pool_members, pool_mosc};
 use super::{Ctx, Reconciler, now_rfc3339};
 
 pub(super) struct PoolStatus {
@@ -39,11 +39,14 @@ impl Reconciler for PoolStatus {
             }
             let name = pool.metadata.name.clone().unwrap_or_default();
             log_change(&name, &current, &status);
-            mco::mcps(&self.ctx.client)
-                .patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&json!({"status": status})),
+            self.ctx
+                .write(
+                    &format!("status of pool {name}"),
+                    mco::mcps(&self.ctx.client).patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({"status": status})),
+                    ),
                 )
                 .await?;
         }
@@ -108,12 +111,7 @@ fn calculate(
     }
     if let Some(mosc) = mosc {
         let mosc_name = mosc.metadata.name.as_deref().unwrap_or_default();
-        let build = mosbs.iter().find(|b| {
-            str_at(&b.data, &["spec", "machineOSConfig", "name"]) == Some(mosc_name)
-                && str_at(&b.data, &["spec", "machineConfig", "name"])
-                    == Some(target_config.as_str())
-        });
-        match build {
+        match current_build(mosc, &target_config, mosbs) {
             None => conds.push((
                 "Updating",
                 true,
@@ -121,18 +119,27 @@ fn calculate(
                 format!("Pool is waiting for a new OS image build to start (mosc: {mosc_name})"),
             )),
             Some(b)
-                if mco::condition_true(b, "Building") || !mco::condition_true(b, "Prepared") =>
+                if mco::condition_true(b, "Failed") || mco::condition_true(b, "Interrupted") =>
             {
                 conds.push((
                     "Updating",
-                    true,
+                    false,
                     String::new(),
                     format!(
-                        "Pool is waiting for OS image build to complete (mosb: {})",
+                        "Pool update stopped due to OS image build failure (mosb: {})",
                         b.metadata.name.as_deref().unwrap_or_default()
                     ),
                 ))
             }
+            Some(b) if !mco::condition_true(b, "Succeeded") => conds.push((
+                "Updating",
+                true,
+                String::new(),
+                format!(
+                    "Pool is waiting for OS image build to complete (mosb: {})",
+                    b.metadata.name.as_deref().unwrap_or_default()
+                ),
+            )),
             Some(_) => {}
         }
     }
