@@ -327,6 +327,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         request_timeout: Duration::from_secs(args.request_timeout.max(1)),
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         header_read_timeout: Duration::from_secs(10),
+        connection: server::ConnectionLimits::default(),
     };
     let metrics = Arc::new(Metrics::default());
     let confirm = Duration::from_secs(args.confirm_timeout.max(1));
