@@ -116,6 +116,12 @@ pub struct ServeArgs {
     /// PEM private key, re-read when it changes.
     #[arg(long, value_name = "FILE")]
     pub tls_key_file: PathBuf,
+    /// PEM CA certificate(s): verify client certificates, and answer /validate and /mutate
+    /// only on connections whose client presented one this CA signed (the API server, with an
+    /// --admission-control-config-file naming a client certificate). A certificate it did not
+    /// sign fails the TLS handshake; /healthz, /readyz and /metrics stay open for probes.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
     /// Seconds between checks of the certificate files.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub tls_reload_interval: u64,
@@ -311,7 +317,11 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         key: args.tls_key_file.clone(),
     })
     .map_err(|e| e.to_string())?;
-    let tls = Arc::new(resolver.server_config().map_err(|e| e.to_string())?);
+    let tls = match &args.client_ca_file {
+        Some(ca) => resolver.server_config_with_client_ca(ca),
+        None => resolver.server_config(),
+    };
+    let tls = Arc::new(tls.map_err(|e| e.to_string())?);
     let _reloader = resolver.spawn_reloader(Duration::from_secs(args.tls_reload_interval.max(1)));
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -327,7 +337,10 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         request_timeout: Duration::from_secs(args.request_timeout.max(1)),
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         header_read_timeout: Duration::from_secs(10),
-        connection: server::ConnectionLimits::default(),
+        connection: server::ConnectionLimits {
+            require_client_cert: args.client_ca_file.is_some(),
+            ..server::ConnectionLimits::default()
+        },
     };
     let metrics = Arc::new(Metrics::default());
     let confirm = Duration::from_secs(args.confirm_timeout.max(1));

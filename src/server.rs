@@ -54,6 +54,11 @@ pub struct ConnectionLimits {
     pub h2_keep_alive: Duration,
     /// Concurrent HTTP/2 streams per connection (hyper's default is 200).
     pub h2_max_streams: u32,
+    /// Refuse /validate and /mutate (403, before anything is read) on a connection whose
+    /// client presented no certificate; set with a TLS configuration that verifies client
+    /// certificates (`tls::ReloadingResolver::server_config_with_client_ca`), which already
+    /// fails the handshake of a client whose certificate its CA did not sign.
+    pub require_client_cert: bool,
 }
 
 impl Default for ConnectionLimits {
@@ -63,6 +68,7 @@ impl Default for ConnectionLimits {
             idle: Duration::from_secs(120),
             h2_keep_alive: Duration::from_secs(30),
             h2_max_streams: 32,
+            require_client_cert: false,
         }
     }
 }
@@ -233,18 +239,25 @@ impl Connection {
                     return;
                 }
             };
+        let anonymous =
+            self.limits.require_client_cert && tls.get_ref().1.peer_certificates().is_none();
         let (activity, watched) = tokio::sync::watch::channel(Activity::new(accepted));
         let app = self.app;
-        let service =
-            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let service = hyper::service::service_fn(
+            move |req: hyper::Request<hyper::body::Incoming>| {
                 let in_flight = InFlight::start(&activity);
                 let app = app.clone();
                 async move {
+                    if anonymous && is_webhook_path(req.uri().path()) {
+                        tracing::debug!(%peer, path = req.uri().path(), "webhook call without a client certificate refused");
+                        return Ok(needs_client_cert());
+                    }
                     let response = tower::ServiceExt::oneshot(app, req).await;
                     drop(in_flight);
                     response
                 }
-            });
+            },
+        );
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
@@ -268,6 +281,19 @@ impl Connection {
             }
         }
     }
+}
+
+/// The paths that only the API server should call once client certificates are required.
+fn is_webhook_path(path: &str) -> bool {
+    !matches!(path, "/healthz" | "/readyz" | "/metrics")
+}
+
+fn needs_client_cert() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        "a client certificate signed by the configured client CA is required\n",
+    )
+        .into_response()
 }
 
 /// What a connection's requests have done so far.

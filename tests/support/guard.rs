@@ -52,16 +52,30 @@ impl Guard {
         extra_args: &[&str],
     ) -> Result<Self> {
         retry_on_port_clash("mosc-guard", || {
-            Self::start_once(cp, kubeconfig, extra_args)
+            Self::start_once(cp, kubeconfig, extra_args, None)
         })
         .await
     }
 
-    async fn start_once(cp: &ControlPlane, kubeconfig: &Path, extra_args: &[&str]) -> Result<Self> {
+    /// Like [`Guard::start_with_args`], listening on `port`, chosen in advance (e.g. to name
+    /// `127.0.0.1:PORT` in the API server's admission configuration).
+    pub async fn start_on_port(cp: &ControlPlane, port: u16, extra_args: &[&str]) -> Result<Self> {
+        Self::start_once(cp, cp.kubeconfig(), extra_args, Some(port)).await
+    }
+
+    async fn start_once(
+        cp: &ControlPlane,
+        kubeconfig: &Path,
+        extra_args: &[&str],
+        port: Option<u16>,
+    ) -> Result<Self> {
         init_tracing();
         let started = Instant::now();
         let dir = temp_dir("mosc-guard-guard-")?;
-        let port = free_port()?;
+        let port = match port {
+            Some(port) => port,
+            None => free_port()?,
+        };
         let cert = cp
             .pki()
             .server_cert(&format!("mosc-guard-{port}"), &["127.0.0.1"])?;
