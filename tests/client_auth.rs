@@ -196,5 +196,72 @@ async fn only_a_caller_with_a_client_certificate_gets_the_webhook() {
         "{metrics}"
     );
 
+    // Events: a refusal about an object the guard does not have (a forged review with a name
+    // of the caller's choosing) writes none. A node really needs image X; the forged review
+    // deletes a made-up build of X, so the guard refuses it.
+    let image = format!("registry.example.com/ocb@sha256:{}", "ab".repeat(32));
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "node-1",
+        "annotations": {
+            "machineconfiguration.openshift.io/desiredImage": image,
+            "machineconfiguration.openshift.io/state": "Working"
+        }
+    }})
+    .to_string();
+    let out = cp
+        .kubectl_with_stdin(["apply", "-f", "-"], Some(&node))
+        .await
+        .expect("kubectl");
+    assert!(out.success(), "{out:?}");
+    let group = "machineconfiguration.openshift.io";
+    let forged = |name: &str| {
+        json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "7d1f7c0e-0000-4000-8000-000000000002",
+                "kind": {"group": group, "version": "v1", "kind": "MachineOSBuild"},
+                "resource": {"group": group, "version": "v1", "resource": "machineosbuilds"},
+                "name": name, "operation": "DELETE",
+                "userInfo": {"username": "attacker"},
+                "oldObject": {"apiVersion": format!("{group}/v1"), "kind": "MachineOSBuild",
+                              "metadata": {"name": name, "uid": "forged"},
+                              "status": {"digestedImagePushSpec": image}},
+                "dryRun": false
+            }
+        })
+    };
+    let trusted = client(guard.ca_pem(), Some(&apiserver_cert));
+    // The node cache may need a moment to see node-1: repeat (bounded) until refused.
+    let mut refused = false;
+    for _ in 0..50 {
+        let resp = trusted
+            .post(&validate)
+            .json(&forged("attacker-chose-this-name"))
+            .send()
+            .await
+            .expect("forged review");
+        let body: Value = resp.json().await.expect("review");
+        if body["response"]["allowed"] == false {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        refused,
+        "the forged deletion of a build node-1 needs is refused"
+    );
+    // Events are written in the background within milliseconds; give it a generous moment.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let out = cp
+        .kubectl(["get", "events.events.k8s.io", "-n", "default", "-o", "json"])
+        .await
+        .expect("kubectl");
+    assert!(out.success(), "{out:?}");
+    assert!(
+        !out.stdout.contains("attacker-chose-this-name"),
+        "no Event about an object the guard does not know:\n{}",
+        out.stdout
+    );
     guard.stop();
 }
