@@ -54,11 +54,6 @@ pub struct ConnectionLimits {
     pub h2_keep_alive: Duration,
     /// Concurrent HTTP/2 streams per connection (hyper's default is 200).
     pub h2_max_streams: u32,
-    /// Refuse /validate and /mutate (403, before anything is read) on a connection whose
-    /// client presented no certificate; set with a TLS configuration that verifies client
-    /// certificates (`tls::ReloadingResolver::server_config_with_client_ca`), which already
-    /// fails the handshake of a client whose certificate its CA did not sign.
-    pub require_client_cert: bool,
 }
 
 impl Default for ConnectionLimits {
@@ -68,7 +63,6 @@ impl Default for ConnectionLimits {
             idle: Duration::from_secs(120),
             h2_keep_alive: Duration::from_secs(30),
             h2_max_streams: 32,
-            require_client_cert: false,
         }
     }
 }
@@ -103,6 +97,22 @@ pub fn router<V: ClusterView>(
             StatusCode::SERVICE_UNAVAILABLE,
             request_timeout,
         ))
+        .with_state(state)
+}
+
+/// Only `/healthz`, `/readyz` and `/metrics`, for the second listener of
+/// `serve --metrics-listen`: kubelet and Prometheus reach it without a client certificate, and
+/// a NetworkPolicy can open it to the monitoring stack alone.
+pub fn ops_router<V: ClusterView>(reviewer: impl Into<Arc<Reviewer<V>>>) -> Router {
+    let reviewer = reviewer.into();
+    let state = Arc::new(AppState {
+        metrics: Arc::clone(&reviewer.metrics),
+        reviewer,
+    });
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz::<V>))
+        .route("/metrics", get(metrics::<V>))
         .with_state(state)
 }
 
@@ -239,25 +249,18 @@ impl Connection {
                     return;
                 }
             };
-        let anonymous =
-            self.limits.require_client_cert && tls.get_ref().1.peer_certificates().is_none();
         let (activity, watched) = tokio::sync::watch::channel(Activity::new(accepted));
         let app = self.app;
-        let service = hyper::service::service_fn(
-            move |req: hyper::Request<hyper::body::Incoming>| {
+        let service =
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let in_flight = InFlight::start(&activity);
                 let app = app.clone();
                 async move {
-                    if anonymous && is_webhook_path(req.uri().path()) {
-                        tracing::debug!(%peer, path = req.uri().path(), "webhook call without a client certificate refused");
-                        return Ok(needs_client_cert());
-                    }
                     let response = tower::ServiceExt::oneshot(app, req).await;
                     drop(in_flight);
                     response
                 }
-            },
-        );
+            });
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
@@ -281,19 +284,6 @@ impl Connection {
             }
         }
     }
-}
-
-/// The paths that only the API server should call once client certificates are required.
-fn is_webhook_path(path: &str) -> bool {
-    !matches!(path, "/healthz" | "/readyz" | "/metrics")
-}
-
-fn needs_client_cert() -> Response {
-    (
-        StatusCode::FORBIDDEN,
-        "a client certificate signed by the configured client CA is required\n",
-    )
-        .into_response()
 }
 
 /// What a connection's requests have done so far.

@@ -112,11 +112,9 @@ impl ReloadingResolver {
         Ok(config)
     }
 
-    /// [`ReloadingResolver::server_config`] that also verifies client certificates against
-    /// the CA certificates in `client_ca` (PEM, read once). A client presenting a certificate
-    /// the CA did not sign fails the handshake; a client presenting none completes it, so
-    /// kubelet's probes and Prometheus still reach /healthz, /readyz and /metrics, and the
-    /// server refuses it the webhook paths (see `server::ConnectionLimits::require_client_cert`).
+    /// [`ReloadingResolver::server_config`] that requires a client certificate signed by a CA
+    /// in `client_ca` (PEM, read once): a client presenting none, or one the CA did not sign,
+    /// fails the handshake.
     pub fn server_config_with_client_ca(
         self: &Arc<Self>,
         client_ca: &Path,
@@ -143,7 +141,6 @@ impl ReloadingResolver {
             Arc::new(roots),
             Arc::clone(&self.provider),
         )
-        .allow_unauthenticated()
         .build()
         .map_err(|e| parse_err(format!("cannot verify clients with it: {e}")))?;
         let mut config = ServerConfig::builder_with_provider(Arc::clone(&self.provider))

@@ -79,6 +79,7 @@ const SERVE_ARGS: &[&str] = &[
     "--request-timeout=8",
     "--confirm-timeout=5",
     "--log-format=json",
+    "--metrics-listen=0.0.0.0:9443",
 ];
 
 fn rendered(dir: &str) -> Vec<Value> {
@@ -303,12 +304,15 @@ fn base_renders_the_documented_objects() {
     );
     assert_eq!(
         c["ports"],
-        json!([{"name": "https", "containerPort": 8443, "protocol": "TCP"}])
+        json!([
+            {"name": "https", "containerPort": 8443, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": 9443, "protocol": "TCP"}
+        ])
     );
     for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
         assert_eq!(
             c[probe]["httpGet"],
-            json!({"path": path, "port": "https", "scheme": "HTTPS"}),
+            json!({"path": path, "port": "metrics", "scheme": "HTTPS"}),
             "{probe}"
         );
     }
@@ -340,7 +344,10 @@ fn base_renders_the_documented_objects() {
     assert_eq!(&service["spec"]["selector"], pod_labels);
     assert_eq!(
         service["spec"]["ports"],
-        json!([{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}])
+        json!([
+            {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"},
+            {"name": "metrics", "port": 9443, "targetPort": "metrics", "protocol": "TCP"}
+        ])
     );
     let pdb = get(&objects, "PodDisruptionBudget", NAME);
     assert_eq!(pdb["spec"]["minAvailable"], 1);
@@ -592,7 +599,7 @@ fn check_openshift(dir: &str, objects: &[Value], configs: &[&Value]) {
     }
     let endpoint = &monitor["spec"]["endpoints"][0];
     assert_eq!(
-        endpoint["port"], service["spec"]["ports"][0]["name"],
+        endpoint["port"], service["spec"]["ports"][1]["name"],
         "{dir}"
     );
     assert_eq!(endpoint["path"], "/metrics");
@@ -1387,6 +1394,7 @@ async fn operations_md_commands_find_a_degraded_node() {
 #[test]
 fn network_policy_admits_only_the_webhook_port_from_the_api_server_and_monitoring() {
     let port = json!([{"port": "https", "protocol": "TCP"}]);
+    let metrics = json!([{"port": "metrics", "protocol": "TCP"}]);
     // The base cannot name the API server portably (see networkpolicy.yaml): every address
     // until the admin narrows rule 0; rule 1 is the monitoring namespace.
     for dir in [
@@ -1408,7 +1416,7 @@ fn network_policy_admits_only_the_webhook_port_from_the_api_server_and_monitorin
             policy["spec"]["ingress"],
             json!([
                 {"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}], "ports": port},
-                {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}], "ports": port},
+                {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}], "ports": metrics},
             ]),
             "{dir}"
         );
@@ -1422,14 +1430,15 @@ fn network_policy_admits_only_the_webhook_port_from_the_api_server_and_monitorin
             policy["spec"]["ingress"],
             json!([
                 {"from": [{"namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/host-network": ""}}}], "ports": port},
-                {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "openshift-monitoring"}}}], "ports": port},
+                {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "openshift-monitoring"}}}], "ports": metrics},
             ]),
             "{dir}"
         );
     }
-    // The port it names is the container's, which the Service targets.
+    // The ports it names are the container's, which the Service targets.
     let base = rendered("base");
     assert_eq!(container(&base)["ports"][0]["name"], "https");
+    assert_eq!(container(&base)["ports"][1]["name"], "metrics");
 }
 
 #[test]
