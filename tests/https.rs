@@ -1218,10 +1218,11 @@ async fn a_burst_of_allowable_reviews_shares_the_confirming_read() {
         assert_eq!(out["response"]["allowed"], true, "{out}");
     }
     let reads = reads.load(std::sync::atomic::Ordering::SeqCst);
-    // One read for the first arrivals, one for everyone who came while it ran; a straggler
-    // scheduled late may need a third. Without coalescing it is one per review.
+    // One read for the first arrivals, one for everyone who came while it ran; stragglers
+    // scheduled late on a loaded machine may need a few more. Without coalescing it is one per
+    // review.
     assert!(
-        (1..=3).contains(&reads),
+        (1..=BURST / 4).contains(&reads),
         "{BURST} concurrent reviews cost {reads} fresh reads"
     );
 }
