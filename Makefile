@@ -32,6 +32,7 @@ build: deps
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets --locked -- -D warnings
+	$(CARGO) deny --log-level error --locked check licenses bans sources
 
 ## Every test tier. Integration tests start their own servers on 127.0.0.1.
 ## (Benchmarks and the demo are compiled and linted by `lint`; `make bench`/`make demo` run them.)

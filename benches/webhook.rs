@@ -103,6 +103,7 @@ async fn serve(app: Router, tls: Arc<rustls::ServerConfig>) -> String {
         request_timeout: Duration::from_secs(5),
         shutdown_grace: Duration::from_secs(1),
         header_read_timeout: Duration::from_secs(5),
+        connection: server::ConnectionLimits::default(),
     };
     tokio::spawn(async move {
         server::serve(listener, tls, app, &limits, std::future::pending()).await

@@ -40,3 +40,10 @@ for component in rustfmt clippy; do
     rustup component add "$component" >/dev/null
   fi
 done
+
+# `make lint` runs `cargo deny check licenses bans sources` (deny.toml). Built from crates.io
+# once into ~/.cargo/bin (a few minutes); later runs find it there.
+if ! cargo deny --version >/dev/null 2>&1; then
+  echo "installing cargo-deny (cargo install --locked cargo-deny; takes a few minutes)" >&2
+  cargo install --locked --quiet cargo-deny
+fi

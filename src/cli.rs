@@ -42,6 +42,8 @@ pub enum LogFormat {
     Json,
 }
 
+// Parsed once at start-up and matched once: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the admission webhook (HTTPS: /validate, /healthz, /readyz, /metrics).
@@ -116,6 +118,16 @@ pub struct ServeArgs {
     /// PEM private key, re-read when it changes.
     #[arg(long, value_name = "FILE")]
     pub tls_key_file: PathBuf,
+    /// PEM CA certificate(s): on --listen, require a client certificate this CA signed (the
+    /// API server's, given by its --admission-control-config-file); a caller without one fails
+    /// the TLS handshake. Needs --metrics-listen, since kubelet's probes and Prometheus cannot
+    /// present one.
+    #[arg(long, value_name = "FILE", requires = "metrics_listen")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Also serve /healthz, /readyz and /metrics (HTTPS, same certificate, no client
+    /// certificate) on this address, so probes and monitoring need not reach the webhook port.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Seconds between checks of the certificate files.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub tls_reload_interval: u64,
@@ -311,7 +323,23 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         key: args.tls_key_file.clone(),
     })
     .map_err(|e| e.to_string())?;
-    let tls = Arc::new(resolver.server_config().map_err(|e| e.to_string())?);
+    let plain_tls = Arc::new(resolver.server_config().map_err(|e| e.to_string())?);
+    let tls = match &args.client_ca_file {
+        Some(ca) => Arc::new(
+            resolver
+                .server_config_with_client_ca(ca)
+                .map_err(|e| e.to_string())?,
+        ),
+        None => Arc::clone(&plain_tls),
+    };
+    let ops_listener = match args.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("listening on {addr} (--metrics-listen): {e}"))?,
+        ),
+        None => None,
+    };
     let _reloader = resolver.spawn_reloader(Duration::from_secs(args.tls_reload_interval.max(1)));
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -327,6 +355,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         request_timeout: Duration::from_secs(args.request_timeout.max(1)),
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         header_read_timeout: Duration::from_secs(10),
+        connection: server::ConnectionLimits::default(),
     };
     let metrics = Arc::new(Metrics::default());
     let confirm = Duration::from_secs(args.confirm_timeout.max(1));
@@ -379,13 +408,20 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
                 },
             ))
         };
+        let ops = serve_ops(
+            ops_listener,
+            plain_tls,
+            Arc::clone(&reviewer),
+            &limits,
+            &shutdown,
+        );
         let app = server::router(reviewer, limits.request_timeout);
         let signal = shutdown.clone();
-        server::serve(listener, tls, app, &limits, async move {
+        let main = server::serve(listener, tls, app, &limits, async move {
             shutdown_signal().await;
             signal.cancel();
-        })
-        .await;
+        });
+        tokio::join!(main, ops);
         // Stops the controller and gives the Lease up so another replica takes over at once.
         if tokio::time::timeout(Duration::from_secs(15), election)
             .await
@@ -396,10 +432,36 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         return Ok(());
     };
     let view = StaticView(Arc::new(load_static(dir)?));
-    let reviewer = Reviewer::new(view, args.source.policy, metrics, confirm);
+    let reviewer = Arc::new(Reviewer::new(view, args.source.policy, metrics, confirm));
+    let shutdown = CancellationToken::new();
+    let ops = serve_ops(
+        ops_listener,
+        plain_tls,
+        Arc::clone(&reviewer),
+        &limits,
+        &shutdown,
+    );
     let app = server::router(reviewer, limits.request_timeout);
-    server::serve(listener, tls, app, &limits, shutdown_signal()).await;
+    let main = server::serve(listener, tls, app, &limits, async {
+        shutdown_signal().await;
+        shutdown.cancel();
+    });
+    tokio::join!(main, ops);
     Ok(())
+}
+
+/// The `--metrics-listen` server (probes and metrics), if configured, until `shutdown`.
+async fn serve_ops<V: crate::view::ClusterView>(
+    listener: Option<tokio::net::TcpListener>,
+    tls: Arc<rustls::ServerConfig>,
+    reviewer: Arc<Reviewer<V>>,
+    limits: &Limits,
+    shutdown: &CancellationToken,
+) {
+    if let Some(listener) = listener {
+        let app = server::ops_router(reviewer);
+        server::serve(listener, tls, app, limits, shutdown.cancelled()).await;
+    }
 }
 
 /// The identity outside a pod: host name and process id.
@@ -472,6 +534,36 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_ca_needs_a_metrics_listener_for_probes() {
+        use clap::Parser as _;
+        let base = [
+            "mosc-guard",
+            "serve",
+            "--tls-cert-file",
+            "c",
+            "--tls-key-file",
+            "k",
+        ];
+        let with = |extra: &[&str]| Cli::try_parse_from(base.iter().chain(extra));
+        assert!(with(&["--client-ca-file", "ca.crt"]).is_err());
+        let parsed = with(&[
+            "--client-ca-file",
+            "ca.crt",
+            "--metrics-listen",
+            "0.0.0.0:9443",
+        ])
+        .expect("both flags");
+        let Command::Serve(args) = parsed.command else {
+            panic!("serve expected");
+        };
+        assert_eq!(
+            args.metrics_listen,
+            Some("0.0.0.0:9443".parse().expect("addr"))
+        );
+        assert!(with(&["--metrics-listen", "0.0.0.0:9443"]).is_ok());
+    }
 
     #[test]
     fn targets() {

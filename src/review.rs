@@ -8,21 +8,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::Semaphore;
-
 use kube::core::admission::AdmissionResponse;
 
 use crate::admission::{self, Classified, Request, Subject};
+use crate::coalesce::Coalesced;
+use crate::event_limiter::{Admit, EventLimiter};
 use crate::events::{self, Events};
 use crate::metrics::{Metrics, Outcome};
 use crate::policy::{self, Deletion, PolicyMode, TargetKind, Verdict};
+use crate::snapshot::Snapshot;
 use crate::view::ClusterView;
 use crate::{finalizer, message};
-
-/// Confirming reads allowed at once. Each lists every node; when garbage collection
-/// deletes many builds together, the rest wait (within their timeout) instead of
-/// multiplying the load on the API server and the guard's memory.
-const CONCURRENT_CONFIRMATIONS: usize = 2;
 
 /// How a MachineOSConfig deletion that nodes still block is answered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -56,7 +52,10 @@ pub struct Reviewer<V> {
     deletion_mode: DeletionMode,
     no_new_finalizers: bool,
     events: Option<Events>,
-    confirmations: Semaphore,
+    /// Confirming reads, coalesced: a burst of requests shares reads (see [`Coalesced`]).
+    confirmations: Coalesced<Result<Snapshot, String>>,
+    /// Per-object rate limit of DeletionBlocked Events.
+    event_limiter: EventLimiter,
 }
 
 impl<V: ClusterView> Reviewer<V> {
@@ -74,7 +73,8 @@ impl<V: ClusterView> Reviewer<V> {
             deletion_mode: DeletionMode::Deny,
             no_new_finalizers: false,
             events: None,
-            confirmations: Semaphore::new(CONCURRENT_CONFIRMATIONS),
+            confirmations: Coalesced::default(),
+            event_limiter: EventLimiter::default(),
         }
     }
 
@@ -115,10 +115,13 @@ impl<V: ClusterView> Reviewer<V> {
                 subject,
                 finalizer_release,
             } => {
+                let decodable = subject.is_ok();
                 let decided = self
                     .deletion(req, kind, &name, subject, finalizer_release)
                     .await;
-                self.record_refusal(req, kind, &decided);
+                if decodable {
+                    self.record_refusal(req, kind, &decided);
+                }
                 (kind.metric_label(), decided)
             }
         };
@@ -214,13 +217,13 @@ impl<V: ClusterView> Reviewer<V> {
         if !cached.allowed || cached.overridden() || imageless_build {
             return Checked::Decided(cached);
         }
-        let fresh = tokio::time::timeout(confirm_timeout, async {
-            let _turn = self.confirmations.acquire().await;
-            self.view.fresh().await
-        });
-        match fresh.await {
+        let fresh = tokio::time::timeout(
+            confirm_timeout,
+            self.confirmations.get(|| self.view.fresh()),
+        );
+        match fresh.await.as_deref() {
             Ok(Ok(fresh)) => {
-                let verdict = policy::evaluate(&fresh, target, self.mode);
+                let verdict = policy::evaluate(fresh, target, self.mode);
                 let result = if verdict.allowed && !verdict.overridden() {
                     "confirmed"
                 } else {
@@ -252,17 +255,42 @@ impl<V: ClusterView> Reviewer<V> {
         let Some(events) = self.events.clone().filter(|_| refused && !req.dry_run) else {
             return;
         };
-        let uid = req
-            .old_object
-            .as_ref()
-            .and_then(|o| o.metadata.uid.as_deref());
-        let regarding = events::reference(kind, &req.name, uid);
-        let note = decided.response.result.message.clone();
+        // Only about an object the cache has, under its real uid: a forged review of a made-up
+        // object gets its answer but writes nothing.
+        let sent_uid = req.old_object.as_ref().and_then(|o| o.metadata.uid.clone());
+        let Some(uid) = self
+            .known_uid(kind, &req.name)
+            .filter(|uid| sent_uid.as_ref() == Some(uid))
+        else {
+            tracing::debug!(name = %req.name, "no Event: the guard does not know this object");
+            return;
+        };
+        let mut note = decided.response.result.message.clone();
+        match self.event_limiter.admit(kind, &req.name, Instant::now()) {
+            Admit::Suppress => return,
+            Admit::Write { suppressed: 0 } => {}
+            Admit::Write { suppressed } => {
+                note = format!("({suppressed} more refusals since the last Event) {note}");
+            }
+        }
+        let regarding = events::reference(kind, &req.name, Some(&uid));
         tokio::spawn(async move {
             events
                 .record(&regarding, true, events::REASON_BLOCKED, &note)
                 .await;
         });
+    }
+}
+
+impl<V: ClusterView> Reviewer<V> {
+    /// The uid of the MachineOSConfig or MachineOSBuild `name` in the cache, if it has it.
+    fn known_uid(&self, kind: TargetKind, name: &str) -> Option<String> {
+        let snapshot = self.view.objects();
+        let meta = match kind {
+            TargetKind::MachineOSConfig => &snapshot.machine_os_config(name)?.metadata,
+            TargetKind::MachineOSBuild => &snapshot.machine_os_build(name)?.metadata,
+        };
+        meta.uid.clone()
     }
 }
 

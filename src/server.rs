@@ -14,7 +14,6 @@ use axum::routing::{get, post};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower_http::timeout::TimeoutLayer;
@@ -26,8 +25,6 @@ use crate::{admission, mutation};
 
 /// Largest AdmissionReview accepted; the API server caps objects at 3 MiB too.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
-/// A client that has not finished its TLS handshake by then is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct Limits {
     /// Whole-request deadline; keep it under the webhook's timeoutSeconds.
@@ -37,6 +34,37 @@ pub struct Limits {
     /// How long an HTTP/1 client may take to send its request headers (slow clients
     /// would otherwise hold connections open).
     pub header_read_timeout: Duration,
+    /// Deadlines and caps per connection, whatever the protocol.
+    pub connection: ConnectionLimits,
+}
+
+/// What one connection may hold: without these, a client that finishes TLS and then sends
+/// nothing (or only the HTTP/2 preface) keeps one of the [`MAX_CONNECTIONS`] slots forever.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    /// From accept to a finished TLS handshake and the first complete request head (HTTP/1
+    /// headers or an HTTP/2 HEADERS frame); a connection that has not got that far is closed.
+    pub first_request: Duration,
+    /// A connection with no request in flight for this long is closed. Longer than the idle
+    /// timeout of Go's HTTP transport (90 s, the API server's), so the caller normally
+    /// closes first and never races a new request against our close.
+    pub idle: Duration,
+    /// HTTP/2 PING interval, and how long a PING may go unanswered before the connection
+    /// is dropped (a peer that vanished without a FIN).
+    pub h2_keep_alive: Duration,
+    /// Concurrent HTTP/2 streams per connection (hyper's default is 200).
+    pub h2_max_streams: u32,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            first_request: Duration::from_secs(10),
+            idle: Duration::from_secs(120),
+            h2_keep_alive: Duration::from_secs(30),
+            h2_max_streams: 32,
+        }
+    }
 }
 
 /// Connections served at once; more wait in the kernel's accept queue. The API server
@@ -69,6 +97,22 @@ pub fn router<V: ClusterView>(
             StatusCode::SERVICE_UNAVAILABLE,
             request_timeout,
         ))
+        .with_state(state)
+}
+
+/// Only `/healthz`, `/readyz` and `/metrics`, for the second listener of
+/// `serve --metrics-listen`: kubelet and Prometheus reach it without a client certificate, and
+/// a NetworkPolicy can open it to the monitoring stack alone.
+pub fn ops_router<V: ClusterView>(reviewer: impl Into<Arc<Reviewer<V>>>) -> Router {
+    let reviewer = reviewer.into();
+    let state = Arc::new(AppState {
+        metrics: Arc::clone(&reviewer.metrics),
+        reviewer,
+    });
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz::<V>))
+        .route("/metrics", get(metrics::<V>))
         .with_state(state)
 }
 
@@ -154,6 +198,7 @@ pub async fn serve(
                         app: app.clone(),
                         watcher: graceful.watcher(),
                         header_read_timeout: limits.header_read_timeout,
+                        limits: limits.connection,
                     };
                     tokio::spawn(async move {
                         conn.serve(tcp, peer).await;
@@ -185,30 +230,141 @@ struct Connection {
     app: Router,
     watcher: hyper_util::server::graceful::Watcher,
     header_read_timeout: Duration,
+    limits: ConnectionLimits,
 }
 
 impl Connection {
     async fn serve(self, tcp: tokio::net::TcpStream, peer: SocketAddr) {
-        let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(tcp)).await {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
-                return;
-            }
-        };
-        let service = TowerToHyperService::new(self.app);
+        let accepted = tokio::time::Instant::now();
+        let handshake = self.acceptor.accept(tcp);
+        let tls =
+            match tokio::time::timeout_at(accepted + self.limits.first_request, handshake).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+        let (activity, watched) = tokio::sync::watch::channel(Activity::new(accepted));
+        let app = self.app;
+        let service =
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let in_flight = InFlight::start(&activity);
+                let app = app.clone();
+                async move {
+                    let response = tower::ServiceExt::oneshot(app, req).await;
+                    drop(in_flight);
+                    response
+                }
+            });
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
             .timer(TokioTimer::new())
             .header_read_timeout(self.header_read_timeout);
-        let conn = builder.serve_connection(TokioIo::new(tls), service);
-        if let Err(e) = self.watcher.watch(conn).await {
-            tracing::debug!(%peer, error = %e, "connection ended with an error");
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(Some(self.limits.h2_keep_alive))
+            .keep_alive_timeout(self.limits.h2_keep_alive)
+            .max_concurrent_streams(self.limits.h2_max_streams);
+        let conn = self
+            .watcher
+            .watch(builder.serve_connection(TokioIo::new(tls), service));
+        tokio::select! {
+            result = conn => if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            },
+            why = stalled(watched, self.limits) => {
+                tracing::debug!(%peer, why, "closing connection");
+            }
+        }
+    }
+}
+
+/// What a connection's requests have done so far.
+#[derive(Clone, Copy, Debug)]
+struct Activity {
+    requests: u64,
+    in_flight: usize,
+    /// When the connection was accepted or its last request finished.
+    since: tokio::time::Instant,
+}
+
+impl Activity {
+    fn new(accepted: tokio::time::Instant) -> Self {
+        Self {
+            requests: 0,
+            in_flight: 0,
+            since: accepted,
+        }
+    }
+}
+
+/// Marks a request in flight on its connection until dropped (also when the request's
+/// future is dropped, e.g. by the request timeout).
+struct InFlight(tokio::sync::watch::Sender<Activity>);
+
+impl InFlight {
+    fn start(activity: &tokio::sync::watch::Sender<Activity>) -> Self {
+        activity.send_modify(|a| {
+            a.requests += 1;
+            a.in_flight += 1;
+        });
+        Self(activity.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|a| {
+            a.in_flight = a.in_flight.saturating_sub(1);
+            a.since = tokio::time::Instant::now();
+        });
+    }
+}
+
+/// Resolves when the connection should be closed: no first request within
+/// `first_request` of accept, or nothing in flight for `idle`. Never while a request runs
+/// (the request timeout bounds those).
+async fn stalled(
+    mut activity: tokio::sync::watch::Receiver<Activity>,
+    limits: ConnectionLimits,
+) -> &'static str {
+    loop {
+        let now = *activity.borrow_and_update();
+        let deadline = match now {
+            Activity {
+                requests: 0, since, ..
+            } => Some((
+                since + limits.first_request,
+                "no request before the deadline",
+            )),
+            Activity {
+                in_flight: 0,
+                since,
+                ..
+            } => Some((since + limits.idle, "idle")),
+            _ => None,
+        };
+        let changed = activity.changed();
+        match deadline {
+            Some((at, why)) => tokio::select! {
+                () = tokio::time::sleep_until(at) => return why,
+                changed = changed => if changed.is_err() {
+                    // The service is gone: the connection is ending by itself.
+                    return std::future::pending().await;
+                },
+            },
+            None => {
+                if changed.await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
         }
     }
 }

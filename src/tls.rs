@@ -112,6 +112,45 @@ impl ReloadingResolver {
         Ok(config)
     }
 
+    /// [`ReloadingResolver::server_config`] that requires a client certificate signed by a CA
+    /// in `client_ca` (PEM, read once): a client presenting none, or one the CA did not sign,
+    /// fails the handshake.
+    pub fn server_config_with_client_ca(
+        self: &Arc<Self>,
+        client_ca: &Path,
+    ) -> Result<ServerConfig, TlsError> {
+        let pem = std::fs::read(client_ca).map_err(|source| TlsError::Read {
+            path: client_ca.to_path_buf(),
+            source,
+        })?;
+        let parse_err = |reason: String| TlsError::Parse {
+            path: client_ca.to_path_buf(),
+            reason,
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| parse_err(format!("not a PEM certificate: {e}")))?;
+            roots
+                .add(cert)
+                .map_err(|e| parse_err(format!("not a usable CA certificate: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(parse_err("no CA certificate found".into()));
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::clone(&self.provider),
+        )
+        .build()
+        .map_err(|e| parse_err(format!("cannot verify clients with it: {e}")))?;
+        let mut config = ServerConfig::builder_with_provider(Arc::clone(&self.provider))
+            .with_protocol_versions(&[&version::TLS13, &version::TLS12])?
+            .with_client_cert_verifier(verifier)
+            .with_cert_resolver(Arc::clone(self) as Arc<dyn ResolvesServerCert>);
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+
     fn read_current<T>(&self, f: impl FnOnce(&Loaded) -> T) -> T {
         match self.current.read() {
             Ok(guard) => f(&guard),

@@ -66,6 +66,8 @@ const DEFER_DIRS: &[&str] = &[
 const NAMESPACE: &str = "mosc-guard";
 const NAME: &str = "mosc-guard";
 const MCO: &str = "machineconfiguration.openshift.io";
+/// The ValidatingAdmissionPolicy (and its binding) that bounds the guard's own token.
+const VAP: &str = "mosc-guard-finalizer-only";
 
 /// `serve`'s arguments in deny mode (the defer overlays append `--deletion-mode=defer`).
 const SERVE_ARGS: &[&str] = &[
@@ -77,6 +79,7 @@ const SERVE_ARGS: &[&str] = &[
     "--request-timeout=8",
     "--confirm-timeout=5",
     "--log-format=json",
+    "--metrics-listen=0.0.0.0:9443",
 ];
 
 fn rendered(dir: &str) -> Vec<Value> {
@@ -234,6 +237,9 @@ fn base_renders_the_documented_objects() {
         ("Deployment", NAMESPACE, NAME),
         ("PodDisruptionBudget", NAMESPACE, NAME),
         ("ValidatingWebhookConfiguration", "", NAME),
+        ("NetworkPolicy", NAMESPACE, NAME),
+        ("ValidatingAdmissionPolicy", "", VAP),
+        ("ValidatingAdmissionPolicyBinding", "", VAP),
     ]
     .into_iter()
     .map(|(k, n, m)| (k.to_owned(), n.to_owned(), m.to_owned()))
@@ -298,12 +304,15 @@ fn base_renders_the_documented_objects() {
     );
     assert_eq!(
         c["ports"],
-        json!([{"name": "https", "containerPort": 8443, "protocol": "TCP"}])
+        json!([
+            {"name": "https", "containerPort": 8443, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": 9443, "protocol": "TCP"}
+        ])
     );
     for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
         assert_eq!(
             c[probe]["httpGet"],
-            json!({"path": path, "port": "https", "scheme": "HTTPS"}),
+            json!({"path": path, "port": "metrics", "scheme": "HTTPS"}),
             "{probe}"
         );
     }
@@ -335,7 +344,10 @@ fn base_renders_the_documented_objects() {
     assert_eq!(&service["spec"]["selector"], pod_labels);
     assert_eq!(
         service["spec"]["ports"],
-        json!([{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}])
+        json!([
+            {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"},
+            {"name": "metrics", "port": 9443, "targetPort": "metrics", "protocol": "TCP"}
+        ])
     );
     let pdb = get(&objects, "PodDisruptionBudget", NAME);
     assert_eq!(pdb["spec"]["minAvailable"], 1);
@@ -488,6 +500,8 @@ fn every_overlay_renders_and_wires_its_certificates() {
                     | "ClusterRoleBinding"
                     | "ValidatingWebhookConfiguration"
                     | "MutatingWebhookConfiguration"
+                    | "ValidatingAdmissionPolicy"
+                    | "ValidatingAdmissionPolicyBinding"
             );
             assert_eq!(
                 ns.is_empty(),
@@ -585,7 +599,7 @@ fn check_openshift(dir: &str, objects: &[Value], configs: &[&Value]) {
     }
     let endpoint = &monitor["spec"]["endpoints"][0];
     assert_eq!(
-        endpoint["port"], service["spec"]["ports"][0]["name"],
+        endpoint["port"], service["spec"]["ports"][1]["name"],
         "{dir}"
     );
     assert_eq!(endpoint["path"], "/metrics");
@@ -1182,7 +1196,11 @@ async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
     );
 
     // Defer mode with the same credentials exercises the grants only it uses: the Lease
-    // (leader election in mosc-guard) and patching MOSC finalizers.
+    // (leader election in mosc-guard) and patching MOSC finalizers. Its admission policy lets
+    // the ServiceAccount add the finalizer too (the base's only lets it remove it).
+    let defer = rendered("overlays/defer");
+    let policy = get(&defer, "ValidatingAdmissionPolicy", VAP).to_string();
+    kubectl_ok(&cp, &["apply", "-f", "-"], Some(&policy)).await;
     let mut guard = Guard::start_as(&cp, &kubeconfig, &["--deletion-mode=defer"])
         .await
         .expect("mosc-guard starts in defer mode with the ServiceAccount's credentials");
@@ -1377,4 +1395,216 @@ async fn operations_md_commands_find_a_degraded_node() {
         format!("True\t1 nodes are reporting degraded status on sync\t{message}\n")
     );
     kubectl_ok(&cp, &["get", "mcp"], None).await;
+}
+
+#[test]
+fn network_policy_admits_only_the_webhook_port_from_the_api_server_and_monitoring() {
+    let port = json!([{"port": "https", "protocol": "TCP"}]);
+    let metrics = json!([{"port": "metrics", "protocol": "TCP"}]);
+    // The base cannot name the API server portably (see networkpolicy.yaml): every address
+    // until the admin narrows rule 0; rule 1 is the monitoring namespace.
+    for dir in [
+        "base",
+        "overlays/defer",
+        "overlays/cert-manager",
+        "overlays/cert-manager-defer",
+    ] {
+        let objects = rendered(dir);
+        let policy = get(&objects, "NetworkPolicy", NAME);
+        assert_eq!(policy["metadata"]["namespace"], NAMESPACE, "{dir}");
+        assert_eq!(
+            policy["spec"]["podSelector"],
+            json!({"matchLabels": {"app.kubernetes.io/name": NAME}}),
+            "{dir}"
+        );
+        assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]), "{dir}");
+        assert_eq!(
+            policy["spec"]["ingress"],
+            json!([
+                {"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}], "ports": port},
+                {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}], "ports": metrics},
+            ]),
+            "{dir}"
+        );
+    }
+    // OpenShift: exactly the host-network policy group (kube-apiserver) and the platform
+    // Prometheus.
+    for dir in ["overlays/openshift", "overlays/openshift-defer"] {
+        let objects = rendered(dir);
+        let policy = get(&objects, "NetworkPolicy", NAME);
+        assert_eq!(
+            policy["spec"]["ingress"],
+            json!([
+                {"from": [{"namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/host-network": ""}}}], "ports": port},
+                {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "openshift-monitoring"}}}], "ports": metrics},
+            ]),
+            "{dir}"
+        );
+    }
+    // The ports it names are the container's, which the Service targets.
+    let base = rendered("base");
+    assert_eq!(container(&base)["ports"][0]["name"], "https");
+    assert_eq!(container(&base)["ports"][1]["name"], "metrics");
+}
+
+#[test]
+fn admission_policy_binds_the_guard_and_lets_it_add_the_finalizer_only_in_defer_mode() {
+    for dir in DIRS {
+        let objects = rendered(dir);
+        let policy = get(&objects, "ValidatingAdmissionPolicy", VAP);
+        assert_eq!(policy["spec"]["failurePolicy"], "Fail", "{dir}");
+        assert_eq!(
+            policy["spec"]["matchConditions"][0]["expression"],
+            format!("request.userInfo.username == \"system:serviceaccount:{NAMESPACE}:{NAME}\""),
+            "{dir}"
+        );
+        let binding = get(&objects, "ValidatingAdmissionPolicyBinding", VAP);
+        assert_eq!(
+            binding["spec"],
+            json!({"policyName": VAP, "validationActions": ["Deny"]}),
+            "{dir}"
+        );
+        let may_add = &policy["spec"]["variables"][0];
+        assert_eq!(may_add["name"], "mayAdd", "{dir}");
+        let want = if DEFER_DIRS.contains(dir) {
+            "true"
+        } else {
+            "false"
+        };
+        assert_eq!(may_add["expression"], want, "{dir}");
+    }
+}
+
+/// Runs kubectl with the ServiceAccount's kubeconfig.
+async fn kubectl_as(kubeconfig: &std::path::Path, args: &[&str]) -> KubectlOutput {
+    let cache = kubeconfig.with_extension("cache");
+    support::kubectl::run(kubeconfig, &cache, args, None)
+        .await
+        .unwrap_or_else(|e| panic!("kubectl {}: {e}", args.join(" ")))
+}
+
+/// Item 2 of the hardening: a stolen guard token may patch MachineOSConfigs (RBAC cannot say
+/// "only finalizers"), so the ValidatingAdmissionPolicy must refuse everything else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guard_token_can_change_only_its_finalizer() {
+    let cp = ControlPlane::start().await.expect("control plane");
+    // The base for real (deny mode's policy), without the webhook configuration: no guard runs.
+    let base = rendered("base");
+    let objects: Vec<&Value> = base
+        .iter()
+        .filter(|o| o["kind"] != "ValidatingWebhookConfiguration")
+        .collect();
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string();
+    kubectl_ok(&cp, &["apply", "-f", "-"], Some(&list)).await;
+    let other = "example.com/keep";
+    let mosc = json!({
+        "apiVersion": format!("{MCO}/v1"), "kind": "MachineOSConfig",
+        "metadata": {"name": "worker", "labels": {"team": "infra"}, "finalizers": [FINALIZER, other]},
+        "spec": {
+            "machineConfigPool": {"name": "worker"},
+            "imageBuilder": {"imageBuilderType": "Job"},
+            "renderedImagePushSecret": {"name": "push"},
+            "renderedImagePushSpec": "registry.example.com/ocb-image:latest",
+            "containerFile": [{"containerfileArch": "NoArch", "content": "FROM scratch"}]
+        }
+    })
+    .to_string();
+    kubectl_ok(&cp, &["apply", "-f", "-"], Some(&mosc)).await;
+    let dir = support::temp_dir("mosc-guard-vap-").expect("temp dir");
+    let kubeconfig = service_account_kubeconfig(&cp, dir.path()).await;
+    let patch = |json_patch: &'static str| {
+        let kubeconfig = kubeconfig.clone();
+        async move {
+            kubectl_as(
+                &kubeconfig,
+                &[
+                    "patch",
+                    "machineosconfig",
+                    "worker",
+                    "--type=json",
+                    "-p",
+                    json_patch,
+                ],
+            )
+            .await
+        }
+    };
+    let refused_by_policy = |out: &KubectlOutput, what: &str| {
+        assert!(
+            !out.success() && out.stderr.contains(VAP),
+            "{what} must be refused by {VAP}: {out:?}"
+        );
+    };
+
+    // The policy may need a moment to be loaded by the API server: wait until a spec patch is
+    // refused (bounded), then check each case once.
+    let spec = r#"[{"op":"replace","path":"/spec/containerFile/0/content","value":"FROM evil"}]"#;
+    let mut out = patch(spec).await;
+    for _ in 0..50 {
+        if !out.success() && out.stderr.contains(VAP) {
+            break;
+        }
+        // Undo a patch that went through before the policy was active.
+        kubectl_ok(&cp, &["apply", "-f", "-"], Some(&mosc)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        out = patch(spec).await;
+    }
+    refused_by_policy(&out, "a spec patch (spec.containerFile is the nodes' OS)");
+    refused_by_policy(
+        &patch(r#"[{"op":"add","path":"/metadata/labels/evil","value":"x"}]"#).await,
+        "a label patch",
+    );
+    refused_by_policy(
+        &patch(r#"[{"op":"add","path":"/metadata/annotations","value":{"mosc-guard.dev/allow-deletion":"x"}}]"#).await,
+        "setting the override annotation",
+    );
+    refused_by_policy(
+        &patch(r#"[{"op":"remove","path":"/metadata/finalizers/1"}]"#).await,
+        "removing another finalizer",
+    );
+    // Its own finalizer: removing it is allowed (a leftover of defer mode) ...
+    let out = patch(r#"[{"op":"test","path":"/metadata/finalizers/0","value":"mosc-guard.dev/wait-for-rollout"},{"op":"remove","path":"/metadata/finalizers/0"}]"#).await;
+    assert!(out.success(), "removing its own finalizer: {out:?}");
+    // ... adding it only in defer mode.
+    let add = r#"[{"op":"add","path":"/metadata/finalizers/-","value":"mosc-guard.dev/wait-for-rollout"}]"#;
+    refused_by_policy(&patch(add).await, "adding the finalizer in deny mode");
+    let defer = rendered("overlays/defer");
+    let policy = get(&defer, "ValidatingAdmissionPolicy", VAP).to_string();
+    kubectl_ok(&cp, &["apply", "-f", "-"], Some(&policy)).await;
+    let mut out = patch(add).await;
+    for _ in 0..50 {
+        if out.success() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        out = patch(add).await;
+    }
+    assert!(out.success(), "adding the finalizer in defer mode: {out:?}");
+    refused_by_policy(&patch(spec).await, "a spec patch in defer mode");
+
+    // What is left is exactly what the admin created, plus nothing.
+    let out = kubectl_ok(
+        &cp,
+        &["get", "machineosconfig", "worker", "-o", "json"],
+        None,
+    )
+    .await;
+    let now: Value = serde_json::from_str(&out.stdout).expect("MOSC json");
+    assert_eq!(now["spec"]["containerFile"][0]["content"], "FROM scratch");
+    assert_eq!(now["metadata"]["labels"], json!({"team": "infra"}));
+    assert_eq!(now["metadata"]["finalizers"], json!([other, FINALIZER]));
+    // The admin is not matched by the policy at all.
+    kubectl_ok(
+        &cp,
+        &[
+            "patch",
+            "machineosconfig",
+            "worker",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"labels":{"admin":"yes"}}}"#,
+        ],
+        None,
+    )
+    .await;
 }

@@ -43,10 +43,17 @@ impl ControlPlane {
     /// `/readyz`, applies the CRDs in `tests/crds/`, waits until they are Established and warms
     /// them up (see [`crds::install`]), so the first test requests are not slowed down.
     pub async fn start() -> Result<Self> {
-        retry_on_port_clash("control plane", Self::start_once).await
+        retry_on_port_clash("control plane", || Self::start_once(None)).await
     }
 
-    async fn start_once() -> Result<Self> {
+    /// Like [`ControlPlane::start`], with kube-apiserver's `--admission-control-config-file`
+    /// set to `config` (e.g. a WebhookAdmissionConfiguration giving the API server a client
+    /// certificate to present to a webhook).
+    pub async fn start_with_admission_config(config: &Path) -> Result<Self> {
+        retry_on_port_clash("control plane", || Self::start_once(Some(config))).await
+    }
+
+    async fn start_once(admission_config: Option<&Path>) -> Result<Self> {
         init_tracing();
         ensure_crypto_provider();
         let started = Instant::now();
@@ -77,8 +84,14 @@ impl ControlPlane {
 
         let port = free_port()?;
         let server = format!("https://127.0.0.1:{port}");
-        let mut apiserver =
-            start_apiserver(&bins.kube_apiserver, dir.path(), &pki, port, &etcd_url)?;
+        let mut apiserver = start_apiserver(
+            &bins.kube_apiserver,
+            dir.path(),
+            &pki,
+            port,
+            &etcd_url,
+            admission_config,
+        )?;
         let https = https_client(&pki.ca_pem())?;
         apiserver
             .wait_ready(
@@ -240,6 +253,7 @@ fn start_apiserver(
     pki: &Pki,
     port: u16,
     etcd_url: &str,
+    admission_config: Option<&Path>,
 ) -> Result<ChildProcess> {
     let serving = pki.server_cert(
         "kube-apiserver",
@@ -287,6 +301,12 @@ fn start_apiserver(
         // The API server's own Endpoints reconciler rejects a loopback advertise address.
         .arg("--endpoint-reconciler-type=none")
         .arg("--v=1");
+    if let Some(config) = admission_config {
+        cmd.arg(format!(
+            "--admission-control-config-file={}",
+            config.display()
+        ));
+    }
     ChildProcess::spawn("kube-apiserver", cmd, &dir.join("kube-apiserver.log"))
 }
 

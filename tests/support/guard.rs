@@ -52,16 +52,45 @@ impl Guard {
         extra_args: &[&str],
     ) -> Result<Self> {
         retry_on_port_clash("mosc-guard", || {
-            Self::start_once(cp, kubeconfig, extra_args)
+            Self::start_once(cp, kubeconfig, extra_args, None, None)
         })
         .await
     }
 
-    async fn start_once(cp: &ControlPlane, kubeconfig: &Path, extra_args: &[&str]) -> Result<Self> {
+    /// Like [`Guard::start_with_args`], listening on `port`, chosen in advance (e.g. to name
+    /// `127.0.0.1:PORT` in the API server's admission configuration), and serving probes and
+    /// metrics on `metrics_port` (`--metrics-listen`), where its readiness is polled (`port`
+    /// may require a client certificate the harness does not have).
+    pub async fn start_on_ports(
+        cp: &ControlPlane,
+        port: u16,
+        metrics_port: u16,
+        extra_args: &[&str],
+    ) -> Result<Self> {
+        Self::start_once(
+            cp,
+            cp.kubeconfig(),
+            extra_args,
+            Some(port),
+            Some(metrics_port),
+        )
+        .await
+    }
+
+    async fn start_once(
+        cp: &ControlPlane,
+        kubeconfig: &Path,
+        extra_args: &[&str],
+        port: Option<u16>,
+        metrics_port: Option<u16>,
+    ) -> Result<Self> {
         init_tracing();
         let started = Instant::now();
         let dir = temp_dir("mosc-guard-guard-")?;
-        let port = free_port()?;
+        let port = match port {
+            Some(port) => port,
+            None => free_port()?,
+        };
         let cert = cp
             .pki()
             .server_cert(&format!("mosc-guard-{port}"), &["127.0.0.1"])?;
@@ -77,6 +106,10 @@ impl Guard {
             .arg(kubeconfig)
             .args(extra_args)
             .env_remove("KUBECONFIG");
+        if let Some(metrics_port) = metrics_port {
+            cmd.arg("--metrics-listen")
+                .arg(format!("127.0.0.1:{metrics_port}"));
+        }
         let process = ChildProcess::spawn("mosc-guard", cmd, &dir.path().join("mosc-guard.log"))?;
         let mut guard = Self {
             process: process.with_stop_grace(Duration::from_secs(5)),
@@ -85,7 +118,10 @@ impl Guard {
             dir,
         };
         let https = https_client(&guard.ca_pem)?;
-        let url = format!("{}/readyz", guard.base_url());
+        let url = match metrics_port {
+            Some(metrics_port) => format!("https://127.0.0.1:{metrics_port}/readyz"),
+            None => format!("{}/readyz", guard.base_url()),
+        };
         guard
             .process
             .wait_ready(

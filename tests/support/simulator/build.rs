@@ -309,7 +309,7 @@ impl BuildController {
             if let Some(gone) = self.ctx.registry.manifest_status(&r.repo, &digest).await? {
                 let name = mosb.metadata.name.as_deref().unwrap_or_default();
                 tracing::info!(
-                    "sim build: reused build {name}'s image {image} is gone; rebuilding"
+                    "sim build: reused build {name}'s image {image} is gone ({gone}); rebuilding"
                 );
                 return self.delete_mosb(name, "its image is gone").await;
             }
