@@ -245,8 +245,8 @@ async fn rebuild_mid_rollout_waits_for_the_rollout_then_completes() {
     assert_faithful_and_never_degraded(&cluster, &watch);
 }
 
-/// MOSC `worker` deleted (settled: allowed) and recreated at once; MCO's cleanup of the deleted
-/// MOSC runs late, while the new MOSC's image is rolling out. It removes only the builds the
+/// MOSC `worker` deleted (settled: allowed) and recreated with the same name; MCO's cleanup of
+/// the deleted MOSC runs late, while the new MOSC's image is rolling out. It removes only the builds the
 /// deleted MOSC controlled: the new image survives and the rollout completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_same_name_recreate_keeps_the_new_mosc_image_through_a_late_cleanup() {
@@ -271,6 +271,8 @@ async fn a_same_name_recreate_keeps_the_new_mosc_image_through_a_late_cleanup() 
     )
     .await
     .expect("deleted");
+    // The pool leaves image mode first (holding a node before that would freeze it mid-revert).
+    wait_pool_reverted(&cluster).await;
     cluster.sim.hold(&cluster.nodes[0]);
     create_mosc(&cluster.client, "worker", &cluster.push_spec())
         .await
