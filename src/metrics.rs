@@ -8,6 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::controller::Failure;
 use crate::finalizer::ReleaseReason;
 use crate::mutation::Mutation;
 
@@ -43,6 +44,11 @@ struct ReleaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerErrorLabels {
+    error: Failure,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CacheLabels {
     cache: &'static str,
 }
@@ -64,6 +70,7 @@ pub struct Metrics {
     releases: Family<ReleaseLabels, Counter>,
     deferral_seconds: Histogram,
     leader: Gauge,
+    controller_errors: Family<ControllerErrorLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -136,6 +143,12 @@ impl Default for Metrics {
             "1 while this replica holds the lease and runs the finalizer controller",
             leader.clone(),
         );
+        let controller_errors = Family::<ControllerErrorLabels, Counter>::default();
+        registry.register(
+            "controller_errors",
+            "Failed finalizer patches of the finalizer controller, by kind (conflict is retried at once, the rest with backoff)",
+            controller_errors.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -148,6 +161,7 @@ impl Default for Metrics {
             releases,
             deferral_seconds,
             leader,
+            controller_errors,
         }
     }
 }
@@ -177,6 +191,13 @@ impl Metrics {
     pub fn released(&self, reason: ReleaseReason, seconds: f64) {
         self.releases.get_or_create(&ReleaseLabels { reason }).inc();
         self.deferral_seconds.observe(seconds);
+    }
+
+    /// The finalizer controller's patch failed with `error`.
+    pub fn controller_error(&self, error: Failure) {
+        self.controller_errors
+            .get_or_create(&ControllerErrorLabels { error })
+            .inc();
     }
 
     pub fn set_deferred(&self, n: usize) {
