@@ -55,7 +55,8 @@ pub enum Command {
     Certs(crate::certs::CertsArgs),
     /// Remove mosc-guard's finalizer from every MachineOSConfig (uninstalling defer mode).
     /// Deletions still deferred are kept unless --force.
-    /// Exit status: 0 none left, 1 some kept, 2 error.
+    /// Exit status: 0 none left, 1 some kept, 2 error (an object that could not be released
+    /// is named with the reason; the others are still released).
     ReleaseFinalizers(ReleaseArgs),
 }
 
@@ -420,7 +421,8 @@ fn load_static(dir: &Path) -> Result<Snapshot, String> {
     Ok(loaded.snapshot)
 }
 
-/// Runs `release-finalizers`; returns the exit status (0 none left, 1 some kept, 2 error).
+/// Runs `release-finalizers`; returns the exit status (0 none left, 1 some kept, 2 error:
+/// nothing could be read, or some object could not be released).
 pub async fn release_finalizers(args: ReleaseArgs) -> ExitCode {
     let result = async {
         let client = args.cluster.client().await?;
@@ -430,7 +432,15 @@ pub async fn release_finalizers(args: ReleaseArgs) -> ExitCode {
     match result {
         Ok(summary) => {
             print!("{}", summary.render());
-            if summary.complete() {
+            if !summary.failed.is_empty() {
+                let names: Vec<&str> = summary.failed.iter().map(|(n, _)| n.as_str()).collect();
+                eprintln!(
+                    "error: could not release {} MachineOSConfig(s): {} (see above why)",
+                    names.len(),
+                    names.join(", ")
+                );
+                ExitCode::from(2)
+            } else if summary.complete() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

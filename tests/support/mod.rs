@@ -30,6 +30,7 @@ pub mod scenario;
 pub mod simulator;
 pub mod steps;
 pub mod tls;
+pub mod users;
 
 /// Error of the harness: any error or message. Its `Debug` is its `Display` (with the chain of
 /// sources), so `expect` in a test prints multi-line messages such as log tails readably.
