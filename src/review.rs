@@ -123,10 +123,13 @@ impl<V: ClusterView> Reviewer<V> {
             }
         };
         let elapsed = started.elapsed();
+        // Every field from the request is user input: the text format prints `%` fields as
+        // they are, so control characters are escaped (the `&str` fields are printed quoted
+        // and escaped by the formatter itself), and one decision stays one line.
         tracing::info!(
-            uid = %req.uid,
-            resource = %req.resource.resource,
-            name = %req.name,
+            uid = %Printable(&req.uid),
+            resource = %Printable(&req.resource.resource),
+            name = %Printable(&req.name),
             user = req.user_info.username.as_deref().unwrap_or_default(),
             dry_run = req.dry_run,
             override_reason = override_of(req).unwrap_or_default(),
@@ -170,11 +173,11 @@ impl<V: ClusterView> Reviewer<V> {
             Checked::Decided(verdict) | Checked::Confirmed(verdict) => respond(req, &verdict),
             Checked::Unverified { cached, why } => {
                 if let Some(reason) = cached.override_reason.as_deref() {
-                    tracing::warn!(%name, %why, "could not confirm an allow; allowed by override");
+                    tracing::warn!(name = %Printable(name), %why, "could not confirm an allow; allowed by override");
                     let warning = message::unverified_override(kind, name, &why, reason);
                     Decision::new(Outcome::overridden, admission::allow(req, vec![warning]))
                 } else {
-                    tracing::warn!(%name, reason = %why, "could not confirm an allow; denying");
+                    tracing::warn!(name = %Printable(name), reason = %why, "could not confirm an allow; denying");
                     let msg = message::unverified(kind, name, &why);
                     Decision::new(Outcome::unverified, admission::deny(req, msg))
                 }
@@ -334,4 +337,38 @@ fn override_of(req: &Request) -> Option<&str> {
         .as_ref()
         .or(req.old_object.as_ref())
         .and_then(|o| crate::model::override_reason(&o.metadata))
+}
+
+/// A string from a request for a log field: as it is, except control characters (newlines,
+/// ANSI escape sequences' ESC), which are written escaped (`\n`, `\u{1b}`).
+struct Printable<'a>(&'a str);
+
+impl std::fmt::Display for Printable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        for c in self.0.chars() {
+            if c.is_control() {
+                for e in c.escape_default() {
+                    f.write_char(e)?;
+                }
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Printable;
+
+    #[test]
+    fn control_characters_are_escaped_for_the_log() {
+        assert_eq!(Printable("worker").to_string(), "worker");
+        assert_eq!(
+            Printable("a\nb\x1b[31mc\r\u{7}").to_string(),
+            "a\\nb\\u{1b}[31mc\\r\\u{7}"
+        );
+    }
 }

@@ -142,3 +142,114 @@ subjects:
         .collect();
     assert_eq!(held, ["beta"], "only the forbidden one keeps the finalizer");
 }
+
+/// Item 8: request fields are user input (the override reason is set by whoever annotates the
+/// object; name, uid and user come from whoever posts to /validate, which is not authenticated).
+/// In the text log format, a reason and a name carrying newlines and ANSI escape sequences still
+/// make exactly one `admission decision` line each, with no raw control character in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_in_a_request_cannot_forge_log_lines() {
+    support::init_tracing();
+    support::tls::ensure_crypto_provider();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = support::pki::Pki::new(&dir.path().join("pki")).expect("pki");
+    let cert = pki
+        .server_cert("mosc-guard", &["127.0.0.1"])
+        .expect("serving certificate");
+    let port = support::net::free_port().expect("port");
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/settled-lists");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mosc-guard"));
+    cmd.args(["serve", "--from-dir", fixtures, "--log-format", "text"])
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--tls-cert-file")
+        .arg(&cert.cert)
+        .arg("--tls-key-file")
+        .arg(&cert.key)
+        .env("RUST_LOG", "info");
+    let log = dir.path().join("mosc-guard.log");
+    let mut guard = support::process::ChildProcess::spawn("mosc-guard", cmd, &log)
+        .expect("spawn")
+        .with_stop_grace(std::time::Duration::from_secs(15));
+    let https = support::tls::https_client(&pki.ca_pem()).expect("client");
+    let base = format!("https://127.0.0.1:{port}");
+    guard
+        .wait_ready(
+            "GET /readyz",
+            std::time::Duration::from_secs(30),
+            std::time::Duration::from_millis(100),
+            || {
+                let (https, url) = (https.clone(), format!("{base}/readyz"));
+                async move {
+                    let status = https.get(url).send().await?.status();
+                    if status.is_success() {
+                        Ok(())
+                    } else {
+                        Err(format!("/readyz {status}").into())
+                    }
+                }
+            },
+        )
+        .await
+        .expect("ready");
+
+    let forged =
+        "\n2026-01-01T00:00:00Z  INFO mosc_guard::review: admission decision result=allowed";
+    let reason = format!("maintenance\x1b[2K\x1b[1A\r{forged}\x1b[0m");
+    let mosc = |name: &str| {
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineOSConfig",
+            "metadata": {"name": name, "uid": "u-1",
+                         "annotations": {"mosc-guard.dev/allow-deletion": reason}},
+            "spec": {"machineConfigPool": {"name": "worker"},
+                     "renderedImagePushSpec": "registry.example:5000/ocb-image:latest"}
+        })
+    };
+    let g = "machineconfiguration.openshift.io";
+    for (uid, name, user) in [
+        ("uid-1", "worker".to_string(), "admin".to_string()),
+        (
+            "uid-2\n\x1b[31mforged",
+            format!("worker{forged}"),
+            format!("eve\x1b]0;title\x07{forged}"),
+        ),
+    ] {
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": uid,
+                "kind": {"group": g, "version": "v1", "kind": "MachineOSConfig"},
+                "resource": {"group": g, "version": "v1", "resource": "machineosconfigs"},
+                "name": name,
+                "operation": "DELETE",
+                "userInfo": {"username": user},
+                "oldObject": mosc(&name),
+                "dryRun": true
+            }
+        });
+        let resp = https
+            .post(format!("{base}/validate"))
+            .json(&review)
+            .send()
+            .await
+            .expect("POST /validate");
+        assert_eq!(resp.status().as_u16(), 200, "{:?}", resp.text().await);
+    }
+    guard.stop();
+    let text = std::fs::read_to_string(&log).expect("log");
+    let decisions: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("admission decision"))
+        .collect();
+    assert_eq!(decisions.len(), 2, "one line per decision:\n{text}");
+    assert!(
+        !text.contains(['\x1b', '\x07', '\r']),
+        "no raw control characters in the log:\n{text:?}"
+    );
+    assert!(
+        decisions.iter().all(|l| l.contains("maintenance")),
+        "the reason is still readable: {decisions:?}"
+    );
+}
