@@ -24,8 +24,16 @@ use crate::review::Reviewer;
 use crate::view::ClusterView;
 use crate::{admission, mutation};
 
-/// Largest AdmissionReview accepted; the API server caps objects at 3 MiB too.
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// The largest object a client can write in one request: the API server's request body
+/// limit (its `--max-request-bytes` default, 3 MiB). Stored objects are smaller still (etcd's
+/// default request limit is 1.5 MiB), but admission sees an object before it is stored.
+pub const MAX_OBJECT_BYTES: usize = 3 * 1024 * 1024;
+/// Room for the AdmissionReview around its objects (kinds, user info, options).
+const ENVELOPE_BYTES: usize = 64 * 1024;
+/// Largest AdmissionReview accepted: an UPDATE (a finalizer's release) carries the object and
+/// its oldObject, each up to [`MAX_OBJECT_BYTES`], so a cap of one object's size refused the
+/// release of a large MachineOSConfig (failing closed).
+pub const MAX_BODY_BYTES: usize = 2 * MAX_OBJECT_BYTES + ENVELOPE_BYTES;
 /// A client that has not finished its TLS handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 

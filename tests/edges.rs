@@ -253,3 +253,117 @@ async fn control_characters_in_a_request_cannot_forge_log_lines() {
         "the reason is still readable: {decisions:?}"
     );
 }
+
+/// A MachineOSConfig `name` whose containerfile is `content_bytes` long (a realistic line
+/// repeated), optionally carrying mosc-guard's finalizer.
+fn big_mosc(name: &str, content_bytes: usize, finalizer: bool) -> kube::api::DynamicObject {
+    let line = "RUN dnf install -y cowsay && dnf clean all && echo done > /etc/motd\n";
+    let content: String = line.chars().cycle().take(content_bytes).collect();
+    let mut mosc = kube::api::DynamicObject::new(name, &mco::mosc_resource()).data(json!({
+        "spec": {
+            "machineConfigPool": {"name": name},
+            "imageBuilder": {"imageBuilderType": "Job"},
+            "renderedImagePushSecret": {"name": "push-secret"},
+            "renderedImagePushSpec": "registry.example:5000/ocb-image:latest",
+            "containerFile": [{"containerfileArch": "NoArch", "content": content}],
+        }
+    }));
+    if finalizer {
+        mosc.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
+    }
+    mosc
+}
+
+/// Item 9: the release of the finalizer from the largest MachineOSConfig the API server
+/// accepts is decided, not refused for its size. That UPDATE's review carries the object and
+/// its oldObject (about twice the object's size), which exceeded the old 3 MiB body limit: the
+/// webhook call failed and, with failurePolicy Fail, the release was refused.
+///
+/// etcd runs with a 3 MiB request limit (clusters raise etcd's 1.5 MiB default), so the bound
+/// is the API server's own: its etcd client sends at most 2 MiB per request (found by search).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_mosc_can_have_its_finalizer_released() {
+    let cp = ControlPlane::start_with_etcd_args(&["--max-request-bytes=3145728"])
+        .await
+        .expect("control plane");
+    let api = mco::moscs(&cp.client());
+    let post = kube::api::PostParams::default();
+    // Find the largest containerfile the API server stores (to 16 KiB), before any webhook.
+    let (mut ok, mut too_big) = (64 * 1024, 4 * 1024 * 1024);
+    let mut probe = 0;
+    while too_big - ok > 16 * 1024 {
+        let size = (ok + too_big) / 2;
+        probe += 1;
+        let name = format!("probe-{probe}");
+        match api.create(&post, &big_mosc(&name, size, false)).await {
+            Ok(_) => {
+                ok = size;
+                api.delete(&name, &Default::default())
+                    .await
+                    .expect("delete probe");
+            }
+            Err(e) => {
+                tracing::info!("a {size}-byte containerfile is refused: {e}");
+                too_big = size;
+            }
+        }
+    }
+    let mut size = ok;
+    loop {
+        match api.create(&post, &big_mosc("big", size, true)).await {
+            Ok(_) => break,
+            Err(e) if size > 64 * 1024 => {
+                tracing::info!("{size} bytes with the finalizer: {e}");
+                size -= 4 * 1024;
+            }
+            Err(e) => panic!("cannot create even a small MachineOSConfig: {e}"),
+        }
+    }
+    // Its size as the API server encodes it (Go's encoding/json writes '<', '>' and '&' as
+    // six-byte escapes), which is what etcd limits and what a review carries.
+    let json = serde_json::to_vec(&api.get("big").await.expect("get big")).expect("encode");
+    let escapes = json
+        .iter()
+        .filter(|b| matches!(b, b'<' | b'>' | b'&'))
+        .count();
+    let stored = json.len() + 5 * escapes;
+    tracing::info!("largest MachineOSConfig: {stored} bytes as the API server encodes it");
+    assert!(
+        2 * stored > 3 * 1024 * 1024,
+        "two copies ({stored} bytes each) exceed the old limit, or this test proves nothing"
+    );
+
+    let guard = support::guard::Guard::start(&cp).await.expect("guard");
+    support::guard::register_validating_webhook(&cp, &guard)
+        .await
+        .expect("webhook registered");
+    // Deleting it is allowed (it never built: no images), and the finalizer holds it.
+    api.delete("big", &Default::default())
+        .await
+        .expect("delete is admitted");
+    // Removing the finalizer from the object being deleted goes to the webhook as an UPDATE.
+    let current = api.get("big").await.expect("get big");
+    assert!(current.metadata.deletion_timestamp.is_some());
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
+        {"op": "remove", "path": "/metadata/finalizers/0"},
+    ]))
+    .expect("patch");
+    api.patch("big", &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .unwrap_or_else(|e| panic!("the release is decided, not refused for its size: {e}"));
+    support::scenario::wait_for(
+        || async { Ok(api.get_opt("big").await?.is_none().then_some(())) },
+        std::time::Duration::from_secs(30),
+        "the large MachineOSConfig to be gone",
+    )
+    .await
+    .expect("deleted");
+    let log = guard.log_tail(400);
+    assert!(
+        log.lines().any(|l| l.contains("admission decision")
+            && l.contains("name=big")
+            && l.contains("result=allowed")),
+        "the guard decided the release:\n{log}"
+    );
+}

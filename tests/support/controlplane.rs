@@ -39,10 +39,16 @@ impl ControlPlane {
     /// `/readyz`, applies the CRDs in `tests/crds/`, waits until they are Established and warms
     /// them up (see [`crds::install`]), so the first test requests are not slowed down.
     pub async fn start() -> Result<Self> {
-        retry_on_port_clash("control plane", Self::start_once).await
+        Self::start_with_etcd_args(&[]).await
     }
 
-    async fn start_once() -> Result<Self> {
+    /// Like [`ControlPlane::start`], with extra etcd flags (e.g. a larger
+    /// `--max-request-bytes`, as some clusters configure).
+    pub async fn start_with_etcd_args(etcd_args: &[&str]) -> Result<Self> {
+        retry_on_port_clash("control plane", || Self::start_once(etcd_args)).await
+    }
+
+    async fn start_once(etcd_args: &[&str]) -> Result<Self> {
         init_tracing();
         ensure_crypto_provider();
         let started = Instant::now();
@@ -50,7 +56,7 @@ impl ControlPlane {
         let dir = temp_dir("mosc-guard-cp-")?;
         let pki = Pki::new(&dir.path().join("pki"))?;
 
-        let (mut etcd, etcd_url) = start_etcd(&bins.etcd, dir.path())?;
+        let (mut etcd, etcd_url) = start_etcd(&bins.etcd, dir.path(), etcd_args)?;
         let http = super::tls::http_client()?;
         etcd.wait_ready(
             "GET /health",
@@ -200,7 +206,7 @@ impl ControlPlane {
 }
 
 /// Starts etcd on free client and peer ports; returns it and its client URL.
-fn start_etcd(bin: &Path, dir: &Path) -> Result<(ChildProcess, String)> {
+fn start_etcd(bin: &Path, dir: &Path, extra: &[&str]) -> Result<(ChildProcess, String)> {
     let client_url = format!("http://127.0.0.1:{}", free_port()?);
     let peer_url = format!("http://127.0.0.1:{}", free_port()?);
     let mut cmd = Command::new(bin);
@@ -212,7 +218,8 @@ fn start_etcd(bin: &Path, dir: &Path) -> Result<(ChildProcess, String)> {
         .arg(format!("--initial-advertise-peer-urls={peer_url}"))
         .arg(format!("--initial-cluster=e2e={peer_url}"))
         .arg("--unsafe-no-fsync")
-        .arg("--log-level=warn");
+        .arg("--log-level=warn")
+        .args(extra);
     let process = ChildProcess::spawn("etcd", cmd, &dir.join("etcd.log"))?;
     Ok((process, client_url))
 }
