@@ -249,6 +249,10 @@ pub async fn run<V: ClusterView>(
     add_finalizers: bool,
     stop: CancellationToken,
 ) {
+    if !wait_for_caches(&reviewer.view, &stop).await {
+        tracing::info!("finalizer controller stopped before the caches synced");
+        return;
+    }
     let api: Api<MachineOSConfig> = Api::all(client);
     let controller = Controller::new(api.clone(), watcher::Config::default())
         .graceful_shutdown_on(async move { stop.cancelled().await });
@@ -280,6 +284,28 @@ pub async fn run<V: ClusterView>(
     // Only the leader reports deferred deletions.
     metrics.set_deferred(0);
     tracing::info!("finalizer controller stopped");
+}
+
+/// How often the controller looks whether the caches have synced.
+const SYNC_POLL: Duration = Duration::from_millis(200);
+
+/// Waits until every cache finished its first full list: the controller's decisions read
+/// pools and MachineOSConfigs, and an empty cache would look like a settled cluster. Returns
+/// false if `stop` came first.
+async fn wait_for_caches<V: ClusterView>(view: &V, stop: &CancellationToken) -> bool {
+    if !view.ready() {
+        tracing::info!(
+            "finalizer controller waiting for the caches to sync (its decisions read pools and MachineOSConfigs)"
+        );
+        while !view.ready() {
+            tokio::select! {
+                () = stop.cancelled() => return false,
+                () = tokio::time::sleep(SYNC_POLL) => {}
+            }
+        }
+    }
+    tracing::info!("caches synced; finalizer controller starting");
+    true
 }
 
 async fn reconcile<V: ClusterView>(

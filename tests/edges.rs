@@ -11,9 +11,12 @@ use std::process::Command;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
+use std::time::{Duration, Instant};
+
 use support::controlplane::ControlPlane;
 use support::mco;
-use support::scenario::create_mosc;
+use support::scenario::{create_mosc, wait_for};
+use support::serve::ServeProcess;
 
 const FINALIZER: &str = "mosc-guard.dev/wait-for-rollout";
 
@@ -92,7 +95,7 @@ subjects:
     .await
     .expect("RBAC");
     // RBAC takes effect through the API server's informer: wait until it lets the user patch.
-    support::scenario::wait_for(
+    wait_for(
         || async {
             let out = cp
                 .kubectl([
@@ -106,7 +109,7 @@ subjects:
                 .await?;
             Ok(out.success().then_some(()))
         },
-        std::time::Duration::from_secs(30),
+        Duration::from_secs(30),
         "RBAC for the releaser",
     )
     .await
@@ -170,14 +173,14 @@ async fn control_characters_in_a_request_cannot_forge_log_lines() {
     let log = dir.path().join("mosc-guard.log");
     let mut guard = support::process::ChildProcess::spawn("mosc-guard", cmd, &log)
         .expect("spawn")
-        .with_stop_grace(std::time::Duration::from_secs(15));
+        .with_stop_grace(Duration::from_secs(15));
     let https = support::tls::https_client(&pki.ca_pem()).expect("client");
     let base = format!("https://127.0.0.1:{port}");
     guard
         .wait_ready(
             "GET /readyz",
-            std::time::Duration::from_secs(30),
-            std::time::Duration::from_millis(100),
+            Duration::from_secs(30),
+            Duration::from_millis(100),
             || {
                 let (https, url) = (https.clone(), format!("{base}/readyz"));
                 async move {
@@ -352,9 +355,9 @@ async fn the_largest_mosc_can_have_its_finalizer_released() {
     api.patch("big", &PatchParams::default(), &Patch::Json::<()>(patch))
         .await
         .unwrap_or_else(|e| panic!("the release is decided, not refused for its size: {e}"));
-    support::scenario::wait_for(
+    wait_for(
         || async { Ok(api.get_opt("big").await?.is_none().then_some(())) },
-        std::time::Duration::from_secs(30),
+        Duration::from_secs(30),
         "the large MachineOSConfig to be gone",
     )
     .await
@@ -365,5 +368,94 @@ async fn the_largest_mosc_can_have_its_finalizer_released() {
             && l.contains("name=big")
             && l.contains("result=allowed")),
         "the guard decided the release:\n{log}"
+    );
+}
+
+/// Item 2: the finalizer controller starts only once every cache has synced (its decisions read
+/// pools and MachineOSConfigs). With the MachineConfigPool CRD missing, the pool cache cannot
+/// list: the guard leads (it holds the Lease) but adds no finalizer and says why; once the CRD
+/// is back, the caches sync and the controller adopts the MachineOSConfig.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_finalizer_controller_waits_for_the_caches_to_sync() {
+    let cp = ControlPlane::start().await.expect("control plane");
+    let crd = "machineconfigpools.machineconfiguration.openshift.io";
+    let out = cp
+        .kubectl(["delete", "crd", crd, "--wait=true"])
+        .await
+        .expect("kubectl");
+    assert!(out.success(), "{out:?}");
+    create_mosc(
+        &cp.client(),
+        "worker",
+        "registry.example:5000/ocb-image:latest",
+    )
+    .await
+    .expect("create MachineOSConfig");
+
+    let mut guard = ServeProcess::spawn(
+        &cp,
+        cp.kubeconfig(),
+        &["--deletion-mode=defer", "--lease-namespace=default"],
+    )
+    .expect("spawn guard");
+    guard
+        .wait_status("/readyz", 503, Duration::from_secs(30))
+        .await
+        .expect("serving, not ready");
+    wait_for(
+        || async { Ok((guard.metric("mosc_guard_leader").await == Some(1.0)).then_some(())) },
+        Duration::from_secs(30),
+        "the guard to hold the Lease",
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", guard.log_tail(40)));
+    // Leading, not synced: for a few seconds nothing is written.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let mosc = mco::moscs(&cp.client()).get("worker").await.expect("get");
+        assert!(
+            finalizers_of(&mosc).is_empty(),
+            "no finalizer before the caches synced\n{}",
+            guard.log_tail(40)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let log = guard.log();
+    assert!(
+        log.contains("finalizer controller waiting for the caches to sync"),
+        "{log}"
+    );
+    assert!(!log.contains("finalizer controller starting"), "{log}");
+
+    let manifest = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/crds/machineconfigpools.yaml"
+    );
+    let out = cp
+        .kubectl(["apply", "-f", manifest])
+        .await
+        .expect("kubectl");
+    assert!(out.success(), "{out:?}");
+    guard
+        .wait_status("/readyz", 200, Duration::from_secs(90))
+        .await
+        .expect("ready once the CRD exists");
+    wait_for(
+        || async {
+            let mosc = mco::moscs(&cp.client()).get("worker").await?;
+            Ok(finalizers_of(&mosc)
+                .iter()
+                .any(|f| f == FINALIZER)
+                .then_some(()))
+        },
+        Duration::from_secs(30),
+        "the controller to adopt the MachineOSConfig",
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", guard.log_tail(40)));
+    assert!(
+        guard
+            .log()
+            .contains("caches synced; finalizer controller starting")
     );
 }

@@ -27,6 +27,7 @@ pub mod process;
 pub mod registry;
 pub mod registry_client;
 pub mod scenario;
+pub mod serve;
 pub mod simulator;
 pub mod steps;
 pub mod tls;
