@@ -129,6 +129,10 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, default_value_t = 20, value_name = "SECONDS")]
     pub shutdown_grace: u64,
+    /// Seconds a cache's watch may fail continuously before /readyz answers 503 naming it
+    /// (it recovers on its own when the watch does).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub stale_after: u64,
     /// deny: refuse a MachineOSConfig deletion while nodes need its images;
     /// defer: accept it and hold the object with a finalizer until the rollout settles
     /// (needs the mutating webhook, policy in-flight and a live cluster).
@@ -336,7 +340,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         let identity = args.identity.clone().unwrap_or_else(default_identity);
         let events = Events::new(client.clone(), &identity);
         let mut reviewer = Reviewer::new(
-            cache::Caches::start(client.clone()),
+            cache::Caches::start(client.clone(), Duration::from_secs(args.stale_after)),
             args.source.policy,
             Arc::clone(&metrics),
             confirm,

@@ -64,6 +64,7 @@ pub struct Metrics {
     latency: Histogram,
     confirmations: Family<ConfirmLabels, Counter>,
     cache_objects: Family<CacheLabels, Gauge>,
+    cache_stale: Family<CacheLabels, Gauge>,
     ready: Gauge,
     mutations: Family<MutationLabels, Counter>,
     deferred: Gauge,
@@ -104,10 +105,16 @@ impl Default for Metrics {
             "Objects held by each cache",
             cache_objects.clone(),
         );
+        let cache_stale = Family::<CacheLabels, Gauge>::default();
+        registry.register(
+            "cache_stale",
+            "1 while the cache's watch has been failing for longer than --stale-after",
+            cache_stale.clone(),
+        );
         let ready = Gauge::default();
         registry.register(
             "ready",
-            "1 once every cache finished its first full list",
+            "1 while /readyz answers 200: every cache synced, none stale",
             ready.clone(),
         );
         let mutations = Family::<MutationLabels, Counter>::default();
@@ -155,6 +162,7 @@ impl Default for Metrics {
             latency,
             confirmations,
             cache_objects,
+            cache_stale,
             ready,
             mutations,
             deferred,
@@ -209,11 +217,21 @@ impl Metrics {
     }
 
     /// Renders the text exposition after refreshing the cache gauges.
-    pub fn render(&self, sizes: &[(&'static str, usize)], ready: bool) -> String {
+    pub fn render(
+        &self,
+        sizes: &[(&'static str, usize)],
+        stale: &[(&'static str, bool)],
+        ready: bool,
+    ) -> String {
         for (cache, n) in sizes {
             self.cache_objects
                 .get_or_create(&CacheLabels { cache })
                 .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        for (cache, stale) in stale {
+            self.cache_stale
+                .get_or_create(&CacheLabels { cache })
+                .set(i64::from(*stale));
         }
         self.ready.set(i64::from(ready));
         let mut out = String::new();

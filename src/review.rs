@@ -201,7 +201,8 @@ impl<V: ClusterView> Reviewer<V> {
     }
 
     /// The verdict from the caches, with every would-be allow confirmed by a fresh read of
-    /// nodes and builds: a stale cache can delay a deletion but never let a dangerous one go.
+    /// nodes, builds, pools and MachineOSConfigs: a stale cache can delay a deletion but never
+    /// let a dangerous one go.
     pub async fn check(&self, target: Deletion<'_>) -> Checked {
         self.check_within(target, self.confirm_timeout).await
     }
@@ -235,11 +236,11 @@ impl<V: ClusterView> Reviewer<V> {
             failed => {
                 self.metrics.confirmation("failed");
                 let why = match failed {
-                    Ok(Err(e)) => {
-                        format!("reading nodes and builds from the API server failed: {e}")
-                    }
+                    Ok(Err(e)) => format!(
+                        "reading nodes, builds, pools and MachineOSConfigs from the API server failed: {e}"
+                    ),
                     _ => format!(
-                        "reading nodes and builds from the API server took longer than {}s",
+                        "reading nodes, builds, pools and MachineOSConfigs from the API server took longer than {}s",
                         confirm_timeout.as_secs_f32()
                     ),
                 };

@@ -110,21 +110,24 @@ async fn mutate<V: ClusterView>(State(app): State<Arc<AppState<V>>>, body: Bytes
     }
 }
 
+/// 200 while the webhook should get requests: every cache synced and none stale. Otherwise
+/// 503 saying why (naming the caches).
 async fn readyz<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
-    if app.reviewer.view.ready() {
-        (StatusCode::OK, "ok").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "caches have not finished their first full list",
-        )
-            .into_response()
+    match readiness(&app) {
+        Ok(()) => (StatusCode::OK, "ok").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
     }
+}
+
+fn readiness<V: ClusterView>(app: &AppState<V>) -> Result<(), String> {
+    app.reviewer.view.readiness()
 }
 
 async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
     let view = &app.reviewer.view;
-    let body = app.metrics.render(&view.sizes(), view.ready());
+    let body = app
+        .metrics
+        .render(&view.sizes(), &view.stale(), readiness(&app).is_ok());
     (
         [(
             header::CONTENT_TYPE,

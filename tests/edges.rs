@@ -459,3 +459,226 @@ async fn the_finalizer_controller_waits_for_the_caches_to_sync() {
             .contains("caches synced; finalizer controller starting")
     );
 }
+
+/// RBAC of the guard's user `guard`, minus MachineConfigPools, which the binding `guard-pools`
+/// grants separately (deleted and re-applied by the test).
+const GUARD_RBAC: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: guard-base}
+rules:
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [get, list, watch]
+- apiGroups: [machineconfiguration.openshift.io]
+  resources: [machineosconfigs, machineosbuilds]
+  verbs: [get, list, watch, patch]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: guard-base}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: guard-base}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: guard}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: guard-pools}
+rules:
+- apiGroups: [machineconfiguration.openshift.io]
+  resources: [machineconfigpools]
+  verbs: [get, list, watch]
+"#;
+
+const GUARD_POOLS_BINDING: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: guard-pools}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: guard-pools}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: guard}
+"#;
+
+/// Waits until `kubectl auth can-i list machineconfigpools --as guard` answers `allowed`.
+async fn wait_guard_may_list_pools(cp: &ControlPlane, allowed: bool) {
+    wait_for(
+        || async {
+            let out = cp
+                .kubectl([
+                    "auth",
+                    "can-i",
+                    "list",
+                    "machineconfigpools",
+                    "--as",
+                    "guard",
+                ])
+                .await?;
+            Ok((out.success() == allowed).then_some(()))
+        },
+        Duration::from_secs(30),
+        "the pools grant to take effect",
+    )
+    .await
+    .expect("RBAC in effect");
+}
+
+/// A server-side dry run of deleting MachineOSConfig `name` as the admin: `Ok` if admitted,
+/// else the API server's message.
+async fn dry_run_delete(cp: &ControlPlane, name: &str) -> Result<(), String> {
+    let params = kube::api::DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    mco::moscs(&cp.client())
+        .delete(name, &params)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Item 1: a watch that keeps failing makes the guard unready, naming the cache, and no allow
+/// is decided from the stale cache meanwhile; it recovers on its own.
+///
+/// The guard runs as user `guard` and reaches the API server through a forwarder. Its grant on
+/// MachineConfigPools is revoked mid-run; an established watch is not cut by an RBAC change,
+/// so the forwarder then drops the guard's connections (as an API server restart would): every
+/// watch reconnects, and the pools watch fails with 403 from then on. Meanwhile the pool starts
+/// rolling out the MachineOSConfig's image, which the stale pool cache cannot see: a deletion
+/// must not be allowed from it. Restoring the grant brings the watch, readiness and the rolling
+/// pool's denial back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_watch_drops_readiness_and_never_allows_from_the_stale_cache() {
+    let cp = ControlPlane::start().await.expect("control plane");
+    let client = cp.client();
+    support::scenario::create_pool(&client, "worker", "node-role.kubernetes.io/worker", 1)
+        .await
+        .expect("pool");
+    support::objects::set_pool_updating(&client, "worker", false)
+        .await
+        .expect("pool settled");
+    let image = support::objects::image("ab");
+    support::objects::create_built_mosc(&client, "worker", &image)
+        .await
+        .expect("built MachineOSConfig");
+    support::users::apply(&cp, GUARD_RBAC).await.expect("RBAC");
+    support::users::apply(&cp, GUARD_POOLS_BINDING)
+        .await
+        .expect("pools grant");
+    wait_guard_may_list_pools(&cp, true).await;
+
+    let api_server: std::net::SocketAddr = cp
+        .server()
+        .trim_start_matches("https://")
+        .parse()
+        .expect("API server address");
+    let forwarder = support::forwarder::Forwarder::start(api_server)
+        .await
+        .expect("forwarder");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig =
+        support::users::kubeconfig_via(&cp, "guard", dir.path(), &forwarder.https_url())
+            .expect("kubeconfig");
+    let mut guard = ServeProcess::spawn(
+        &cp,
+        &kubeconfig,
+        &["--stale-after=5", "--lease-namespace=default"],
+    )
+    .expect("spawn guard");
+    guard
+        .wait_status("/readyz", 200, Duration::from_secs(30))
+        .await
+        .expect("ready");
+    support::serve::register_validating_webhook_at(&cp, &guard.base_url())
+        .await
+        .expect("webhook registered");
+    dry_run_delete(&cp, "worker")
+        .await
+        .expect("settled pool: the deletion is allowed");
+
+    // Revoke the pools grant, then cut the guard's connections so its watches reconnect.
+    let out = cp
+        .kubectl(["delete", "clusterrolebinding", "guard-pools"])
+        .await
+        .expect("kubectl");
+    assert!(out.success(), "{out:?}");
+    wait_guard_may_list_pools(&cp, false).await;
+    forwarder.cut_connections();
+    guard
+        .wait_status("/readyz", 503, Duration::from_secs(60))
+        .await
+        .expect("not ready once the pools watch has failed for --stale-after");
+    let (_, why) = guard.get("/readyz").await.expect("readyz");
+    assert!(
+        why.contains("machineconfigpools"),
+        "names the cache: {why}\n{}",
+        guard.log_tail(60)
+    );
+    assert!(why.contains("forbidden"), "says why: {why}");
+    assert_eq!(
+        guard
+            .metric("mosc_guard_cache_stale{cache=\"machineconfigpools\"}")
+            .await,
+        Some(1.0)
+    );
+    assert_eq!(
+        guard
+            .metric("mosc_guard_cache_stale{cache=\"nodes\"}")
+            .await,
+        Some(0.0),
+        "only the failing cache is stale"
+    );
+    assert_eq!(guard.metric("mosc_guard_ready").await, Some(0.0));
+
+    // The pool starts rolling out the image; the guard's pool cache cannot see it.
+    support::objects::set_pool_updating(&client, "worker", true)
+        .await
+        .expect("pool updating");
+    let refused = dry_run_delete(&cp, "worker")
+        .await
+        .expect_err("no allow from the stale pool cache");
+    assert!(
+        refused.contains("could not verify") || refused.contains("cannot be deleted"),
+        "{refused}"
+    );
+
+    // Restore the grant: the watch recovers with its backoff, readiness comes back on its own.
+    support::users::apply(&cp, GUARD_POOLS_BINDING)
+        .await
+        .expect("pools grant");
+    wait_guard_may_list_pools(&cp, true).await;
+    guard
+        .wait_status("/readyz", 200, Duration::from_secs(90))
+        .await
+        .expect("ready again once the watch recovers");
+    assert_eq!(
+        guard
+            .metric("mosc_guard_cache_stale{cache=\"machineconfigpools\"}")
+            .await,
+        Some(0.0)
+    );
+    assert!(
+        guard.log().contains("watch recovered"),
+        "{}",
+        guard.log_tail(30)
+    );
+    let refused = dry_run_delete(&cp, "worker")
+        .await
+        .expect_err("the pool is rolling out the image");
+    assert!(refused.contains("rolling out"), "{refused}");
+    // No decision allowed anything between the revocation and now.
+    let log = guard.log();
+    let allowed = log
+        .lines()
+        .filter(|l| l.contains("admission decision") && l.contains("result=allowed"))
+        .count();
+    assert_eq!(
+        allowed, 1,
+        "only the first, settled deletion was allowed:\n{log}"
+    );
+}

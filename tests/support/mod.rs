@@ -16,12 +16,14 @@
 pub mod binaries;
 pub mod controlplane;
 pub mod crds;
+pub mod forwarder;
 pub mod guard;
 pub mod image_ref;
 pub mod kubectl;
 pub mod manifests;
 pub mod mco;
 pub mod net;
+pub mod objects;
 pub mod pki;
 pub mod process;
 pub mod registry;

@@ -171,3 +171,33 @@ impl ServeProcess {
         self.process.log_tail(lines)
     }
 }
+
+/// Applies the product's ValidatingWebhookConfiguration (rendered from `manifests/base`) with
+/// every webhook calling `url_base` + `/validate` and trusting the control plane's CA (the
+/// guard's serving certificate is signed by it), and waits until the API server uses it.
+pub async fn register_validating_webhook_at(cp: &ControlPlane, url_base: &str) -> Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use kube::api::{Api, Patch, PatchParams};
+    let mut config = super::manifests::validating_webhook_configuration()?;
+    let name = config
+        .metadata
+        .name
+        .clone()
+        .ok_or("the rendered configuration has no name")?;
+    for w in config.webhooks.iter_mut().flatten() {
+        w.client_config = WebhookClientConfig {
+            url: Some(format!("{url_base}/validate")),
+            ca_bundle: Some(ByteString(cp.pki().ca_pem().into_bytes())),
+            service: None,
+        };
+    }
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(cp.client());
+    api.patch(
+        &name,
+        &PatchParams::apply(super::controlplane::FIELD_MANAGER).force(),
+        &Patch::Apply(&config),
+    )
+    .await
+    .map_err(|e| format!("applying ValidatingWebhookConfiguration {name}: {e}"))?;
+    super::guard::wait_until_webhooks_active(cp, Duration::from_secs(30)).await
+}

@@ -9,6 +9,12 @@ use super::controlplane::ControlPlane;
 /// Writes `<dir>/<user>.kubeconfig` for user `user` (no groups beyond `system:authenticated`)
 /// against the control plane; returns its path.
 pub fn kubeconfig(cp: &ControlPlane, user: &str, dir: &Path) -> Result<PathBuf> {
+    kubeconfig_via(cp, user, dir, cp.server())
+}
+
+/// Like [`kubeconfig`], reaching the API server at `server` (e.g. a forwarder in front of it;
+/// its certificate names 127.0.0.1, so any local port verifies).
+pub fn kubeconfig_via(cp: &ControlPlane, user: &str, dir: &Path, server: &str) -> Result<PathBuf> {
     let cert = cp.pki().client_cert(user, &[])?;
     let path = dir.join(format!("{user}.kubeconfig"));
     std::fs::write(
@@ -19,7 +25,7 @@ pub fn kubeconfig(cp: &ControlPlane, user: &str, dir: &Path) -> Result<PathBuf> 
              users:\n- name: {user}\n  user:\n    client-certificate: {cert}\n    client-key: {key}\n\
              contexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: {user}\n\
              current-context: e2e\n",
-            server = cp.server(),
+            server = server,
             ca = cp.pki().ca_path().display(),
             cert = cert.cert.display(),
             key = cert.key.display(),
