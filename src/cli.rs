@@ -126,7 +126,12 @@ pub struct ServeArgs {
     /// Deadline for the fresh read that confirms an allow, in seconds.
     #[arg(long, default_value_t = 5, value_name = "SECONDS")]
     pub confirm_timeout: u64,
-    /// Seconds in-flight requests get to finish after SIGTERM.
+    /// Seconds the server keeps accepting connections after SIGTERM, with /readyz answering
+    /// 503, so the endpoint is removed from the Service before the listener closes (keep the
+    /// pod's terminationGracePeriodSeconds above this plus --shutdown-grace).
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub shutdown_delay: u64,
+    /// Seconds in-flight requests get to finish once the server stopped accepting.
     #[arg(long, default_value_t = 20, value_name = "SECONDS")]
     pub shutdown_grace: u64,
     /// Seconds a cache's watch may fail continuously before /readyz answers 503 naming it
@@ -333,6 +338,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         header_read_timeout: Duration::from_secs(10),
     };
+    let shutdown_delay = Duration::from_secs(args.shutdown_delay);
     let metrics = Arc::new(Metrics::default());
     let confirm = Duration::from_secs(args.confirm_timeout.max(1));
     let Some(dir) = &args.source.from_dir else {
@@ -384,13 +390,19 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
                 },
             ))
         };
-        let app = server::router(reviewer, limits.request_timeout);
+        let draining = server::Draining::default();
+        let app = server::router_with_drain(reviewer, limits.request_timeout, draining.clone());
         let signal = shutdown.clone();
-        server::serve(listener, tls, app, &limits, async move {
-            shutdown_signal().await;
-            signal.cancel();
-        })
-        .await;
+        let drained = server::drain_after(
+            async move {
+                shutdown_signal().await;
+                // The controller stops and gives the Lease up at once; serving goes on.
+                signal.cancel();
+            },
+            draining,
+            shutdown_delay,
+        );
+        server::serve(listener, tls, app, &limits, drained).await;
         // Stops the controller and gives the Lease up so another replica takes over at once.
         if tokio::time::timeout(Duration::from_secs(15), election)
             .await
@@ -402,8 +414,10 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     };
     let view = StaticView(Arc::new(load_static(dir)?));
     let reviewer = Reviewer::new(view, args.source.policy, metrics, confirm);
-    let app = server::router(reviewer, limits.request_timeout);
-    server::serve(listener, tls, app, &limits, shutdown_signal()).await;
+    let draining = server::Draining::default();
+    let app = server::router_with_drain(reviewer, limits.request_timeout, draining.clone());
+    let drained = server::drain_after(shutdown_signal(), draining, shutdown_delay);
+    server::serve(listener, tls, app, &limits, drained).await;
     Ok(())
 }
 

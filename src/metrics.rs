@@ -114,7 +114,7 @@ impl Default for Metrics {
         let ready = Gauge::default();
         registry.register(
             "ready",
-            "1 while /readyz answers 200: every cache synced, none stale",
+            "1 while /readyz answers 200: every cache synced, none stale, not shutting down",
             ready.clone(),
         );
         let mutations = Family::<MutationLabels, Counter>::default();

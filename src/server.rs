@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -54,6 +55,7 @@ const MAX_CONNECTIONS: usize = 512;
 struct AppState<V> {
     reviewer: Arc<Reviewer<V>>,
     metrics: Arc<Metrics>,
+    draining: Draining,
 }
 
 /// The application's routes. The reviewer may be shared with the finalizer controller.
@@ -61,10 +63,20 @@ pub fn router<V: ClusterView>(
     reviewer: impl Into<Arc<Reviewer<V>>>,
     request_timeout: Duration,
 ) -> Router {
+    router_with_drain(reviewer, request_timeout, Draining::default())
+}
+
+/// [`router`] whose `/readyz` answers 503 once `draining` has started (see [`drain_after`]).
+pub fn router_with_drain<V: ClusterView>(
+    reviewer: impl Into<Arc<Reviewer<V>>>,
+    request_timeout: Duration,
+    draining: Draining,
+) -> Router {
     let reviewer = reviewer.into();
     let state = Arc::new(AppState {
         metrics: Arc::clone(&reviewer.metrics),
         reviewer,
+        draining,
     });
     Router::new()
         .route("/validate", post(validate::<V>))
@@ -110,8 +122,8 @@ async fn mutate<V: ClusterView>(State(app): State<Arc<AppState<V>>>, body: Bytes
     }
 }
 
-/// 200 while the webhook should get requests: every cache synced and none stale. Otherwise
-/// 503 saying why (naming the caches).
+/// 200 while the webhook should get requests: every cache synced, none stale, not shutting
+/// down. Otherwise 503 saying why (naming the caches).
 async fn readyz<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
     match readiness(&app) {
         Ok(()) => (StatusCode::OK, "ok").into_response(),
@@ -120,6 +132,9 @@ async fn readyz<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response
 }
 
 fn readiness<V: ClusterView>(app: &AppState<V>) -> Result<(), String> {
+    if app.draining.started() {
+        return Err("shutting down: draining connections before the server stops".into());
+    }
     app.reviewer.view.readiness()
 }
 
@@ -136,6 +151,37 @@ async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Respons
         body,
     )
         .into_response()
+}
+
+/// Set once shutdown has begun: `/readyz` then answers 503, so the endpoint is taken out of
+/// the Service while the server still accepts connections (see [`drain_after`]).
+#[derive(Clone, Default)]
+pub struct Draining(Arc<AtomicBool>);
+
+impl Draining {
+    pub fn start(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    pub fn started(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// The first step of shutting down, to pass to [`serve`] as its `shutdown`: once `signal`
+/// resolves (SIGTERM), `/readyz` turns 503 at once and connections are still accepted for
+/// `delay`, while the endpoint's removal reaches every node (the Service keeps routing to the
+/// pod until then; a refused connection would be a failed webhook call, and with
+/// `failurePolicy: Fail` a refused deletion). Then [`serve`] stops accepting and finishes the
+/// requests in flight.
+pub async fn drain_after(signal: impl Future<Output = ()>, draining: Draining, delay: Duration) {
+    signal.await;
+    draining.start();
+    tracing::info!(
+        delay_seconds = delay.as_secs_f64(),
+        "draining: /readyz answers 503; still accepting connections for the shutdown delay"
+    );
+    tokio::time::sleep(delay).await;
 }
 
 /// Serves `app` over TLS on `listener` until `shutdown` resolves, then stops accepting

@@ -162,14 +162,22 @@ async fn control_characters_in_a_request_cannot_forge_log_lines() {
     let port = support::net::free_port().expect("port");
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/settled-lists");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mosc-guard"));
-    cmd.args(["serve", "--from-dir", fixtures, "--log-format", "text"])
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--tls-cert-file")
-        .arg(&cert.cert)
-        .arg("--tls-key-file")
-        .arg(&cert.key)
-        .env("RUST_LOG", "info");
+    cmd.args([
+        "serve",
+        "--from-dir",
+        fixtures,
+        "--log-format",
+        "text",
+        "--shutdown-delay",
+        "0",
+    ])
+    .arg("--listen")
+    .arg(format!("127.0.0.1:{port}"))
+    .arg("--tls-cert-file")
+    .arg(&cert.cert)
+    .arg("--tls-key-file")
+    .arg(&cert.key)
+    .env("RUST_LOG", "info");
     let log = dir.path().join("mosc-guard.log");
     let mut guard = support::process::ChildProcess::spawn("mosc-guard", cmd, &log)
         .expect("spawn")
@@ -681,4 +689,123 @@ async fn a_failing_watch_drops_readiness_and_never_allows_from_the_stale_cache()
         allowed, 1,
         "only the first, settled deletion was allowed:\n{log}"
     );
+}
+
+/// How long the endpoints update takes to reach kube-proxy in the model below.
+const PROPAGATION: Duration = Duration::from_secs(1);
+
+/// Item 3: a steady stream of admission requests through the API server across a guard
+/// restart fails none.
+///
+/// What is modelled: the webhook configuration has one URL, the Service's; here it points at a
+/// TCP forwarder on 127.0.0.1 standing in for the Service's routing (kube-proxy). Guard A
+/// serves; guard B (the new pod of a rolling update, maxSurge 1) starts and becomes Ready; A
+/// gets SIGTERM. The test polls A's /readyz every 200 ms, like a readiness probe, and once it
+/// is not 200 (or does not answer) it waits [`PROPAGATION`] (the endpoints update reaching
+/// kube-proxy) and switches the forwarder's new connections to B, as the endpoints update
+/// that removes an unready or terminating endpoint does. Connections already open stay on A,
+/// as conntrack keeps them. Meanwhile a client sends server-side dry runs of a
+/// MachineOSConfig deletion back to back (each goes through the webhook); every one must get
+/// the guard's answer, none "failed calling webhook".
+///
+/// Where the model differs: a connection to a closed port of a real endpoint is refused
+/// (RST to the SYN), which the API server does not retry; the forwarder accepts first and
+/// then finds the target closed, so the API server sees a reset, which it retries a few times
+/// (500 ms backoff, 5 steps) and can hide. So the test also asserts that no connection routed
+/// to A while it was still the endpoint was refused by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steady_stream_of_reviews_across_a_guard_restart_fails_none() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let cp = ControlPlane::start().await.expect("control plane");
+    // Never built: its deletion is allowed after the confirming read.
+    create_mosc(
+        &cp.client(),
+        "worker",
+        "registry.example:5000/ocb-image:latest",
+    )
+    .await
+    .expect("create MachineOSConfig");
+    let args = ["--shutdown-delay=5", "--lease-namespace=default"];
+    let mut old = ServeProcess::spawn(&cp, cp.kubeconfig(), &args).expect("spawn guard A");
+    old.wait_status("/readyz", 200, Duration::from_secs(30))
+        .await
+        .expect("A ready");
+    let service = support::forwarder::Forwarder::start(old.addr())
+        .await
+        .expect("forwarder");
+    support::serve::register_validating_webhook_at(&cp, &service.https_url())
+        .await
+        .expect("webhook registered");
+    dry_run_delete(&cp, "worker").await.expect("through A");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let stream = {
+        let (cp_client, stop) = (cp.client(), Arc::clone(&stop));
+        tokio::spawn(async move {
+            let api = mco::moscs(&cp_client);
+            let params = kube::api::DeleteParams {
+                dry_run: true,
+                ..Default::default()
+            };
+            let (mut answered, mut failed) = (0u32, Vec::new());
+            while !stop.load(Ordering::Acquire) {
+                match api.delete("worker", &params).await {
+                    Ok(_) => answered += 1,
+                    Err(e) => failed.push(e.to_string()),
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (answered, failed)
+        })
+    };
+
+    let mut new = ServeProcess::spawn(&cp, cp.kubeconfig(), &args).expect("spawn guard B");
+    new.wait_status("/readyz", 200, Duration::from_secs(30))
+        .await
+        .expect("B ready");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    old.sigterm();
+    // The endpoints update: new connections go to B once A is not Ready.
+    while let Some((200, _)) = old.get("/readyz").await {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(PROPAGATION).await;
+    service.set_target(new.addr());
+    old.wait_exit(Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("A stops: {e}\n{}", old.log_tail(30)));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Release);
+    let (answered, failed) = stream.await.expect("stream");
+    assert_eq!(
+        service.refused(),
+        0,
+        "connections routed to guard A while it was still an endpoint were refused\nA:\n{}",
+        old.log_tail(20)
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed across the restart, e.g. {:?}\nA:\n{}",
+        failed.len(),
+        failed.len() as u32 + answered,
+        failed.first(),
+        old.log_tail(20)
+    );
+    let decided_by = |g: &ServeProcess| {
+        g.log()
+            .lines()
+            .filter(|l| l.contains("admission decision") && l.contains("name=worker"))
+            .count()
+    };
+    let (by_old, by_new) = (decided_by(&old), decided_by(&new));
+    tracing::info!("{answered} answered: {by_old} by A, {by_new} by B");
+    assert!(
+        by_old > 0 && by_new > 0,
+        "A ({by_old}) then B ({by_new}) answered"
+    );
+    new.wait_status("/readyz", 200, Duration::from_secs(5))
+        .await
+        .expect("B still ready");
 }

@@ -47,6 +47,10 @@ impl ServeProcess {
             .arg(kubeconfig)
             .args(args)
             .env_remove("KUBECONFIG");
+        // No drain delay unless a test asks for one: stopping a guard should not cost 10 s.
+        if !args.iter().any(|a| a.starts_with("--shutdown-delay")) {
+            cmd.arg("--shutdown-delay=0");
+        }
         let process = ChildProcess::spawn("mosc-guard", cmd, &dir.path().join("mosc-guard.log"))?
             .with_stop_grace(Duration::from_secs(30));
         let ca_pem = cp.pki().ca_pem();
