@@ -809,3 +809,120 @@ async fn a_steady_stream_of_reviews_across_a_guard_restart_fails_none() {
         .await
         .expect("B still ready");
 }
+
+/// Item 4: an update the API server refuses as Invalid (422) is not retried like a conflict
+/// every 200 ms: the controller backs off and reports it, with a `FinalizerUpdateFailed`
+/// Warning Event and `mosc_guard_controller_errors_total{error="invalid"}`. A
+/// ValidatingAdmissionPolicy refuses adding mosc-guard's finalizer, so the defer-mode
+/// controller's adoption of the MachineOSConfig fails with 422 on an unchanged object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_finalizer_update_backs_off_and_is_reported() {
+    let cp = ControlPlane::start().await.expect("control plane");
+    create_mosc(
+        &cp.client(),
+        "worker",
+        "registry.example:5000/ocb-image:latest",
+    )
+    .await
+    .expect("create MachineOSConfig");
+    support::users::apply(
+        &cp,
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-guard-finalizer}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [machineconfiguration.openshift.io]
+      apiVersions: ["*"]
+      operations: [UPDATE]
+      resources: [machineosconfigs]
+  validations:
+  - expression: "!has(object.metadata.finalizers) || !object.metadata.finalizers.exists(f, f == 'mosc-guard.dev/wait-for-rollout')"
+    message: this cluster does not allow the mosc-guard finalizer
+    reason: Invalid
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: no-guard-finalizer}
+spec:
+  policyName: no-guard-finalizer
+  validationActions: [Deny]
+"#,
+    )
+    .await
+    .expect("policy");
+    // In effect once an admin's (dry-run) attempt is refused with 422.
+    wait_for(
+        || async {
+            let params = PatchParams {
+                dry_run: true,
+                ..Default::default()
+            };
+            let patch = Patch::Merge(json!({"metadata": {"finalizers": [FINALIZER]}}));
+            match mco::moscs(&cp.client())
+                .patch("worker", &params, &patch)
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.code == 422 => Ok(Some(())),
+                _ => Ok(None),
+            }
+        },
+        Duration::from_secs(30),
+        "the admission policy to be in effect",
+    )
+    .await
+    .expect("policy in effect");
+
+    let guard = support::guard::Guard::start_with_args(
+        &cp,
+        &["--deletion-mode=defer", "--lease-namespace=default"],
+    )
+    .await
+    .expect("guard");
+    let event = wait_for(
+        || async {
+            Ok(support::steps::events_about(
+                &cp.client(),
+                "MachineOSConfig",
+                "worker",
+                "FinalizerUpdateFailed",
+            )
+            .await
+            .into_iter()
+            .next())
+        },
+        Duration::from_secs(30),
+        "a FinalizerUpdateFailed Event",
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", guard.log_tail(30)));
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    let note = event.note.unwrap_or_default();
+    assert!(
+        note.contains("does not allow the mosc-guard finalizer"),
+        "{note}"
+    );
+    // Backoff 1, 2, 4 s: a handful of attempts in 6 s, not one every 200 ms (about 30).
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let metrics = support::steps::guard_metrics(&guard)
+        .await
+        .expect("metrics");
+    let invalid: f64 = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("mosc_guard_controller_errors_total{error=\"invalid\"} ")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("the invalid updates are counted:\n{metrics}"));
+    assert!(
+        (1.0..=6.0).contains(&invalid),
+        "backed off, not retried at once: {invalid} attempts\n{}",
+        guard.log_tail(30)
+    );
+    let mosc = mco::moscs(&cp.client()).get("worker").await.expect("get");
+    assert!(finalizers_of(&mosc).is_empty());
+}
