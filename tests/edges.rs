@@ -926,3 +926,84 @@ spec:
     let mosc = mco::moscs(&cp.client()).get("worker").await.expect("get");
     assert!(finalizers_of(&mosc).is_empty());
 }
+
+/// Item 7: a refused deletion of a MachineOSBuild with a 253-character name (the longest valid
+/// one) is recorded as a DeletionBlocked Event; `{name}.{hex}` was 270 characters, which the
+/// API server rejected, so the Event was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_about_a_253_character_build_is_recorded() {
+    let cp = ControlPlane::start().await.expect("control plane");
+    let client = cp.client();
+    let image = support::objects::image("cd");
+    create_mosc(&client, "worker", "registry.example:5000/ocb-image:latest")
+        .await
+        .expect("create MachineOSConfig");
+    let name = format!("worker-{}", "a".repeat(246));
+    assert_eq!(name.len(), 253);
+    let mut mosb = kube::api::DynamicObject::new(&name, &mco::mosb_resource()).data(json!({
+        "spec": {
+            "machineConfig": {"name": "rendered-worker-0"},
+            "machineOSConfig": {"name": "worker"},
+            "renderedImagePushSpec": "registry.example:5000/ocb-image:worker",
+        }
+    }));
+    mosb.metadata.labels = Some([(mco::LABEL_MOSC.to_owned(), "worker".to_owned())].into());
+    mco::mosbs(&client)
+        .create(&Default::default(), &mosb)
+        .await
+        .expect("create the MachineOSBuild");
+    mco::mosbs(&client)
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"digestedImagePushSpec": image}})),
+        )
+        .await
+        .expect("MachineOSBuild status");
+    let node = "ip-10-0-1-1.example.internal".to_string();
+    support::scenario::create_nodes(
+        &client,
+        std::slice::from_ref(&node),
+        "node-role.kubernetes.io/worker",
+        "rendered-worker-0",
+    )
+    .await
+    .expect("node");
+    mco::nodes(&client)
+        .patch(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                mco::DESIRED_IMAGE: image,
+                mco::STATE: mco::STATE_WORKING,
+            }}})),
+        )
+        .await
+        .expect("the node is rolling to the image");
+
+    let guard = support::guard::Guard::start(&cp).await.expect("guard");
+    support::guard::register_validating_webhook(&cp, &guard)
+        .await
+        .expect("webhook registered");
+    let refused = mco::mosbs(&client)
+        .delete(&name, &Default::default())
+        .await
+        .expect_err("a node still needs the image");
+    assert!(refused.to_string().contains(&node), "{refused}");
+    let event = wait_for(
+        || async {
+            Ok(
+                support::steps::events_about(&client, "MachineOSBuild", &name, "DeletionBlocked")
+                    .await
+                    .into_iter()
+                    .next(),
+            )
+        },
+        Duration::from_secs(30),
+        "a DeletionBlocked Event about the long-named build",
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", guard.log_tail(20)));
+    let event_name = event.metadata.name.unwrap_or_default();
+    assert!(event_name.len() <= 253, "{event_name}");
+}
