@@ -727,7 +727,7 @@ async fn a_steady_stream_of_reviews_across_a_guard_restart_fails_none() {
     )
     .await
     .expect("create MachineOSConfig");
-    let args = ["--shutdown-delay=5", "--lease-namespace=default"];
+    let args = ["--shutdown-delay=8", "--lease-namespace=default"];
     let mut old = ServeProcess::spawn(&cp, cp.kubeconfig(), &args).expect("spawn guard A");
     old.wait_status("/readyz", 200, Duration::from_secs(30))
         .await
