@@ -14,6 +14,7 @@ use kube::core::admission::AdmissionResponse;
 
 use crate::admission::{self, Classified, Request, Subject};
 use crate::events::{self, Events};
+use crate::message::Printable;
 use crate::metrics::{Metrics, Outcome};
 use crate::policy::{self, Deletion, PolicyMode, TargetKind, Verdict};
 use crate::view::ClusterView;
@@ -340,29 +341,9 @@ fn override_of(req: &Request) -> Option<&str> {
         .and_then(|o| crate::model::override_reason(&o.metadata))
 }
 
-/// A string from a request for a log field: as it is, except control characters (newlines,
-/// ANSI escape sequences' ESC), which are written escaped (`\n`, `\u{1b}`).
-struct Printable<'a>(&'a str);
-
-impl std::fmt::Display for Printable<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use std::fmt::Write as _;
-        for c in self.0.chars() {
-            if c.is_control() {
-                for e in c.escape_default() {
-                    f.write_char(e)?;
-                }
-            } else {
-                f.write_char(c)?;
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::Printable;
+    use crate::message::Printable;
 
     #[test]
     fn control_characters_are_escaped_for_the_log() {
