@@ -16,7 +16,9 @@ pub type Request = AdmissionRequest<DynamicObject>;
 /// Why a request body is not something we can answer with a review.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
-    #[error("request body is not a valid AdmissionReview: {0}")]
+    /// The parser's message can quote the body (an unknown `operation`), so it is printed with
+    /// control characters escaped: it is logged, and one request stays one log line.
+    #[error("request body is not a valid AdmissionReview: {}", crate::message::Printable(&.0.to_string()))]
     Json(#[from] serde_json::Error),
     #[error("expected {REVIEW_KIND} in {REVIEW_API_VERSION}, got {kind:?} in {api_version:?}")]
     WrongKind { kind: String, api_version: String },
@@ -278,6 +280,10 @@ mod tests {
     #[test]
     fn malformed_bodies_are_errors() {
         assert!(matches!(decode(b"{not json"), Err(DecodeError::Json(_))));
+        // The parser quotes an unknown operation; its newline must not reach the log raw.
+        let forged = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"operation":"DEL\nETE\u001b[31m","userInfo":{}}}"#;
+        let e = decode(forged).expect_err("unknown operation").to_string();
+        assert!(!e.contains(['\n', '\x1b']), "{e:?}");
         let wrong = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}});
         assert!(matches!(
             decode(&serde_json::to_vec(&wrong).expect("json")),

@@ -8,7 +8,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -27,10 +28,122 @@ use crate::policy::PolicyMode;
 use crate::snapshot::Snapshot;
 use crate::view::ClusterView;
 
-/// One reflector store and whether its first list completed.
+/// Whether a watch is failing, and since when: a watch that has failed continuously for
+/// `--stale-after` leaves its cache stale (the webhook is then not ready). Data the watch
+/// delivers again, or a probe that can list and watch the resource again, clears it.
+#[derive(Default)]
+pub(crate) struct WatchHealth {
+    failing: Mutex<Option<Failing>>,
+    probing: AtomicBool,
+}
+
+struct Failing {
+    since: Instant,
+    error: String,
+    reported: bool,
+}
+
+impl WatchHealth {
+    /// The watch delivered an event; returns how long it had been failing, if it was.
+    pub(crate) fn succeeded(&self) -> Option<Duration> {
+        let was = self.lock().take();
+        was.map(|f| f.since.elapsed())
+    }
+
+    /// The watch failed at `now` with `error`; a failure streak keeps its start. Returns true
+    /// the first time the streak reaches `stale_after` (to log it once).
+    pub(crate) fn failed(&self, now: Instant, error: String, stale_after: Duration) -> bool {
+        let mut failing = self.lock();
+        let f = failing.get_or_insert_with(|| Failing {
+            since: now,
+            error: String::new(),
+            reported: false,
+        });
+        f.error = error;
+        let newly_stale = !f.reported && now.saturating_duration_since(f.since) >= stale_after;
+        f.reported |= newly_stale;
+        newly_stale
+    }
+
+    /// How long the watch has been failing and its last error, once that is `stale_after` or
+    /// longer at `now`.
+    pub(crate) fn stale(&self, now: Instant, stale_after: Duration) -> Option<(Duration, String)> {
+        let failing = self.lock();
+        let f = failing.as_ref()?;
+        let for_ = now.saturating_duration_since(f.since);
+        (for_ >= stale_after).then(|| (for_, f.error.clone()))
+    }
+
+    pub(crate) fn is_failing(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// True if no probe was running (the caller starts one).
+    fn start_probe(&self) -> bool {
+        !self.probing.swap(true, Ordering::AcqRel)
+    }
+
+    fn probe_done(&self) {
+        self.probing.store(false, Ordering::Release);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Failing>> {
+        self.failing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// How often a failing watch's resource is probed, and the bound of one probe.
+const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Logs a recovery if the watch was failing.
+fn recovered(health: &WatchHealth, what: &'static str, how: &'static str) {
+    if let Some(failed_for) = health.succeeded() {
+        tracing::info!(cache = what, failed_for = ?failed_for, how, "watch recovered");
+    }
+}
+
+/// While a watch is failing: every second, tries what the watcher needs (a list and a watch
+/// of the resource, each bounded) until both work, then marks the watch healthy. A watch
+/// that was re-established quietly delivers no event, so its stream alone cannot tell a
+/// recovery; a transient error (a pooled connection that was closed) thus clears within a
+/// second, while a persistent one (RBAC, an API server that refuses or hangs) keeps failing.
+async fn probe<K>(api: Api<K>, what: &'static str, health: Arc<WatchHealth>)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    loop {
+        tokio::time::sleep(PROBE_INTERVAL).await;
+        let attempt = async {
+            api.list(&kube::api::ListParams::default().limit(1)).await?;
+            let watch = api
+                .watch(&kube::api::WatchParams::default().timeout(1), "0")
+                .await?;
+            drop(watch);
+            Ok::<_, kube::Error>(())
+        };
+        match tokio::time::timeout(PROBE_TIMEOUT, attempt).await {
+            Ok(Ok(())) => {
+                recovered(&health, what, "it can be listed and watched again");
+                health.probe_done();
+                return;
+            }
+            Ok(Err(e)) => tracing::debug!(cache = what, error = %e, "probe failed"),
+            Err(_) => tracing::debug!(cache = what, "probe timed out"),
+        }
+        if !health.is_failing() {
+            health.probe_done();
+            return;
+        }
+    }
+}
+
+/// One reflector store, whether its first list completed, and its watch's health.
 struct Cached<K: Resource<DynamicType = ()> + Clone + 'static> {
+    what: &'static str,
     store: Store<K>,
     ready: Arc<AtomicBool>,
+    health: Arc<WatchHealth>,
 }
 
 impl<K> Cached<K>
@@ -42,21 +155,42 @@ where
     fn start(
         api: Api<K>,
         what: &'static str,
+        stale_after: Duration,
         mut observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
     ) -> (Self, Vec<JoinHandle<()>>) {
         let (store, writer) = reflector::store();
         let ready = Arc::new(AtomicBool::new(false));
+        let health = Arc::new(WatchHealth::default());
+        let probe_api = api.clone();
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
             .modify(|o: &mut K| o.meta_mut().managed_fields = None)
             .reflect(writer);
+        let watch_health = Arc::clone(&health);
         let driver = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
                 match item {
-                    Ok(event) => observe(&event),
+                    Ok(event) => {
+                        // `Init` only announces a relist; the data that follows shows the
+                        // watch works.
+                        if !matches!(event, watcher::Event::Init) {
+                            recovered(&watch_health, what, "the watch delivers again");
+                        }
+                        observe(&event)
+                    }
                     Err(e) => {
-                        tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff")
+                        tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff");
+                        if watch_health.failed(Instant::now(), e.to_string(), stale_after) {
+                            tracing::warn!(
+                                cache = what,
+                                stale_after = ?stale_after,
+                                "cache stale: its watch has been failing since; /readyz answers 503 until it recovers"
+                            );
+                        }
+                        if watch_health.start_probe() {
+                            tokio::spawn(probe(probe_api.clone(), what, Arc::clone(&watch_health)));
+                        }
                     }
                 }
             }
@@ -68,11 +202,29 @@ where
                 tracing::info!(cache = what, objects = reader.len(), "cache synced");
             }
         });
-        (Self { store, ready }, vec![driver, readiness])
+        (
+            Self {
+                what,
+                store,
+                ready,
+                health,
+            },
+            vec![driver, readiness],
+        )
     }
 
     fn ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+    }
+
+    /// "machineconfigpools (watch failing for 35s: ...)" when stale at `now`.
+    fn stale(&self, now: Instant, stale_after: Duration) -> Option<String> {
+        let (for_, error) = self.health.stale(now, stale_after)?;
+        Some(format!(
+            "{} (watch failing for {}s: {error})",
+            self.what,
+            for_.as_secs()
+        ))
     }
 }
 
@@ -85,6 +237,7 @@ pub struct Caches {
     pools: Cached<MachineConfigPool>,
     nodes: Cached<PartialObjectMeta<Node>>,
     index: Arc<RwLock<NodeIndex>>,
+    stale_after: Duration,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -131,21 +284,37 @@ fn read(lock: &RwLock<NodeIndex>) -> std::sync::RwLockReadGuard<'_, NodeIndex> {
 }
 
 impl Caches {
-    /// Starts the watches; returns at once (see [`ClusterView::ready`]).
-    pub fn start(client: Client) -> Self {
+    /// Starts the watches; returns at once (see [`ClusterView::ready`]). A cache whose watch
+    /// has failed continuously for `stale_after` makes the view not ready until it recovers.
+    pub fn start(client: Client, stale_after: Duration) -> Self {
         let mut tasks = Vec::new();
-        let (configs, t) = Cached::start(Api::all(client.clone()), "machineosconfigs", |_| {});
+        let (configs, t) = Cached::start(
+            Api::all(client.clone()),
+            "machineosconfigs",
+            stale_after,
+            |_| {},
+        );
         tasks.extend(t);
-        let (builds, t) = Cached::start(Api::all(client.clone()), "machineosbuilds", |_| {});
+        let (builds, t) = Cached::start(
+            Api::all(client.clone()),
+            "machineosbuilds",
+            stale_after,
+            |_| {},
+        );
         tasks.extend(t);
-        let (pools, t) = Cached::start(Api::all(client.clone()), "machineconfigpools", |_| {});
+        let (pools, t) = Cached::start(
+            Api::all(client.clone()),
+            "machineconfigpools",
+            stale_after,
+            |_| {},
+        );
         tasks.extend(t);
         let index = Arc::new(RwLock::new(NodeIndex::default()));
         let mut feeder = IndexFeeder {
             live: Arc::clone(&index),
             relist: None,
         };
-        let (nodes, t) = Cached::start(Api::all(client.clone()), "nodes", move |e| {
+        let (nodes, t) = Cached::start(Api::all(client.clone()), "nodes", stale_after, move |e| {
             feeder.observe(e)
         });
         tasks.extend(t);
@@ -156,8 +325,20 @@ impl Caches {
             pools,
             nodes,
             index,
+            stale_after,
             tasks,
         }
+    }
+
+    /// Each cache's "stale at `now`" description.
+    fn stale_at(&self, now: Instant) -> [(&'static str, Option<String>); 4] {
+        let after = self.stale_after;
+        [
+            (self.configs.what, self.configs.stale(now, after)),
+            (self.builds.what, self.builds.stale(now, after)),
+            (self.pools.what, self.pools.stale(now, after)),
+            (self.nodes.what, self.nodes.stale(now, after)),
+        ]
     }
 }
 
@@ -190,20 +371,50 @@ impl ClusterView for Caches {
 
     fn fresh(&self) -> BoxFuture<'_, Result<Snapshot, String>> {
         Box::pin(async move {
-            let (nodes, machine_os_builds) = live::nodes_and_builds(&self.client)
+            live::decision_inputs(&self.client)
                 .await
-                .map_err(|e| e.to_string())?;
-            Ok(Snapshot {
-                machine_os_configs: self.configs.store.state(),
-                machine_os_builds,
-                pools: self.pools.store.state(),
-                nodes,
-            })
+                .map_err(|e| e.to_string())
         })
     }
 
     fn ready(&self) -> bool {
         self.configs.ready() && self.builds.ready() && self.pools.ready() && self.nodes.ready()
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        if !self.ready() {
+            let unsynced: Vec<&str> = [
+                (self.configs.what, self.configs.ready()),
+                (self.builds.what, self.builds.ready()),
+                (self.pools.what, self.pools.ready()),
+                (self.nodes.what, self.nodes.ready()),
+            ]
+            .into_iter()
+            .filter(|(_, ready)| !ready)
+            .map(|(what, _)| what)
+            .collect();
+            return Err(format!(
+                "caches have not finished their first full list: {}",
+                unsynced.join(", ")
+            ));
+        }
+        let stale: Vec<String> = self
+            .stale_at(Instant::now())
+            .into_iter()
+            .filter_map(|(_, s)| s)
+            .collect();
+        if stale.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("stale caches: {}", stale.join("; ")))
+        }
+    }
+
+    fn stale(&self) -> Vec<(&'static str, bool)> {
+        self.stale_at(Instant::now())
+            .into_iter()
+            .map(|(what, s)| (what, s.is_some()))
+            .collect()
     }
 
     fn sizes(&self) -> Vec<(&'static str, usize)> {
@@ -214,5 +425,39 @@ impl ClusterView for Caches {
             ("nodes", self.nodes.store.len()),
             ("nodes_with_images", read(&self.index).len()),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_is_stale_after_failing_continuously_and_recovers_on_its_own() {
+        let health = WatchHealth::default();
+        let after = Duration::from_secs(30);
+        let t0 = Instant::now();
+        assert_eq!(health.stale(t0, after), None, "healthy");
+        assert!(!health.failed(t0, "403 forbidden".into(), after));
+        assert!(!health.failed(t0 + Duration::from_secs(20), "403 again".into(), after));
+        assert_eq!(health.stale(t0 + Duration::from_secs(29), after), None);
+        // The streak keeps its start: stale 30 s after the first failure, with the last error.
+        assert!(
+            health.failed(t0 + Duration::from_secs(31), "403 still".into(), after),
+            "reported once when it turns stale"
+        );
+        assert!(!health.failed(t0 + Duration::from_secs(40), "403 still".into(), after));
+        let (for_, error) = health
+            .stale(t0 + Duration::from_secs(41), after)
+            .expect("stale");
+        assert_eq!((for_.as_secs(), error.as_str()), (41, "403 still"));
+        // One event from the watch again: healthy at once.
+        assert!(health.succeeded().is_some());
+        assert_eq!(health.stale(t0 + Duration::from_secs(42), after), None);
+        assert!(health.succeeded().is_none());
+        // A new streak starts from scratch.
+        assert!(!health.failed(t0 + Duration::from_secs(50), "timeout".into(), after));
+        assert_eq!(health.stale(t0 + Duration::from_secs(79), after), None);
+        assert!(health.stale(t0 + Duration::from_secs(80), after).is_some());
     }
 }

@@ -57,7 +57,8 @@ pub enum Command {
     Certs(crate::certs::CertsArgs),
     /// Remove mosc-guard's finalizer from every MachineOSConfig (uninstalling defer mode).
     /// Deletions still deferred are kept unless --force.
-    /// Exit status: 0 none left, 1 some kept, 2 error.
+    /// Exit status: 0 none left, 1 some kept, 2 error (an object that could not be released
+    /// is named with the reason; the others are still released).
     ReleaseFinalizers(ReleaseArgs),
 }
 
@@ -137,9 +138,18 @@ pub struct ServeArgs {
     /// Deadline for the fresh read that confirms an allow, in seconds.
     #[arg(long, default_value_t = 5, value_name = "SECONDS")]
     pub confirm_timeout: u64,
-    /// Seconds in-flight requests get to finish after SIGTERM.
+    /// Seconds the server keeps accepting connections after SIGTERM, with /readyz answering
+    /// 503, so the endpoint is removed from the Service before the listener closes (keep the
+    /// pod's terminationGracePeriodSeconds above this plus --shutdown-grace).
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub shutdown_delay: u64,
+    /// Seconds in-flight requests get to finish once the server stopped accepting.
     #[arg(long, default_value_t = 20, value_name = "SECONDS")]
     pub shutdown_grace: u64,
+    /// Seconds a cache's watch may fail continuously before /readyz answers 503 naming it
+    /// (it recovers on its own when the watch does).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub stale_after: u64,
     /// deny: refuse a MachineOSConfig deletion while nodes need its images;
     /// defer: accept it and hold the object with a finalizer until the rollout settles
     /// (needs the mutating webhook, policy in-flight and a live cluster).
@@ -357,6 +367,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         header_read_timeout: Duration::from_secs(10),
         connection: server::ConnectionLimits::default(),
     };
+    let shutdown_delay = Duration::from_secs(args.shutdown_delay);
     let metrics = Arc::new(Metrics::default());
     let confirm = Duration::from_secs(args.confirm_timeout.max(1));
     let Some(dir) = &args.source.from_dir else {
@@ -364,7 +375,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         let identity = args.identity.clone().unwrap_or_else(default_identity);
         let events = Events::new(client.clone(), &identity);
         let mut reviewer = Reviewer::new(
-            cache::Caches::start(client.clone()),
+            cache::Caches::start(client.clone(), Duration::from_secs(args.stale_after)),
             args.source.policy,
             Arc::clone(&metrics),
             confirm,
@@ -408,19 +419,32 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
                 },
             ))
         };
+        let draining = server::Draining::default();
+        let ops_stop = CancellationToken::new();
         let ops = serve_ops(
             ops_listener,
             plain_tls,
             Arc::clone(&reviewer),
             &limits,
-            &shutdown,
+            &ops_stop,
+            draining.clone(),
         );
-        let app = server::router(reviewer, limits.request_timeout);
+        let app = server::router_with_drain(reviewer, limits.request_timeout, draining.clone());
         let signal = shutdown.clone();
-        let main = server::serve(listener, tls, app, &limits, async move {
-            shutdown_signal().await;
-            signal.cancel();
-        });
+        let drained = server::drain_after(
+            async move {
+                shutdown_signal().await;
+                // The controller stops and gives the Lease up at once; serving goes on.
+                signal.cancel();
+            },
+            draining,
+            shutdown_delay,
+        );
+        // Probes and metrics keep answering until the webhook server has stopped.
+        let main = async {
+            server::serve(listener, tls, app, &limits, drained).await;
+            ops_stop.cancel();
+        };
         tokio::join!(main, ops);
         // Stops the controller and gives the Lease up so another replica takes over at once.
         if tokio::time::timeout(Duration::from_secs(15), election)
@@ -433,19 +457,22 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     };
     let view = StaticView(Arc::new(load_static(dir)?));
     let reviewer = Arc::new(Reviewer::new(view, args.source.policy, metrics, confirm));
-    let shutdown = CancellationToken::new();
+    let draining = server::Draining::default();
+    let ops_stop = CancellationToken::new();
     let ops = serve_ops(
         ops_listener,
         plain_tls,
         Arc::clone(&reviewer),
         &limits,
-        &shutdown,
+        &ops_stop,
+        draining.clone(),
     );
-    let app = server::router(reviewer, limits.request_timeout);
-    let main = server::serve(listener, tls, app, &limits, async {
-        shutdown_signal().await;
-        shutdown.cancel();
-    });
+    let app = server::router_with_drain(reviewer, limits.request_timeout, draining.clone());
+    let drained = server::drain_after(shutdown_signal(), draining, shutdown_delay);
+    let main = async {
+        server::serve(listener, tls, app, &limits, drained).await;
+        ops_stop.cancel();
+    };
     tokio::join!(main, ops);
     Ok(())
 }
@@ -457,9 +484,10 @@ async fn serve_ops<V: crate::view::ClusterView>(
     reviewer: Arc<Reviewer<V>>,
     limits: &Limits,
     shutdown: &CancellationToken,
+    draining: server::Draining,
 ) {
     if let Some(listener) = listener {
-        let app = server::ops_router(reviewer);
+        let app = server::ops_router(reviewer, draining);
         server::serve(listener, tls, app, limits, shutdown.cancelled()).await;
     }
 }
@@ -482,7 +510,8 @@ fn load_static(dir: &Path) -> Result<Snapshot, String> {
     Ok(loaded.snapshot)
 }
 
-/// Runs `release-finalizers`; returns the exit status (0 none left, 1 some kept, 2 error).
+/// Runs `release-finalizers`; returns the exit status (0 none left, 1 some kept, 2 error:
+/// nothing could be read, or some object could not be released).
 pub async fn release_finalizers(args: ReleaseArgs) -> ExitCode {
     let result = async {
         let client = args.cluster.client().await?;
@@ -492,7 +521,15 @@ pub async fn release_finalizers(args: ReleaseArgs) -> ExitCode {
     match result {
         Ok(summary) => {
             print!("{}", summary.render());
-            if summary.complete() {
+            if !summary.failed.is_empty() {
+                let names: Vec<&str> = summary.failed.iter().map(|(n, _)| n.as_str()).collect();
+                eprintln!(
+                    "error: could not release {} MachineOSConfig(s): {} (see above why)",
+                    names.len(),
+                    names.join(", ")
+                );
+                ExitCode::from(2)
+            } else if summary.complete() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

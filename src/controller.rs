@@ -9,15 +9,15 @@
 //!
 //! Every write is a JSON patch that tests the resourceVersion it was planned from.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{self, Events};
@@ -40,24 +40,74 @@ const MAX_RETRY: Duration = Duration::from_secs(10);
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bound of one patch: a half-open connection must not hold a release for minutes.
 const PATCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Retry after a conflict (the watch brings the newer object meanwhile).
+const CONFLICT_RETRY: Duration = Duration::from_millis(200);
+/// Reason of the Warning Event recorded when a patch fails for another reason than a conflict.
+pub const REASON_PATCH_FAILED: &str = "FinalizerUpdateFailed";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("patching machineosconfig {name}: {source}")]
+    #[error("patching machineosconfig {name}: {}", crate::live::chain(source))]
     Patch {
         name: String,
         #[source]
         source: kube::Error,
     },
+    /// The patch's test failed because the object changed since it was read (the API server
+    /// answers a failed JSON-patch test with 422, like a genuinely invalid request; a read of
+    /// the object tells the two apart).
+    #[error("patching machineosconfig {name}: it changed since it was read")]
+    Stale { name: String },
     #[error("patching machineosconfig {name}: no answer within {PATCH_TIMEOUT:?}")]
     PatchTimeout { name: String },
 }
 
+/// What kind of failure a patch met: decides the retry, and labels the metric.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, prometheus_client::encoding::EncodeLabelValue,
+)]
+#[allow(non_camel_case_types)]
+pub enum Failure {
+    /// A write based on a stale read (409, or a failed resourceVersion test): expected now and
+    /// then, retried at once.
+    conflict,
+    /// 422 on an object that did not change: the API server (a CRD rule, an admission
+    /// policy, another webhook) rejects the update itself; retrying at once cannot help.
+    invalid,
+    /// 401/403: RBAC.
+    forbidden,
+    /// No answer within the patch deadline.
+    timeout,
+    /// Anything else (other status codes, connection errors).
+    other,
+}
+
 impl Error {
-    /// A write based on a stale read (resourceVersion or finalizer index changed): expected
-    /// now and then, retried at once.
-    fn is_conflict(&self) -> bool {
-        matches!(self, Error::Patch { source: kube::Error::Api(s), .. } if s.code == 409 || s.code == 422)
+    pub fn failure(&self) -> Failure {
+        match self {
+            Error::Stale { .. } => Failure::conflict,
+            Error::PatchTimeout { .. } => Failure::timeout,
+            Error::Patch {
+                source: kube::Error::Api(s),
+                ..
+            } => match s.code {
+                409 => Failure::conflict,
+                422 => Failure::invalid,
+                401 | 403 => Failure::forbidden,
+                _ => Failure::other,
+            },
+            Error::Patch { .. } => Failure::other,
+        }
+    }
+}
+
+/// When to try again after `failure`, the `attempts`-th failure or deferral of this object:
+/// only a conflict (a stale read) at once; everything else with the deferral backoff, so a
+/// persistent failure (RBAC, an invalid update, another webhook refusing it) does not loop.
+fn retry_after(failure: Failure, attempts: u32) -> Duration {
+    match failure {
+        Failure::conflict => CONFLICT_RETRY,
+        _ => backoff(attempts),
     }
 }
 
@@ -69,6 +119,84 @@ struct Memo {
     reported: Option<Vec<String>>,
 }
 
+/// The memos of every object, by uid.
+#[derive(Default)]
+struct Memos(Mutex<HashMap<String, Memo>>);
+
+impl Memos {
+    fn with<T>(&self, uid: &str, f: impl FnOnce(&mut Memo) -> T) -> T {
+        let mut memos = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        f(memos.entry(uid.to_string()).or_default())
+    }
+
+    fn forget(&self, uid: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+    }
+
+    fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|uid, _| keep(uid));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+/// Drops the memo of every object the watch sees go, whoever deleted it (the controller is
+/// never called for an object that is gone): on a delete event, and after a relist (which
+/// follows a broken watch) for every object no longer listed.
+struct MemoJanitor {
+    memos: Arc<Memos>,
+    relisted: Option<HashSet<String>>,
+}
+
+impl MemoJanitor {
+    fn new(memos: Arc<Memos>) -> Self {
+        Self {
+            memos,
+            relisted: None,
+        }
+    }
+
+    async fn run(mut self, api: Api<MachineOSConfig>) {
+        let api: Api<PartialObjectMeta<MachineOSConfig>> = Api::all(api.into_client());
+        let events = watcher(api, watcher::Config::default()).default_backoff();
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => self.observe(&event),
+                Err(e) => {
+                    tracing::debug!(error = %e, "finalizer controller: memo watch failed; retrying")
+                }
+            }
+        }
+    }
+
+    fn observe<K: kube::Resource>(&mut self, event: &watcher::Event<K>) {
+        use watcher::Event;
+        let uid = |m: &K| m.meta().uid.clone().unwrap_or_default();
+        match event {
+            Event::Delete(m) => self.memos.forget(&uid(m)),
+            Event::Init => self.relisted = Some(HashSet::new()),
+            Event::InitApply(m) => {
+                if let Some(seen) = self.relisted.as_mut() {
+                    seen.insert(uid(m));
+                }
+            }
+            Event::InitDone => {
+                if let Some(seen) = self.relisted.take() {
+                    self.memos.retain(|uid| seen.contains(uid));
+                }
+            }
+            Event::Apply(_) => {}
+        }
+    }
+}
+
 struct Context<V> {
     api: Api<MachineOSConfig>,
     reviewer: Arc<Reviewer<V>>,
@@ -76,7 +204,7 @@ struct Context<V> {
     metrics: Arc<Metrics>,
     add_finalizers: bool,
     store: Store<MachineOSConfig>,
-    memos: Mutex<HashMap<String, Memo>>,
+    memos: Arc<Memos>,
 }
 
 impl<V> Context<V> {
@@ -104,15 +232,11 @@ impl<V> Context<V> {
     }
 
     fn memo<T>(&self, uid: &str, f: impl FnOnce(&mut Memo) -> T) -> T {
-        let mut memos = self.memos.lock().unwrap_or_else(|p| p.into_inner());
-        f(memos.entry(uid.to_string()).or_default())
+        self.memos.with(uid, f)
     }
 
     fn forget(&self, uid: &str) {
-        self.memos
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(uid);
+        self.memos.forget(uid);
     }
 }
 
@@ -125,9 +249,17 @@ pub async fn run<V: ClusterView>(
     add_finalizers: bool,
     stop: CancellationToken,
 ) {
+    if !wait_for_caches(&reviewer.view, &stop).await {
+        tracing::info!("finalizer controller stopped before the caches synced");
+        return;
+    }
     let api: Api<MachineOSConfig> = Api::all(client);
     let controller = Controller::new(api.clone(), watcher::Config::default())
         .graceful_shutdown_on(async move { stop.cancelled().await });
+    // The controller is never called for an object that is gone, so a metadata watch of its
+    // own tells the janitor which memos to drop (MachineOSConfigs are few: one per pool).
+    let memos = Arc::new(Memos::default());
+    let janitor = tokio::spawn(MemoJanitor::new(Arc::clone(&memos)).run(api.clone()));
     let context = Arc::new(Context {
         api,
         reviewer,
@@ -135,7 +267,7 @@ pub async fn run<V: ClusterView>(
         metrics: Arc::clone(&metrics),
         add_finalizers,
         store: controller.store(),
-        memos: Mutex::default(),
+        memos,
     });
     controller
         .run(reconcile, error_policy, context)
@@ -148,9 +280,32 @@ pub async fn run<V: ClusterView>(
             }
         })
         .await;
+    janitor.abort();
     // Only the leader reports deferred deletions.
     metrics.set_deferred(0);
     tracing::info!("finalizer controller stopped");
+}
+
+/// How often the controller looks whether the caches have synced.
+const SYNC_POLL: Duration = Duration::from_millis(200);
+
+/// Waits until every cache finished its first full list: the controller's decisions read
+/// pools and MachineOSConfigs, and an empty cache would look like a settled cluster. Returns
+/// false if `stop` came first.
+async fn wait_for_caches<V: ClusterView>(view: &V, stop: &CancellationToken) -> bool {
+    if !view.ready() {
+        tracing::info!(
+            "finalizer controller waiting for the caches to sync (its decisions read pools and MachineOSConfigs)"
+        );
+        while !view.ready() {
+            tokio::select! {
+                () = stop.cancelled() => return false,
+                () = tokio::time::sleep(SYNC_POLL) => {}
+            }
+        }
+    }
+    tracing::info!("caches synced; finalizer controller starting");
+    true
 }
 
 async fn reconcile<V: ClusterView>(
@@ -182,7 +337,7 @@ async fn reconcile<V: ClusterView>(
         }
         Step::Protect => {
             if let Some(patch) = finalizer::add_patch(meta, meta.resource_version.as_deref()) {
-                patch_mosc(&ctx.api, name, patch).await?;
+                patch_mosc(&ctx.api, name, meta.resource_version.as_deref(), patch).await?;
                 tracing::info!(%name, finalizer = finalizer::FINALIZER, "added the finalizer");
             }
             Ok(Action::requeue(RESYNC))
@@ -192,7 +347,7 @@ async fn reconcile<V: ClusterView>(
             else {
                 return Ok(Action::await_change());
             };
-            patch_mosc(&ctx.api, name, patch).await?;
+            patch_mosc(&ctx.api, name, meta.resource_version.as_deref(), patch).await?;
             ctx.count_deferred(Some(&uid));
             let waited = meta
                 .deletion_timestamp
@@ -237,25 +392,49 @@ async fn reconcile<V: ClusterView>(
     }
 }
 
-/// A conflict is retried at once; anything else with the same backoff as a deferral, so a
-/// persistent failure (RBAC, another webhook refusing the update) does not loop every second.
+/// A conflict is retried at once; anything else with the same backoff as a deferral, and is
+/// reported: a Warning Event on the object (identical ones count up one series) and the
+/// `controller_errors` metric.
 fn error_policy<V>(mosc: Arc<MachineOSConfig>, error: &Error, ctx: Arc<Context<V>>) -> Action {
-    if error.is_conflict() {
+    let failure = error.failure();
+    ctx.metrics.controller_error(failure);
+    if failure == Failure::conflict {
         tracing::debug!(name = mosc.name(), %error, "stale read; retrying");
-        return Action::requeue(Duration::from_millis(200));
+        return Action::requeue(retry_after(failure, 1));
     }
     let uid = mosc.metadata.uid.clone().unwrap_or_default();
     let attempts = ctx.memo(&uid, |m| {
         m.attempts = m.attempts.saturating_add(1);
         m.attempts
     });
-    tracing::warn!(name = mosc.name(), %error, "will retry");
-    Action::requeue(backoff(attempts))
+    let retry = retry_after(failure, attempts);
+    tracing::warn!(name = mosc.name(), %error, ?failure, retry_in = ?retry, "will retry");
+    let note = format!(
+        "mosc-guard could not update the finalizer {}: {error}; retrying in {}s",
+        finalizer::FINALIZER,
+        retry.as_secs()
+    );
+    let regarding = events::reference(
+        TargetKind::MachineOSConfig,
+        mosc.name(),
+        mosc.metadata.uid.as_deref(),
+    );
+    let events = ctx.events.clone();
+    tokio::spawn(async move {
+        events
+            .record(&regarding, true, REASON_PATCH_FAILED, &note)
+            .await;
+    });
+    Action::requeue(retry)
 }
 
+/// Applies `patch` (planned from resourceVersion `planned`). A 422 is told apart: if the
+/// object changed (or is gone) since `planned`, the patch's test failed on a stale read
+/// ([`Error::Stale`]); otherwise the API server rejected the update itself.
 async fn patch_mosc(
     api: &Api<MachineOSConfig>,
     name: &str,
+    planned: Option<&str>,
     patch: json_patch::Patch,
 ) -> Result<(), Error> {
     let params = PatchParams {
@@ -266,6 +445,18 @@ async fn patch_mosc(
     let call = api.patch(name, &params, &patch);
     match tokio::time::timeout(PATCH_TIMEOUT, call).await {
         Ok(Ok(_)) => Ok(()),
+        Ok(Err(kube::Error::Api(s))) if s.code == 422 => {
+            let now = tokio::time::timeout(PATCH_TIMEOUT, api.get_opt(name)).await;
+            match now {
+                Ok(Ok(current)) if changed_since(planned, current.as_ref()) => Err(Error::Stale {
+                    name: name.to_string(),
+                }),
+                _ => Err(Error::Patch {
+                    name: name.to_string(),
+                    source: kube::Error::Api(s),
+                }),
+            }
+        }
         Ok(Err(source)) => Err(Error::Patch {
             name: name.to_string(),
             source,
@@ -273,6 +464,15 @@ async fn patch_mosc(
         Err(_) => Err(Error::PatchTimeout {
             name: name.to_string(),
         }),
+    }
+}
+
+/// Whether the object read now (`None`: gone) differs from the resourceVersion a patch was
+/// planned from.
+fn changed_since(planned: Option<&str>, current: Option<&MachineOSConfig>) -> bool {
+    match current {
+        None => true,
+        Some(m) => m.metadata.resource_version.as_deref() != planned,
     }
 }
 
@@ -285,6 +485,88 @@ fn backoff(attempts: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn api_error(code: u16, reason: &str) -> Error {
+        Error::Patch {
+            name: "worker".into(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("rejected", reason)
+                    .with_code(code)
+                    .boxed(),
+            ),
+        }
+    }
+
+    #[test]
+    fn only_a_conflict_is_retried_at_once() {
+        let conflict = api_error(409, "Conflict");
+        assert_eq!(conflict.failure(), Failure::conflict);
+        assert_eq!(retry_after(conflict.failure(), 7), CONFLICT_RETRY);
+        let stale = Error::Stale {
+            name: "worker".into(),
+        };
+        assert_eq!(retry_after(stale.failure(), 7), CONFLICT_RETRY);
+
+        // A 422 that is not a stale read (a CRD rule, an admission policy) backs off like any
+        // other failure instead of looping every 200 ms.
+        let invalid = api_error(422, "Invalid");
+        assert_eq!(invalid.failure(), Failure::invalid);
+        let waits: Vec<u64> = (1..=5)
+            .map(|a| retry_after(invalid.failure(), a).as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 10]);
+
+        assert_eq!(api_error(403, "Forbidden").failure(), Failure::forbidden);
+        assert_eq!(api_error(500, "InternalError").failure(), Failure::other);
+        let timeout = Error::PatchTimeout {
+            name: "worker".into(),
+        };
+        assert_eq!(timeout.failure(), Failure::timeout);
+        for f in [Failure::forbidden, Failure::other, Failure::timeout] {
+            assert_eq!(retry_after(f, 1), FIRST_RETRY, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn a_422_is_stale_only_when_the_object_changed() {
+        let mut mosc = MachineOSConfig::default();
+        mosc.metadata.resource_version = Some("10".into());
+        assert!(!changed_since(Some("10"), Some(&mosc)));
+        assert!(changed_since(Some("9"), Some(&mosc)));
+        assert!(changed_since(Some("10"), None), "gone counts as changed");
+    }
+
+    fn mosc(uid: &str) -> MachineOSConfig {
+        let mut m = MachineOSConfig::default();
+        m.metadata.uid = Some(uid.into());
+        m
+    }
+
+    #[test]
+    fn memos_of_objects_deleted_by_anyone_are_dropped() {
+        let memos = Arc::new(Memos::default());
+        let mut janitor = MemoJanitor::new(Arc::clone(&memos));
+        for uid in ["a", "b", "c"] {
+            memos.with(uid, |m| m.attempts = 3);
+        }
+        // Deleted while watched (e.g. release-finalizers --force, or the finalizer removed by
+        // hand: the controller is never called for it again).
+        janitor.observe(&watcher::Event::Delete(mosc("a")));
+        assert_eq!(memos.len(), 2);
+        janitor.observe(&watcher::Event::Apply(mosc("b")));
+        assert_eq!(memos.len(), 2, "an update keeps the memo");
+        // Deleted while the watch was down: the relist no longer lists it.
+        janitor.observe(&watcher::Event::<MachineOSConfig>::Init);
+        janitor.observe(&watcher::Event::InitApply(mosc("b")));
+        assert_eq!(
+            memos.len(),
+            2,
+            "nothing dropped before the relist completes"
+        );
+        janitor.observe(&watcher::Event::<MachineOSConfig>::InitDone);
+        assert_eq!(memos.len(), 1);
+        assert_eq!(memos.with("b", |m| m.attempts), 3, "b's memo kept");
+    }
 
     #[test]
     fn backoff_grows_then_stays_at_the_cap() {

@@ -157,7 +157,7 @@ impl Events {
         let object = regarding.name.as_deref().unwrap_or("mosc-guard");
         Event {
             metadata: ObjectMeta {
-                name: Some(format!("{object}.{:x}", now.0.as_nanosecond())),
+                name: Some(event_name(object, now.0.as_nanosecond())),
                 namespace: Some(NAMESPACE.to_string()),
                 ..Default::default()
             },
@@ -172,6 +172,29 @@ impl Events {
             ..Default::default()
         }
     }
+}
+
+/// Longest object name (a DNS subdomain), and so longest Event name.
+const MAX_NAME: usize = 253;
+
+/// `{object}.{nanoseconds in hex}`, as kubectl and client-go name Events, kept a valid DNS
+/// subdomain of at most 253 characters for any valid object name: a long name is cut so the
+/// suffix fits, and a cut that leaves `-` or `.` at the end loses those too.
+fn event_name(object: &str, nanos: i128) -> String {
+    let suffix = format!(".{nanos:x}");
+    let room = MAX_NAME - suffix.len();
+    let mut prefix: String = object
+        .chars()
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '.')
+        .take(room)
+        .collect();
+    while prefix.ends_with(['-', '.']) {
+        prefix.pop();
+    }
+    if prefix.is_empty() {
+        prefix.push_str("mosc-guard");
+    }
+    prefix + &suffix
 }
 
 /// A reference to a MachineOSConfig or MachineOSBuild (cluster-scoped).
@@ -196,6 +219,39 @@ mod tests {
         let clipped = clip_to(long, MAX_NOTE_BYTES);
         assert!(clipped.len() <= MAX_NOTE_BYTES);
         assert!(clipped.ends_with("..."));
+    }
+
+    /// What the API server checks for an Event's name (a DNS-1123 subdomain).
+    fn is_dns_subdomain(s: &str) -> bool {
+        s.len() <= 253
+            && s.split('.').all(|label| {
+                !label.is_empty()
+                    && label
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            })
+    }
+
+    #[test]
+    fn event_names_are_valid_for_any_valid_object_name() {
+        let nanos = 1_780_000_000_123_456_789_i128;
+        assert_eq!(event_name("worker", nanos), format!("worker.{nanos:x}"));
+        // A 253-character MachineOSBuild name (the longest valid one), and cuts that would
+        // end on '-' or '.'.
+        let long = format!("worker-{}", "a".repeat(246));
+        assert_eq!(long.len(), 253);
+        let dashes = format!("{}-{}", "b".repeat(235), "c".repeat(17));
+        let dots = format!("{}.{}", "d".repeat(235), "e".repeat(17));
+        for object in [long.as_str(), &dashes, &dots, "x"] {
+            assert!(is_dns_subdomain(object), "{object}");
+            let name = event_name(object, nanos);
+            assert!(is_dns_subdomain(&name), "{name} ({} chars)", name.len());
+            assert!(name.ends_with(&format!(".{nanos:x}")), "{name}");
+        }
+        // Distinct instants give distinct names even when the object name was cut.
+        assert_ne!(event_name(&long, nanos), event_name(&long, nanos + 1));
     }
 
     #[test]

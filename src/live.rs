@@ -10,7 +10,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, Resource};
 use serde::de::DeserializeOwned;
 
-use crate::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig, NodeMeta};
+use crate::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::snapshot::Snapshot;
 
 /// Page size for list calls; 50,000 nodes come back in 100 requests.
@@ -90,16 +90,23 @@ pub async fn snapshot(client: &Client) -> Result<(Snapshot, Vec<&'static str>), 
     Ok((snapshot, missing))
 }
 
-/// Nodes (metadata only) and builds, listed now: all a decision needs besides the
-/// object being deleted, which the admission request carries.
-pub async fn nodes_and_builds(
-    client: &Client,
-) -> Result<(Vec<Arc<NodeMeta>>, Vec<Arc<MachineOSBuild>>), LiveError> {
-    let (nodes, builds) = tokio::try_join!(
+/// Everything a decision reads besides the object being deleted (which the admission request
+/// carries), listed now: nodes (metadata only), builds, pools and MachineOSConfigs. The last
+/// two are small lists; reading them here means a cache whose watch is failing cannot turn
+/// a stale pool status into an allow. An API the cluster does not serve lists as empty.
+pub async fn decision_inputs(client: &Client) -> Result<Snapshot, LiveError> {
+    let (nodes, builds, pools, configs) = tokio::try_join!(
         list::<PartialObjectMeta<Node>>(client, "nodes"),
         list::<MachineOSBuild>(client, "machineosbuilds"),
+        list::<MachineConfigPool>(client, "machineconfigpools"),
+        list::<MachineOSConfig>(client, "machineosconfigs"),
     )?;
-    Ok((nodes.unwrap_or_default(), builds.unwrap_or_default()))
+    Ok(Snapshot {
+        machine_os_configs: configs.unwrap_or_default(),
+        machine_os_builds: builds.unwrap_or_default(),
+        pools: pools.unwrap_or_default(),
+        nodes: nodes.unwrap_or_default(),
+    })
 }
 
 /// Lists every object of a cluster-scoped kind, page by page; `None` when the API

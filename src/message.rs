@@ -309,3 +309,23 @@ pub fn clip_to(mut s: String, max: usize) -> String {
     }
     s
 }
+
+/// A string from a request for a log field: as it is, except control characters (newlines,
+/// ANSI escape sequences' ESC), which are written escaped (`\n`, `\u{1b}`).
+pub struct Printable<'a>(pub &'a str);
+
+impl std::fmt::Display for Printable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        for c in self.0.chars() {
+            if c.is_control() {
+                for e in c.escape_default() {
+                    f.write_char(e)?;
+                }
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}

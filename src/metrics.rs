@@ -8,6 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::controller::Failure;
 use crate::finalizer::ReleaseReason;
 use crate::mutation::Mutation;
 
@@ -43,6 +44,11 @@ struct ReleaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerErrorLabels {
+    error: Failure,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CacheLabels {
     cache: &'static str,
 }
@@ -58,12 +64,14 @@ pub struct Metrics {
     latency: Histogram,
     confirmations: Family<ConfirmLabels, Counter>,
     cache_objects: Family<CacheLabels, Gauge>,
+    cache_stale: Family<CacheLabels, Gauge>,
     ready: Gauge,
     mutations: Family<MutationLabels, Counter>,
     deferred: Gauge,
     releases: Family<ReleaseLabels, Counter>,
     deferral_seconds: Histogram,
     leader: Gauge,
+    controller_errors: Family<ControllerErrorLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -97,10 +105,16 @@ impl Default for Metrics {
             "Objects held by each cache",
             cache_objects.clone(),
         );
+        let cache_stale = Family::<CacheLabels, Gauge>::default();
+        registry.register(
+            "cache_stale",
+            "1 while the cache's watch has been failing for longer than --stale-after",
+            cache_stale.clone(),
+        );
         let ready = Gauge::default();
         registry.register(
             "ready",
-            "1 once every cache finished its first full list",
+            "1 while /readyz answers 200: every cache synced, none stale, not shutting down",
             ready.clone(),
         );
         let mutations = Family::<MutationLabels, Counter>::default();
@@ -136,18 +150,26 @@ impl Default for Metrics {
             "1 while this replica holds the lease and runs the finalizer controller",
             leader.clone(),
         );
+        let controller_errors = Family::<ControllerErrorLabels, Counter>::default();
+        registry.register(
+            "controller_errors",
+            "Failed finalizer patches of the finalizer controller, by kind (conflict is retried at once, the rest with backoff)",
+            controller_errors.clone(),
+        );
         Self {
             registry,
             decisions,
             latency,
             confirmations,
             cache_objects,
+            cache_stale,
             ready,
             mutations,
             deferred,
             releases,
             deferral_seconds,
             leader,
+            controller_errors,
         }
     }
 }
@@ -179,6 +201,13 @@ impl Metrics {
         self.deferral_seconds.observe(seconds);
     }
 
+    /// The finalizer controller's patch failed with `error`.
+    pub fn controller_error(&self, error: Failure) {
+        self.controller_errors
+            .get_or_create(&ControllerErrorLabels { error })
+            .inc();
+    }
+
     pub fn set_deferred(&self, n: usize) {
         self.deferred.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
@@ -188,11 +217,21 @@ impl Metrics {
     }
 
     /// Renders the text exposition after refreshing the cache gauges.
-    pub fn render(&self, sizes: &[(&'static str, usize)], ready: bool) -> String {
+    pub fn render(
+        &self,
+        sizes: &[(&'static str, usize)],
+        stale: &[(&'static str, bool)],
+        ready: bool,
+    ) -> String {
         for (cache, n) in sizes {
             self.cache_objects
                 .get_or_create(&CacheLabels { cache })
                 .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        for (cache, stale) in stale {
+            self.cache_stale
+                .get_or_create(&CacheLabels { cache })
+                .set(i64::from(*stale));
         }
         self.ready.set(i64::from(ready));
         let mut out = String::new();

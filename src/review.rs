@@ -14,6 +14,7 @@ use crate::admission::{self, Classified, Request, Subject};
 use crate::coalesce::Coalesced;
 use crate::event_limiter::{Admit, EventLimiter};
 use crate::events::{self, Events};
+use crate::message::Printable;
 use crate::metrics::{Metrics, Outcome};
 use crate::policy::{self, Deletion, PolicyMode, TargetKind, Verdict};
 use crate::snapshot::Snapshot;
@@ -126,10 +127,13 @@ impl<V: ClusterView> Reviewer<V> {
             }
         };
         let elapsed = started.elapsed();
+        // Every field from the request is user input: the text format prints `%` fields as
+        // they are, so control characters are escaped (the `&str` fields are printed quoted
+        // and escaped by the formatter itself), and one decision stays one line.
         tracing::info!(
-            uid = %req.uid,
-            resource = %req.resource.resource,
-            name = %req.name,
+            uid = %Printable(&req.uid),
+            resource = %Printable(&req.resource.resource),
+            name = %Printable(&req.name),
             user = req.user_info.username.as_deref().unwrap_or_default(),
             dry_run = req.dry_run,
             override_reason = override_of(req).unwrap_or_default(),
@@ -173,11 +177,11 @@ impl<V: ClusterView> Reviewer<V> {
             Checked::Decided(verdict) | Checked::Confirmed(verdict) => respond(req, &verdict),
             Checked::Unverified { cached, why } => {
                 if let Some(reason) = cached.override_reason.as_deref() {
-                    tracing::warn!(%name, %why, "could not confirm an allow; allowed by override");
+                    tracing::warn!(name = %Printable(name), %why, "could not confirm an allow; allowed by override");
                     let warning = message::unverified_override(kind, name, &why, reason);
                     Decision::new(Outcome::overridden, admission::allow(req, vec![warning]))
                 } else {
-                    tracing::warn!(%name, reason = %why, "could not confirm an allow; denying");
+                    tracing::warn!(name = %Printable(name), reason = %why, "could not confirm an allow; denying");
                     let msg = message::unverified(kind, name, &why);
                     Decision::new(Outcome::unverified, admission::deny(req, msg))
                 }
@@ -201,7 +205,8 @@ impl<V: ClusterView> Reviewer<V> {
     }
 
     /// The verdict from the caches, with every would-be allow confirmed by a fresh read of
-    /// nodes and builds: a stale cache can delay a deletion but never let a dangerous one go.
+    /// nodes, builds, pools and MachineOSConfigs: a stale cache can delay a deletion but never
+    /// let a dangerous one go.
     pub async fn check(&self, target: Deletion<'_>) -> Checked {
         self.check_within(target, self.confirm_timeout).await
     }
@@ -235,11 +240,11 @@ impl<V: ClusterView> Reviewer<V> {
             failed => {
                 self.metrics.confirmation("failed");
                 let why = match failed {
-                    Ok(Err(e)) => {
-                        format!("reading nodes and builds from the API server failed: {e}")
-                    }
+                    Ok(Err(e)) => format!(
+                        "reading nodes, builds, pools and MachineOSConfigs from the API server failed: {e}"
+                    ),
                     _ => format!(
-                        "reading nodes and builds from the API server took longer than {}s",
+                        "reading nodes, builds, pools and MachineOSConfigs from the API server took longer than {}s",
                         confirm_timeout.as_secs_f32()
                     ),
                 };
@@ -362,4 +367,18 @@ fn override_of(req: &Request) -> Option<&str> {
         .as_ref()
         .or(req.old_object.as_ref())
         .and_then(|o| crate::model::override_reason(&o.metadata))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::message::Printable;
+
+    #[test]
+    fn control_characters_are_escaped_for_the_log() {
+        assert_eq!(Printable("worker").to_string(), "worker");
+        assert_eq!(
+            Printable("a\nb\x1b[31mc\r\u{7}").to_string(),
+            "a\\nb\\u{1b}[31mc\\r\\u{7}"
+        );
+    }
 }

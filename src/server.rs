@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -23,8 +24,16 @@ use crate::review::Reviewer;
 use crate::view::ClusterView;
 use crate::{admission, mutation};
 
-/// Largest AdmissionReview accepted; the API server caps objects at 3 MiB too.
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// The largest object a client can write in one request: the API server's request body
+/// limit (its `--max-request-bytes` default, 3 MiB). Stored objects are smaller still (etcd's
+/// default request limit is 1.5 MiB), but admission sees an object before it is stored.
+pub const MAX_OBJECT_BYTES: usize = 3 * 1024 * 1024;
+/// Room for the AdmissionReview around its objects (kinds, user info, options).
+const ENVELOPE_BYTES: usize = 64 * 1024;
+/// Largest AdmissionReview accepted: an UPDATE (a finalizer's release) carries the object and
+/// its oldObject, each up to [`MAX_OBJECT_BYTES`], so a cap of one object's size refused the
+/// release of a large MachineOSConfig (failing closed).
+pub const MAX_BODY_BYTES: usize = 2 * MAX_OBJECT_BYTES + ENVELOPE_BYTES;
 
 pub struct Limits {
     /// Whole-request deadline; keep it under the webhook's timeoutSeconds.
@@ -74,6 +83,7 @@ const MAX_CONNECTIONS: usize = 512;
 struct AppState<V> {
     reviewer: Arc<Reviewer<V>>,
     metrics: Arc<Metrics>,
+    draining: Draining,
 }
 
 /// The application's routes. The reviewer may be shared with the finalizer controller.
@@ -81,10 +91,20 @@ pub fn router<V: ClusterView>(
     reviewer: impl Into<Arc<Reviewer<V>>>,
     request_timeout: Duration,
 ) -> Router {
+    router_with_drain(reviewer, request_timeout, Draining::default())
+}
+
+/// [`router`] whose `/readyz` answers 503 once `draining` has started (see [`drain_after`]).
+pub fn router_with_drain<V: ClusterView>(
+    reviewer: impl Into<Arc<Reviewer<V>>>,
+    request_timeout: Duration,
+    draining: Draining,
+) -> Router {
     let reviewer = reviewer.into();
     let state = Arc::new(AppState {
         metrics: Arc::clone(&reviewer.metrics),
         reviewer,
+        draining,
     });
     Router::new()
         .route("/validate", post(validate::<V>))
@@ -102,12 +122,17 @@ pub fn router<V: ClusterView>(
 
 /// Only `/healthz`, `/readyz` and `/metrics`, for the second listener of
 /// `serve --metrics-listen`: kubelet and Prometheus reach it without a client certificate, and
-/// a NetworkPolicy can open it to the monitoring stack alone.
-pub fn ops_router<V: ClusterView>(reviewer: impl Into<Arc<Reviewer<V>>>) -> Router {
+/// a NetworkPolicy can open it to the monitoring stack alone. Its `/readyz` turns 503 with
+/// the webhook's once `draining` has started (kubelet probes this port).
+pub fn ops_router<V: ClusterView>(
+    reviewer: impl Into<Arc<Reviewer<V>>>,
+    draining: Draining,
+) -> Router {
     let reviewer = reviewer.into();
     let state = Arc::new(AppState {
         metrics: Arc::clone(&reviewer.metrics),
         reviewer,
+        draining,
     });
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -146,21 +171,27 @@ async fn mutate<V: ClusterView>(State(app): State<Arc<AppState<V>>>, body: Bytes
     }
 }
 
+/// 200 while the webhook should get requests: every cache synced, none stale, not shutting
+/// down. Otherwise 503 saying why (naming the caches).
 async fn readyz<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
-    if app.reviewer.view.ready() {
-        (StatusCode::OK, "ok").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "caches have not finished their first full list",
-        )
-            .into_response()
+    match readiness(&app) {
+        Ok(()) => (StatusCode::OK, "ok").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
     }
+}
+
+fn readiness<V: ClusterView>(app: &AppState<V>) -> Result<(), String> {
+    if app.draining.started() {
+        return Err("shutting down: draining connections before the server stops".into());
+    }
+    app.reviewer.view.readiness()
 }
 
 async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
     let view = &app.reviewer.view;
-    let body = app.metrics.render(&view.sizes(), view.ready());
+    let body = app
+        .metrics
+        .render(&view.sizes(), &view.stale(), readiness(&app).is_ok());
     (
         [(
             header::CONTENT_TYPE,
@@ -169,6 +200,37 @@ async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Respons
         body,
     )
         .into_response()
+}
+
+/// Set once shutdown has begun: `/readyz` then answers 503, so the endpoint is taken out of
+/// the Service while the server still accepts connections (see [`drain_after`]).
+#[derive(Clone, Default)]
+pub struct Draining(Arc<AtomicBool>);
+
+impl Draining {
+    pub fn start(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    pub fn started(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// The first step of shutting down, to pass to [`serve`] as its `shutdown`: once `signal`
+/// resolves (SIGTERM), `/readyz` turns 503 at once and connections are still accepted for
+/// `delay`, while the endpoint's removal reaches every node (the Service keeps routing to the
+/// pod until then; a refused connection would be a failed webhook call, and with
+/// `failurePolicy: Fail` a refused deletion). Then [`serve`] stops accepting and finishes the
+/// requests in flight.
+pub async fn drain_after(signal: impl Future<Output = ()>, draining: Draining, delay: Duration) {
+    signal.await;
+    draining.start();
+    tracing::info!(
+        delay_seconds = delay.as_secs_f64(),
+        "draining: /readyz answers 503; still accepting connections for the shutdown delay"
+    );
+    tokio::time::sleep(delay).await;
 }
 
 /// Serves `app` over TLS on `listener` until `shutdown` resolves, then stops accepting

@@ -23,8 +23,23 @@ pub trait ClusterView: Send + Sync + 'static {
     /// used to confirm an allow. An error means the guard cannot verify.
     fn fresh(&self) -> BoxFuture<'_, Result<Snapshot, String>>;
 
-    /// True once every cache finished its first full list.
+    /// True once every cache finished its first full list (synced).
     fn ready(&self) -> bool;
+
+    /// Whether the webhook should receive requests (`/readyz`): synced, and no watch failing
+    /// for longer than allowed. `Err` says why not, naming the caches.
+    fn readiness(&self) -> Result<(), String> {
+        if self.ready() {
+            Ok(())
+        } else {
+            Err("caches have not finished their first full list".to_string())
+        }
+    }
+
+    /// Each cache and whether it is stale (its watch failing for longer than allowed).
+    fn stale(&self) -> Vec<(&'static str, bool)> {
+        Vec::new()
+    }
 
     /// Objects per cache, for metrics.
     fn sizes(&self) -> Vec<(&'static str, usize)>;

@@ -846,7 +846,7 @@ async fn the_override_still_applies_when_the_guard_cannot_verify() {
     assert_eq!(out["response"]["allowed"], true);
     let warning = out["response"]["warnings"][0].as_str().expect("warning");
     assert!(
-        warning.contains("without verification: reading nodes and builds"),
+        warning.contains("without verification: reading nodes, builds, pools and MachineOSConfigs"),
         "{warning}"
     );
     assert!(

@@ -78,6 +78,8 @@ const SERVE_ARGS: &[&str] = &[
     "--policy=in-flight",
     "--request-timeout=8",
     "--confirm-timeout=5",
+    "--shutdown-delay=10",
+    "--shutdown-grace=20",
     "--log-format=json",
     "--metrics-listen=0.0.0.0:9443",
 ];
@@ -295,6 +297,22 @@ fn base_renders_the_documented_objects() {
     );
     let c = container(&objects);
     assert_eq!(c["args"], json!(SERVE_ARGS));
+    // kubelet must not kill the guard while it drains (delay) and finishes in-flight reviews
+    // (grace) after SIGTERM.
+    let seconds_of = |flag: &str| -> u64 {
+        SERVE_ARGS
+            .iter()
+            .find_map(|a| a.strip_prefix(flag)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{flag} in {SERVE_ARGS:?}"))
+    };
+    let termination = pod["terminationGracePeriodSeconds"]
+        .as_u64()
+        .expect("terminationGracePeriodSeconds");
+    assert!(
+        termination > seconds_of("--shutdown-delay") + seconds_of("--shutdown-grace"),
+        "terminationGracePeriodSeconds {termination} must exceed --shutdown-delay + --shutdown-grace"
+    );
     assert_eq!(
         c["env"],
         json!([

@@ -43,17 +43,23 @@ impl ControlPlane {
     /// `/readyz`, applies the CRDs in `tests/crds/`, waits until they are Established and warms
     /// them up (see [`crds::install`]), so the first test requests are not slowed down.
     pub async fn start() -> Result<Self> {
-        retry_on_port_clash("control plane", || Self::start_once(None)).await
+        retry_on_port_clash("control plane", || Self::start_once(None, &[])).await
     }
 
     /// Like [`ControlPlane::start`], with kube-apiserver's `--admission-control-config-file`
     /// set to `config` (e.g. a WebhookAdmissionConfiguration giving the API server a client
     /// certificate to present to a webhook).
     pub async fn start_with_admission_config(config: &Path) -> Result<Self> {
-        retry_on_port_clash("control plane", || Self::start_once(Some(config))).await
+        retry_on_port_clash("control plane", || Self::start_once(Some(config), &[])).await
     }
 
-    async fn start_once(admission_config: Option<&Path>) -> Result<Self> {
+    /// Like [`ControlPlane::start`], with extra etcd flags (e.g. a larger
+    /// `--max-request-bytes`, as some clusters configure).
+    pub async fn start_with_etcd_args(etcd_args: &[&str]) -> Result<Self> {
+        retry_on_port_clash("control plane", || Self::start_once(None, etcd_args)).await
+    }
+
+    async fn start_once(admission_config: Option<&Path>, etcd_args: &[&str]) -> Result<Self> {
         init_tracing();
         ensure_crypto_provider();
         let started = Instant::now();
@@ -61,7 +67,7 @@ impl ControlPlane {
         let dir = temp_dir("mosc-guard-cp-")?;
         let pki = Pki::new(&dir.path().join("pki"))?;
 
-        let (mut etcd, etcd_url) = start_etcd(&bins.etcd, dir.path())?;
+        let (mut etcd, etcd_url) = start_etcd(&bins.etcd, dir.path(), etcd_args)?;
         let http = super::tls::http_client()?;
         etcd.wait_ready(
             "GET /health",
@@ -229,7 +235,7 @@ impl ControlPlane {
 }
 
 /// Starts etcd on free client and peer ports; returns it and its client URL.
-fn start_etcd(bin: &Path, dir: &Path) -> Result<(ChildProcess, String)> {
+fn start_etcd(bin: &Path, dir: &Path, extra: &[&str]) -> Result<(ChildProcess, String)> {
     let client_url = format!("http://127.0.0.1:{}", free_port()?);
     let peer_url = format!("http://127.0.0.1:{}", free_port()?);
     let mut cmd = Command::new(bin);
@@ -241,7 +247,8 @@ fn start_etcd(bin: &Path, dir: &Path) -> Result<(ChildProcess, String)> {
         .arg(format!("--initial-advertise-peer-urls={peer_url}"))
         .arg(format!("--initial-cluster=e2e={peer_url}"))
         .arg("--unsafe-no-fsync")
-        .arg("--log-level=warn");
+        .arg("--log-level=warn")
+        .args(extra);
     let process = ChildProcess::spawn("etcd", cmd, &dir.join("etcd.log"))?;
     Ok((process, client_url))
 }

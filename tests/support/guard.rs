@@ -110,6 +110,10 @@ impl Guard {
             cmd.arg("--metrics-listen")
                 .arg(format!("127.0.0.1:{metrics_port}"));
         }
+        // No drain delay unless a test asks for one: stopping a guard should not cost 10 s.
+        if !extra_args.iter().any(|a| a.starts_with("--shutdown-delay")) {
+            cmd.arg("--shutdown-delay=0");
+        }
         let process = ChildProcess::spawn("mosc-guard", cmd, &dir.path().join("mosc-guard.log"))?;
         let mut guard = Self {
             process: process.with_stop_grace(Duration::from_secs(5)),

@@ -16,20 +16,24 @@
 pub mod binaries;
 pub mod controlplane;
 pub mod crds;
+pub mod forwarder;
 pub mod guard;
 pub mod image_ref;
 pub mod kubectl;
 pub mod manifests;
 pub mod mco;
 pub mod net;
+pub mod objects;
 pub mod pki;
 pub mod process;
 pub mod registry;
 pub mod registry_client;
 pub mod scenario;
+pub mod serve;
 pub mod simulator;
 pub mod steps;
 pub mod tls;
+pub mod users;
 
 /// Error of the harness: any error or message. Its `Debug` is its `Display` (with the chain of
 /// sources), so `expect` in a test prints multi-line messages such as log tails readably.

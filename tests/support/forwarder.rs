@@ -1,0 +1,110 @@
+//! A tiny TCP forwarder on 127.0.0.1 standing in for what routes a Service's traffic: each new
+//! connection goes to the current target, which a test can switch (an endpoints update, as
+//! kube-proxy applies it), and every forwarded connection can be cut at once (an API server
+//! restart or a load balancer failover, as seen by its clients).
+//!
+//! A connection whose target refuses is closed at once, as a connection to a Service endpoint
+//! whose port is closed fails. Established connections keep their target when it is switched,
+//! as conntrack keeps them on the old endpoint.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{AbortHandle, JoinHandle};
+
+use super::Result;
+
+/// A running forwarder; stops (and drops every connection) when dropped.
+pub struct Forwarder {
+    port: u16,
+    target: Arc<Mutex<SocketAddr>>,
+    conns: Arc<Mutex<Vec<AbortHandle>>>,
+    refused: Arc<Mutex<u64>>,
+    accept: JoinHandle<()>,
+}
+
+impl Forwarder {
+    /// Listens on a free port of 127.0.0.1 and forwards to `target`.
+    pub async fn start(target: SocketAddr) -> Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let target = Arc::new(Mutex::new(target));
+        let conns: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
+        let refused = Arc::new(Mutex::new(0));
+        let accept = {
+            let (target, conns, refused) = (
+                Arc::clone(&target),
+                Arc::clone(&conns),
+                Arc::clone(&refused),
+            );
+            tokio::spawn(async move {
+                while let Ok((mut client, _)) = listener.accept().await {
+                    let to = *target.lock().unwrap_or_else(|p| p.into_inner());
+                    let refused = Arc::clone(&refused);
+                    let task = tokio::spawn(async move {
+                        match TcpStream::connect(to).await {
+                            Ok(mut upstream) => {
+                                let _ =
+                                    tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                            }
+                            Err(e) => {
+                                *refused.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+                                tracing::debug!("forwarder: {to} refused a connection: {e}");
+                            }
+                        }
+                    });
+                    let mut conns = conns.lock().unwrap_or_else(|p| p.into_inner());
+                    conns.retain(|c| !c.is_finished());
+                    conns.push(task.abort_handle());
+                }
+            })
+        };
+        Ok(Self {
+            port,
+            target,
+            conns,
+            refused,
+            accept,
+        })
+    }
+
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `https://127.0.0.1:PORT` (the TLS is end to end: the forwarder only moves bytes).
+    pub fn https_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// Sends new connections to `target` from now on.
+    pub fn set_target(&self, target: SocketAddr) {
+        *self.target.lock().unwrap_or_else(|p| p.into_inner()) = target;
+        tracing::info!("forwarder :{} now routes to {target}", self.port);
+    }
+
+    /// Closes every forwarded connection now.
+    pub fn cut_connections(&self) {
+        let conns = std::mem::take(&mut *self.conns.lock().unwrap_or_else(|p| p.into_inner()));
+        tracing::info!(
+            "forwarder :{}: cutting {} connection(s)",
+            self.port,
+            conns.len()
+        );
+        conns.iter().for_each(AbortHandle::abort);
+    }
+
+    /// How many connections the target refused so far.
+    pub fn refused(&self) -> u64 {
+        *self.refused.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut_connections();
+    }
+}

@@ -1,0 +1,92 @@
+//! MCO objects in a given state, written directly (no simulator): a built MachineOSConfig and a
+//! pool's Updating condition, for tests that need a precise cluster state rather than a rollout.
+
+use kube::api::{DynamicObject, Patch, PatchParams};
+use serde_json::json;
+
+use super::Result;
+use super::mco::{self, LABEL_MOSC, LABEL_POOL, LABEL_RENDERED};
+use super::scenario::{create_mosc, rendered_config};
+
+/// A digested pull spec on a registry nobody contacts (the guard only compares references).
+pub fn image(hex_byte: &str) -> String {
+    format!(
+        "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image@sha256:{}",
+        hex_byte.repeat(32)
+    )
+}
+
+/// Creates MOSC `pool` and a succeeded MachineOSBuild of it whose image is `image`, with the
+/// labels, spec and status MCO 4.20 writes, and the MOSC's status naming that image.
+pub async fn create_built_mosc(client: &kube::Client, pool: &str, image: &str) -> Result<()> {
+    let repo = image.split_once('@').ok_or("image without a digest")?.0;
+    create_mosc(client, pool, &format!("{repo}:latest")).await?;
+    let build = format!("{pool}-{}", &image[image.len() - 12..]);
+    let rendered = rendered_config(pool);
+    let mut mosb = DynamicObject::new(&build, &mco::mosb_resource()).data(json!({
+        "spec": {
+            "machineConfig": {"name": rendered},
+            "machineOSConfig": {"name": pool},
+            "renderedImagePushSpec": format!("{repo}:{build}"),
+        }
+    }));
+    mosb.metadata.labels = Some(
+        [
+            (LABEL_MOSC.to_owned(), pool.to_owned()),
+            (LABEL_POOL.to_owned(), pool.to_owned()),
+            (LABEL_RENDERED.to_owned(), rendered.clone()),
+        ]
+        .into(),
+    );
+    mco::mosbs(client)
+        .create(&Default::default(), &mosb)
+        .await?;
+    let now = "2026-11-30T00:00:00Z";
+    mco::mosbs(client)
+        .patch_status(
+            &build,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "digestedImagePushSpec": image,
+                "conditions": [{"type": "Succeeded", "status": "True", "reason": "Ready",
+                                "message": "built", "lastTransitionTime": now}],
+            }})),
+        )
+        .await?;
+    mco::moscs(client)
+        .patch_status(
+            pool,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "currentImagePullSpec": image,
+                "machineOSBuild": {"group": mco::GROUP, "resource": "machineosbuilds", "name": build},
+            }})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Sets the pool's `Updating` condition (and `Updated`, its opposite), with machine counts.
+pub async fn set_pool_updating(client: &kube::Client, pool: &str, updating: bool) -> Result<()> {
+    let now = "2026-11-30T00:00:00Z";
+    let (u, d) = if updating {
+        ("True", "False")
+    } else {
+        ("False", "True")
+    };
+    mco::mcps(client)
+        .patch_status(
+            pool,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "machineCount": 3,
+                "updatedMachineCount": if updating { 1 } else { 3 },
+                "conditions": [
+                    {"type": "Updating", "status": u, "reason": "", "message": "", "lastTransitionTime": now},
+                    {"type": "Updated", "status": d, "reason": "", "message": "", "lastTransitionTime": now},
+                ],
+            }})),
+        )
+        .await?;
+    Ok(())
+}
