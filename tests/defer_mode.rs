@@ -433,10 +433,10 @@ async fn foreground_cascade_waits_for_the_builds_then_the_whole_tree_goes() {
     .expect("builds deleted");
     wait_pool_reverted(&cluster).await;
     assert!(!watch.ever_degraded(), "the pool was never Degraded");
-    // The build went while its MOSC still existed (foreground), so MCO 4.20 ran its in-use
-    // check and kept the image every node ran: 4.20 leaks it (image-mode-facts.md).
-    let image = rollout.build.image_ref().expect("image reference");
-    assert_image_in_registry(&cluster, &image).await;
+    // Whether MCO deleted the image depends on whether it saw the MOSC still there when it
+    // handled the build's deletion (4.20's in-use check then keeps the image every node runs,
+    // a leak) or already gone (no check): both are 4.20 behaviour, and both are safe here
+    // because every node had reached the image before the build could go.
     assert_eq!(cluster.sim.rejected_writes(), Vec::<String>::new());
 }
 

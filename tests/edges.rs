@@ -265,24 +265,48 @@ async fn control_characters_in_a_request_cannot_forge_log_lines() {
     );
 }
 
-/// A MachineOSConfig `name` whose containerfile is `content_bytes` long (a realistic line
-/// repeated), optionally carrying mosc-guard's finalizer.
-fn big_mosc(name: &str, content_bytes: usize, finalizer: bool) -> kube::api::DynamicObject {
-    let line = "RUN dnf install -y cowsay && dnf clean all && echo done > /etc/motd\n";
-    let content: String = line.chars().cycle().take(content_bytes).collect();
+/// A MachineOSConfig `name` as an admin writes it, optionally carrying mosc-guard's finalizer.
+fn small_mosc(name: &str, finalizer: bool) -> kube::api::DynamicObject {
     let mut mosc = kube::api::DynamicObject::new(name, &mco::mosc_resource()).data(json!({
         "spec": {
             "machineConfigPool": {"name": name},
             "imageBuilder": {"imageBuilderType": "Job"},
             "renderedImagePushSecret": {"name": "push-secret"},
             "renderedImagePushSpec": "registry.example:5000/ocb-image:latest",
-            "containerFile": [{"containerfileArch": "NoArch", "content": content}],
+            "containerFile": [{"containerfileArch": "NoArch",
+                               "content": "FROM configs AS final\nRUN dnf install -y cowsay\n"}],
         }
     }));
     if finalizer {
         mosc.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
     }
     mosc
+}
+
+/// Grows MOSC `name` to about `bytes` of status: the 4.20 contract caps a containerfile at
+/// 4 KiB (4 of them) and a condition message at 32 KiB, but not the number of conditions, so
+/// conditions are where a MachineOSConfig can be large.
+async fn grow_status(
+    api: &kube::Api<kube::api::DynamicObject>,
+    name: &str,
+    bytes: usize,
+) -> Result<kube::api::DynamicObject, kube::Error> {
+    const MESSAGE: usize = 32 * 1024;
+    let line = "RUN dnf install -y cowsay && dnf clean all && echo done > /etc/motd\n";
+    let conditions: Vec<serde_json::Value> = (0..bytes.div_ceil(MESSAGE))
+        .map(|i| {
+            let len = MESSAGE.min(bytes - i * MESSAGE);
+            json!({"type": format!("BuildLog{i}"), "status": "True", "reason": "Logged",
+                   "message": line.chars().cycle().take(len).collect::<String>(),
+                   "lastTransitionTime": "2026-11-30T10:00:00Z"})
+        })
+        .collect();
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": conditions}})),
+    )
+    .await
 }
 
 /// Item 9: the release of the finalizer from the largest MachineOSConfig the API server
@@ -298,38 +322,24 @@ async fn the_largest_mosc_can_have_its_finalizer_released() {
         .await
         .expect("control plane");
     let api = mco::moscs(&cp.client());
-    let post = kube::api::PostParams::default();
-    // Find the largest containerfile the API server stores (to 16 KiB), before any webhook.
+    api.create(&kube::api::PostParams::default(), &small_mosc("big", true))
+        .await
+        .expect("create MachineOSConfig big");
+    // Find the largest status the API server stores (to 16 KiB), before any webhook.
     let (mut ok, mut too_big) = (64 * 1024, 4 * 1024 * 1024);
-    let mut probe = 0;
     while too_big - ok > 16 * 1024 {
         let size = (ok + too_big) / 2;
-        probe += 1;
-        let name = format!("probe-{probe}");
-        match api.create(&post, &big_mosc(&name, size, false)).await {
-            Ok(_) => {
-                ok = size;
-                api.delete(&name, &Default::default())
-                    .await
-                    .expect("delete probe");
-            }
+        match grow_status(&api, "big", size).await {
+            Ok(_) => ok = size,
             Err(e) => {
-                tracing::info!("a {size}-byte containerfile is refused: {e}");
+                tracing::info!("a {size}-byte status is refused: {e}");
                 too_big = size;
             }
         }
     }
-    let mut size = ok;
-    loop {
-        match api.create(&post, &big_mosc("big", size, true)).await {
-            Ok(_) => break,
-            Err(e) if size > 64 * 1024 => {
-                tracing::info!("{size} bytes with the finalizer: {e}");
-                size -= 4 * 1024;
-            }
-            Err(e) => panic!("cannot create even a small MachineOSConfig: {e}"),
-        }
-    }
+    grow_status(&api, "big", ok)
+        .await
+        .expect("the largest accepted status again");
     // Its size as the API server encodes it (Go's encoding/json writes '<', '>' and '&' as
     // six-byte escapes), which is what etcd limits and what a review carries.
     let json = serde_json::to_vec(&api.get("big").await.expect("get big")).expect("encode");
@@ -567,6 +577,15 @@ async fn a_failing_watch_drops_readiness_and_never_allows_from_the_stale_cache()
     support::scenario::create_pool(&client, "worker", "node-role.kubernetes.io/worker", 1)
         .await
         .expect("pool");
+    // One worker not on the image yet: once the pool reports Updating, MCO targets it next.
+    support::scenario::create_nodes(
+        &client,
+        &support::scenario::node_names(1),
+        support::scenario::WORKER_ROLE_LABEL,
+        &support::scenario::rendered_config("worker"),
+    )
+    .await
+    .expect("node");
     support::objects::set_pool_updating(&client, "worker", false)
         .await
         .expect("pool settled");

@@ -891,72 +891,14 @@ async fn service_account_kubeconfig(
 
 /// A digested pull spec on a registry nobody contacts (the guard only compares references).
 fn image(hex_byte: &str) -> String {
-    format!(
-        "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image@sha256:{}",
-        hex_byte.repeat(32)
-    )
+    support::objects::image(hex_byte)
 }
 
-/// Creates MOSC `pool` and a succeeded MachineOSBuild of it whose image is `image`, with the
-/// labels, spec and status MCO 4.20 writes (../shared/docs/image-mode-facts.md).
+/// Creates MOSC `pool` and a succeeded MachineOSBuild of it whose image is `image`.
 async fn create_built_mosc(client: &kube::Client, pool: &str, image: &str) {
-    use support::mco::{self, LABEL_MOSC, LABEL_POOL, LABEL_RENDERED};
-    use support::scenario::{create_mosc, rendered_config};
-    let repo = image.split_once('@').expect("digested image").0;
-    create_mosc(client, pool, &format!("{repo}:latest"))
+    support::objects::create_built_mosc(client, pool, image)
         .await
-        .expect("create MOSC");
-    let build = format!("{pool}-{}", &image[image.len() - 12..]);
-    let rendered = rendered_config(pool);
-    let mut mosb = kube::api::DynamicObject::new(&build, &mco::mosb_resource()).data(json!({
-        "spec": {
-            "machineConfig": {"name": rendered},
-            "machineOSConfig": {"name": pool},
-            "renderedImagePushSpec": format!("{repo}:{build}"),
-        }
-    }));
-    mosb.metadata.labels = Some(
-        [
-            (LABEL_MOSC.to_owned(), pool.to_owned()),
-            (LABEL_POOL.to_owned(), pool.to_owned()),
-            (LABEL_RENDERED.to_owned(), rendered.clone()),
-        ]
-        .into(),
-    );
-    mco::mosbs(client)
-        .create(&Default::default(), &mosb)
-        .await
-        .expect("create MOSB");
-    let now = "2026-11-30T00:00:00Z";
-    mco::mosbs(client)
-        .patch_status(
-            &build,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "digestedImagePushSpec": image,
-                "conditions": [{"type": "Succeeded", "status": "True", "reason": "Ready",
-                                "message": "built", "lastTransitionTime": now}],
-            }})),
-        )
-        .await
-        .expect("MOSB status");
-    mco::moscs(client)
-        .patch_status(
-            pool,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"currentImagePullSpec": image}})),
-        )
-        .await
-        .expect("MOSC status");
-    // 4.20 names the current build by annotation only (no status.machineOSBuild).
-    mco::moscs(client)
-        .patch(
-            pool,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {mco::CURRENT_MOSB: build}}})),
-        )
-        .await
-        .expect("MOSC annotation");
+        .expect("built MachineOSConfig");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1219,6 +1161,27 @@ async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
     let defer = rendered("overlays/defer");
     let policy = get(&defer, "ValidatingAdmissionPolicy", VAP).to_string();
     kubectl_ok(&cp, &["apply", "-f", "-"], Some(&policy)).await;
+    // The API server applies a changed policy after a moment: wait until a server-side dry run
+    // of the guard's own finalizer patch passes, so the guard's first patch is not refused.
+    support::scenario::wait_for(
+        || async {
+            let out = as_guard(vec![
+                "patch".into(),
+                "machineosconfig".into(),
+                "worker".into(),
+                "--type=merge".into(),
+                "--dry-run=server".into(),
+                "-p".into(),
+                format!(r#"{{"metadata":{{"finalizers":["{FINALIZER}"]}}}}"#),
+            ])
+            .await;
+            Ok(out.success().then_some(()))
+        },
+        Duration::from_secs(30),
+        "the defer-mode admission policy to be in force",
+    )
+    .await
+    .expect("policy in force");
     let mut guard = Guard::start_as(&cp, &kubeconfig, &["--deletion-mode=defer"])
         .await
         .expect("mosc-guard starts in defer mode with the ServiceAccount's credentials");

@@ -57,10 +57,15 @@ pub async fn create_built_mosc(client: &kube::Client, pool: &str, image: &str) -
         .patch_status(
             pool,
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "currentImagePullSpec": image,
-                "machineOSBuild": {"group": mco::GROUP, "resource": "machineosbuilds", "name": build},
-            }})),
+            &Patch::Merge(json!({"status": {"currentImagePullSpec": image}})),
+        )
+        .await?;
+    // 4.20 names the current build by annotation only (no status.machineOSBuild).
+    mco::moscs(client)
+        .patch(
+            pool,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {mco::CURRENT_MOSB: build}}})),
         )
         .await?;
     Ok(())
