@@ -64,6 +64,7 @@ pub struct Metrics {
     releases: Family<ReleaseLabels, Counter>,
     deferral_seconds: Histogram,
     leader: Gauge,
+    certificate_expiry: Gauge,
 }
 
 impl Default for Metrics {
@@ -136,6 +137,12 @@ impl Default for Metrics {
             "1 while this replica holds the lease and runs the finalizer controller",
             leader.clone(),
         );
+        let certificate_expiry = Gauge::default();
+        registry.register(
+            "serving_certificate_expiry_timestamp_seconds",
+            "When the serving certificate in service expires (notAfter, seconds since the Unix epoch; 0 if unreadable)",
+            certificate_expiry.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -148,6 +155,7 @@ impl Default for Metrics {
             releases,
             deferral_seconds,
             leader,
+            certificate_expiry,
         }
     }
 }
@@ -185,6 +193,11 @@ impl Metrics {
 
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
+    }
+
+    /// The serving certificate's notAfter, seconds since the Unix epoch (see `cert_expiry`).
+    pub fn set_certificate_expiry(&self, not_after: i64) {
+        self.certificate_expiry.set(not_after);
     }
 
     /// Renders the text exposition after refreshing the cache gauges.
