@@ -1,6 +1,7 @@
 # mosc-guard: two commands do all the set-up on a fresh machine.
 #   make demo   local control plane + registry + MCO simulator + mosc-guard, the report's scenario
 #   make test   every test tier (unit, HTTPS, check CLI, end-to-end on a real kube-apiserver)
+#   make soak   the reliability suite's long runs (property tests, alerts, load), RELIABILITY.md
 # First run builds kube-apiserver, etcd and the registry from pinned Go modules into
 # $${XDG_CACHE_HOME:-$$HOME/.cache}/mosc-guard/bin (a few minutes); later runs reuse them.
 
@@ -14,7 +15,7 @@ export GUARD
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
 IMAGE ?= quay.io/mosc-guard/mosc-guard:$(VERSION)
 
-.PHONY: all deps binaries build lint unit test demo bench clean
+.PHONY: all deps binaries build lint unit test demo bench soak load clean
 
 all: build
 
@@ -48,6 +49,34 @@ demo: deps binaries
 bench: deps
 	$(CARGO) bench --locked --bench decision
 	$(CARGO) bench --locked --bench webhook
+
+## The reliability suite's long runs (RELIABILITY.md), release profile: property tests at
+## VERDICT_CASES verdict and DECODE_CASES decode cases, the alert rules, then `make load`;
+## ends with a summary. (`make test` runs short versions of the same tests.)
+VERDICT_CASES ?= 100000
+DECODE_CASES ?= 1000000
+IMAGE_CASES ?= 100000
+SOAK_LOG ?= target/soak.log
+soak: deps binaries
+	@mkdir -p $(dir $(SOAK_LOG))
+	set -o pipefail; PROPTEST_CASES_VERDICT=$(VERDICT_CASES) PROPTEST_CASES_DECODE=$(DECODE_CASES) \
+	  PROPTEST_CASES_IMAGE=$(IMAGE_CASES) \
+	  $(CARGO) test --locked --release --test properties --test alerts -- --nocapture --test-threads=1 \
+	  2>&1 | tee $(SOAK_LOG)
+	set -o pipefail; $(MAKE) --no-print-directory load 2>&1 | tee -a $(SOAK_LOG)
+	@echo "== soak summary ($(SOAK_LOG)) =="
+	@grep -E '^(property |  |load: |test result: )' $(SOAK_LOG)
+
+## Load and certificate rotation over HTTPS against a guard on a real API server (RELIABILITY.md):
+## LOAD_RATE requests/s for LOAD_SECONDS s, LOAD_ROTATIONS serving-certificate rotations.
+LOAD_RATE ?= 500
+LOAD_SECONDS ?= 60
+LOAD_ROTATIONS ?= 10
+LOAD_NODES ?= 120
+load: deps binaries
+	MOSC_GUARD_LOAD_RATE=$(LOAD_RATE) MOSC_GUARD_LOAD_SECONDS=$(LOAD_SECONDS) \
+	  MOSC_GUARD_LOAD_ROTATIONS=$(LOAD_ROTATIONS) MOSC_GUARD_LOAD_NODES=$(LOAD_NODES) \
+	  $(CARGO) test --locked --release --test load -- --nocapture
 
 ## Builds $(IMAGE) from the Containerfile with the first of podman, buildah or docker found.
 .PHONY: image
