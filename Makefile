@@ -65,18 +65,23 @@ soak: deps binaries
 	  2>&1 | tee $(SOAK_LOG)
 	set -o pipefail; $(MAKE) --no-print-directory load 2>&1 | tee -a $(SOAK_LOG)
 	@echo "== soak summary ($(SOAK_LOG)) =="
-	@grep -E '^(property |  |load: |test result: )' $(SOAK_LOG)
+	@grep -E '^(property |  |load: |through the API server|test result: )' $(SOAK_LOG)
 
-## Load and certificate rotation over HTTPS against a guard on a real API server (RELIABILITY.md):
-## LOAD_RATE requests/s for LOAD_SECONDS s, LOAD_ROTATIONS serving-certificate rotations.
+## Load against a guard on a real API server (RELIABILITY.md): directly over HTTPS, LOAD_RATE
+## requests/s for LOAD_SECONDS s with LOAD_ROTATIONS serving-certificate rotations; then dry-run
+## deletions through kube-apiserver at each of LOAD_API_RATES for LOAD_API_SECONDS s, up to the
+## first rate with an error or not sustained.
 LOAD_RATE ?= 500
 LOAD_SECONDS ?= 60
 LOAD_ROTATIONS ?= 10
 LOAD_NODES ?= 120
+LOAD_API_RATES ?= 50,100,200,400,800
+LOAD_API_SECONDS ?= 10
 load: deps binaries
 	MOSC_GUARD_LOAD_RATE=$(LOAD_RATE) MOSC_GUARD_LOAD_SECONDS=$(LOAD_SECONDS) \
 	  MOSC_GUARD_LOAD_ROTATIONS=$(LOAD_ROTATIONS) MOSC_GUARD_LOAD_NODES=$(LOAD_NODES) \
-	  $(CARGO) test --locked --release --test load -- --nocapture
+	  MOSC_GUARD_LOAD_API_RATES=$(LOAD_API_RATES) MOSC_GUARD_LOAD_API_SECONDS=$(LOAD_API_SECONDS) \
+	  $(CARGO) test --locked --release --test load -- --nocapture --test-threads=1
 
 ## Builds $(IMAGE) from the Containerfile with the first of podman, buildah or docker found.
 .PHONY: image
