@@ -59,8 +59,8 @@ IMAGE_CASES ?= 100000
 SOAK_LOG ?= target/soak.log
 soak: deps binaries
 	@mkdir -p $(dir $(SOAK_LOG))
-	set -o pipefail; PROPTEST_CASES_VERDICT=$(VERDICT_CASES) PROPTEST_CASES_DECODE=$(DECODE_CASES) \
-	  PROPTEST_CASES_IMAGE=$(IMAGE_CASES) \
+	set -o pipefail; MOSC_GUARD_CASES_VERDICT=$(VERDICT_CASES) MOSC_GUARD_CASES_DECODE=$(DECODE_CASES) \
+	  MOSC_GUARD_CASES_IMAGE=$(IMAGE_CASES) \
 	  $(CARGO) test --locked --release --test properties --test alerts -- --nocapture --test-threads=1 \
 	  2>&1 | tee $(SOAK_LOG)
 	set -o pipefail; $(MAKE) --no-print-directory load 2>&1 | tee -a $(SOAK_LOG)

@@ -17,10 +17,11 @@
 //!   tells different digests and repositories apart, and agrees with the digest the index files
 //!   nodes under.
 //!
-//! Case counts: short by default (a few seconds under `make test`). `PROPTEST_CASES_VERDICT`,
-//! `PROPTEST_CASES_DECODE` (admission and directory files) and `PROPTEST_CASES_IMAGE`, else
-//! `PROPTEST_CASES`, set them; `make soak` runs 100,000 verdict and 1,000,000 decode cases. Each
-//! test prints `property <name>: <n> cases passed`. A failure prints the shrunk input.
+//! Case counts: short by default (a few seconds under `make test`). `MOSC_GUARD_CASES_VERDICT`,
+//! `MOSC_GUARD_CASES_DECODE` (admission and directory files) and `MOSC_GUARD_CASES_IMAGE`, else
+//! `PROPTEST_CASES`, set them (not `PROPTEST_*` names: proptest warns about those it does not
+//! know); `make soak` runs 100,000 verdict and 1,000,000 decode cases. Each test prints
+//! `property <name>: <n> cases passed`. A failure prints the shrunk input.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -456,7 +457,7 @@ fn indexed_verdict_equals_full_scan() {
         AtomicUsize::new(0),
         AtomicUsize::new(0),
     );
-    let n = cases("PROPTEST_CASES_VERDICT", 1000);
+    let n = cases("MOSC_GUARD_CASES_VERDICT", 1000);
     check("indexed_verdict_equals_full_scan", n, world(), |w| {
         let full = w.snapshot();
         let requested: Option<Arc<MachineOSConfig>> = match &w.target {
@@ -944,7 +945,7 @@ fn admission_reviews_never_panic() {
         Duration::from_secs(5),
     );
     let (decoded, guarded) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    let n = cases("PROPTEST_CASES_DECODE", 2000);
+    let n = cases("MOSC_GUARD_CASES_DECODE", 2000);
     let inputs = prop_oneof![
         1 => prop::collection::vec(any::<u8>(), 0..256).prop_map(Input::Noise),
         2 => review().prop_map(|value| Input::Mutated { value, edits: vec![], byte_edits: vec![] }),
@@ -1058,7 +1059,7 @@ impl File {
 fn directory_files_never_panic() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (targets, blocked) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    let n = cases("PROPTEST_CASES_DECODE", 500);
+    let n = cases("MOSC_GUARD_CASES_DECODE", 500);
     let files = prop::collection::vec(file(), 1..3);
     check("directory_files_never_panic", n, files, |files| {
         for entry in std::fs::read_dir(dir.path()).expect("read tempdir") {
@@ -1187,7 +1188,7 @@ fn laws() -> impl Strategy<Value = Laws> {
 
 #[test]
 fn image_identity_laws() {
-    let n = cases("PROPTEST_CASES_IMAGE", 1000);
+    let n = cases("MOSC_GUARD_CASES_IMAGE", 1000);
     check("image_identity_laws", n, laws(), |l| {
         // Reflexive and symmetric on any text.
         prop_assert!(same_image(&l.a, &l.a));
