@@ -65,7 +65,7 @@ soak: deps binaries
 	  2>&1 | tee $(SOAK_LOG)
 	set -o pipefail; $(MAKE) --no-print-directory load 2>&1 | tee -a $(SOAK_LOG)
 	@echo "== soak summary ($(SOAK_LOG)) =="
-	@grep -E '^(property |  |load: |through the API server|test result: )' $(SOAK_LOG)
+	@grep -E 'property [a-z_]+: |^  [^ ]|^load: |^through the API server|^test result: ' $(SOAK_LOG)
 
 ## Load against a guard on a real API server (RELIABILITY.md): directly over HTTPS, LOAD_RATE
 ## requests/s for LOAD_SECONDS s with LOAD_ROTATIONS serving-certificate rotations; then dry-run
