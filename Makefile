@@ -52,20 +52,25 @@ bench: deps
 
 ## The reliability suite's long runs (RELIABILITY.md), release profile: property tests at
 ## VERDICT_CASES verdict and DECODE_CASES decode cases, the alert rules, then `make load`;
-## ends with a summary. (`make test` runs short versions of the same tests.)
+## ends with a summary (also when a part failed; the exit status says whether all passed).
+## (`make test` runs short versions of the same tests.)
 VERDICT_CASES ?= 100000
 DECODE_CASES ?= 1000000
 IMAGE_CASES ?= 100000
 SOAK_LOG ?= target/soak.log
 soak: deps binaries
 	@mkdir -p $(dir $(SOAK_LOG))
-	set -o pipefail; MOSC_GUARD_CASES_VERDICT=$(VERDICT_CASES) MOSC_GUARD_CASES_DECODE=$(DECODE_CASES) \
+	@status=0; set -o pipefail; \
+	echo "+ property tests and alerts (release), log: $(SOAK_LOG)"; \
+	MOSC_GUARD_CASES_VERDICT=$(VERDICT_CASES) MOSC_GUARD_CASES_DECODE=$(DECODE_CASES) \
 	  MOSC_GUARD_CASES_IMAGE=$(IMAGE_CASES) \
 	  $(CARGO) test --locked --release --test properties --test alerts -- --nocapture --test-threads=1 \
-	  2>&1 | tee $(SOAK_LOG)
-	set -o pipefail; $(MAKE) --no-print-directory load 2>&1 | tee -a $(SOAK_LOG)
-	@echo "== soak summary ($(SOAK_LOG)) =="
-	@grep -E 'property [a-z_]+: |^  [^ ]|^load: |^through the API server|^test result: ' $(SOAK_LOG)
+	  2>&1 | tee $(SOAK_LOG) || status=1; \
+	echo "+ load (as make load)"; \
+	$(LOAD_CMD) 2>&1 | tee -a $(SOAK_LOG) || status=1; \
+	echo "== soak summary ($(SOAK_LOG)) =="; \
+	grep -E 'property [a-z_]+: |^  [^ ]|^load: |^through the API server|^test result: ' $(SOAK_LOG); \
+	exit $$status
 
 ## Load against a guard on a real API server (RELIABILITY.md): directly over HTTPS, LOAD_RATE
 ## requests/s for LOAD_SECONDS s with LOAD_ROTATIONS serving-certificate rotations; then dry-run
@@ -77,11 +82,13 @@ LOAD_ROTATIONS ?= 10
 LOAD_NODES ?= 120
 LOAD_API_RATES ?= 50,100,200,400,800
 LOAD_API_SECONDS ?= 10
-load: deps binaries
-	MOSC_GUARD_LOAD_RATE=$(LOAD_RATE) MOSC_GUARD_LOAD_SECONDS=$(LOAD_SECONDS) \
+## (soak runs the same command; no $(MAKE) in its recipe, so `make -n soak` only prints.)
+LOAD_CMD = MOSC_GUARD_LOAD_RATE=$(LOAD_RATE) MOSC_GUARD_LOAD_SECONDS=$(LOAD_SECONDS) \
 	  MOSC_GUARD_LOAD_ROTATIONS=$(LOAD_ROTATIONS) MOSC_GUARD_LOAD_NODES=$(LOAD_NODES) \
 	  MOSC_GUARD_LOAD_API_RATES=$(LOAD_API_RATES) MOSC_GUARD_LOAD_API_SECONDS=$(LOAD_API_SECONDS) \
 	  $(CARGO) test --locked --release --test load -- --nocapture --test-threads=1
+load: deps binaries
+	$(LOAD_CMD)
 
 ## Builds $(IMAGE) from the Containerfile with the first of podman, buildah or docker found.
 .PHONY: image
