@@ -1,6 +1,7 @@
 # mosc-guard: two commands do all the set-up on a fresh machine.
 #   make demo   local control plane + registry + MCO simulator + mosc-guard, the report's scenario
 #   make test   every test tier (unit, HTTPS, check CLI, end-to-end on a real kube-apiserver)
+#   make soak   the reliability suite's long runs (property tests, alerts, load), RELIABILITY.md
 # First run builds kube-apiserver, etcd and the registry from pinned Go modules into
 # $${XDG_CACHE_HOME:-$$HOME/.cache}/mosc-guard/bin (a few minutes); later runs reuse them.
 
@@ -14,7 +15,7 @@ export GUARD
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
 IMAGE ?= quay.io/mosc-guard/mosc-guard:$(VERSION)
 
-.PHONY: all deps binaries build lint unit test demo bench clean
+.PHONY: all deps binaries build lint unit test demo bench soak load clean
 
 all: build
 
@@ -49,6 +50,46 @@ demo: deps binaries
 bench: deps
 	$(CARGO) bench --locked --bench decision
 	$(CARGO) bench --locked --bench webhook
+
+## The reliability suite's long runs (RELIABILITY.md), release profile: property tests at
+## VERDICT_CASES verdict and DECODE_CASES decode cases, the alert rules, then `make load`;
+## ends with a summary (also when a part failed; the exit status says whether all passed).
+## (`make test` runs short versions of the same tests.)
+VERDICT_CASES ?= 100000
+DECODE_CASES ?= 1000000
+IMAGE_CASES ?= 100000
+SOAK_LOG ?= target/soak.log
+soak: deps binaries
+	@mkdir -p $(dir $(SOAK_LOG))
+	@status=0; set -o pipefail; \
+	echo "+ property tests and alerts (release), log: $(SOAK_LOG)"; \
+	MOSC_GUARD_CASES_VERDICT=$(VERDICT_CASES) MOSC_GUARD_CASES_DECODE=$(DECODE_CASES) \
+	  MOSC_GUARD_CASES_IMAGE=$(IMAGE_CASES) \
+	  $(CARGO) test --locked --release --test properties --test alerts -- --nocapture --test-threads=1 \
+	  2>&1 | tee $(SOAK_LOG) || status=1; \
+	echo "+ load (as make load)"; \
+	$(LOAD_CMD) 2>&1 | tee -a $(SOAK_LOG) || status=1; \
+	echo "== soak summary ($(SOAK_LOG)) =="; \
+	grep -E 'property [a-z_]+: |^  [^ ]|^load: |^through the API server|^test result: ' $(SOAK_LOG); \
+	exit $$status
+
+## Load against a guard on a real API server (RELIABILITY.md): directly over HTTPS, LOAD_RATE
+## requests/s for LOAD_SECONDS s with LOAD_ROTATIONS serving-certificate rotations; then dry-run
+## deletions through kube-apiserver at each of LOAD_API_RATES for LOAD_API_SECONDS s, up to the
+## first rate with an error or not sustained.
+LOAD_RATE ?= 500
+LOAD_SECONDS ?= 60
+LOAD_ROTATIONS ?= 10
+LOAD_NODES ?= 120
+LOAD_API_RATES ?= 50,100,200,400,800
+LOAD_API_SECONDS ?= 10
+## (soak runs the same command; no $(MAKE) in its recipe, so `make -n soak` only prints.)
+LOAD_CMD = MOSC_GUARD_LOAD_RATE=$(LOAD_RATE) MOSC_GUARD_LOAD_SECONDS=$(LOAD_SECONDS) \
+	  MOSC_GUARD_LOAD_ROTATIONS=$(LOAD_ROTATIONS) MOSC_GUARD_LOAD_NODES=$(LOAD_NODES) \
+	  MOSC_GUARD_LOAD_API_RATES=$(LOAD_API_RATES) MOSC_GUARD_LOAD_API_SECONDS=$(LOAD_API_SECONDS) \
+	  $(CARGO) test --locked --release --test load -- --nocapture --test-threads=1
+load: deps binaries
+	$(LOAD_CMD)
 
 ## Builds $(IMAGE) from the Containerfile with the first of podman, buildah or docker found.
 .PHONY: image

@@ -10,6 +10,8 @@ need kubectl kubernetes-client
 need openssl openssl
 need curl curl
 need git git
+# promtool unit-tests the PrometheusRule (tests/alerts.rs).
+need promtool prometheus
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}" >&2

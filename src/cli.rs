@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::cert_expiry;
 use crate::events::Events;
 use crate::leader::{self, LeaseSettings};
 use crate::metrics::Metrics;
@@ -369,6 +370,11 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     };
     let shutdown_delay = Duration::from_secs(args.shutdown_delay);
     let metrics = Arc::new(Metrics::default());
+    let _expiry_gauge = cert_expiry::spawn_gauge(
+        Arc::clone(&resolver),
+        Arc::clone(&metrics),
+        Duration::from_secs(args.tls_reload_interval.max(1)),
+    );
     let confirm = Duration::from_secs(args.confirm_timeout.max(1));
     let Some(dir) = &args.source.from_dir else {
         let client = args.source.cluster.client().await?;

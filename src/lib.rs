@@ -8,6 +8,7 @@
 
 pub mod admission;
 pub mod cache;
+pub mod cert_expiry;
 pub mod certs;
 pub mod cli;
 pub mod coalesce;

@@ -72,6 +72,7 @@ pub struct Metrics {
     deferral_seconds: Histogram,
     leader: Gauge,
     controller_errors: Family<ControllerErrorLabels, Counter>,
+    certificate_expiry: Gauge,
 }
 
 impl Default for Metrics {
@@ -156,6 +157,12 @@ impl Default for Metrics {
             "Failed finalizer patches of the finalizer controller, by kind (conflict is retried at once, the rest with backoff)",
             controller_errors.clone(),
         );
+        let certificate_expiry = Gauge::default();
+        registry.register(
+            "serving_certificate_expiry_timestamp_seconds",
+            "When the serving certificate in service expires (notAfter, seconds since the Unix epoch; 0 if unreadable)",
+            certificate_expiry.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -170,6 +177,7 @@ impl Default for Metrics {
             deferral_seconds,
             leader,
             controller_errors,
+            certificate_expiry,
         }
     }
 }
@@ -214,6 +222,11 @@ impl Metrics {
 
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
+    }
+
+    /// The serving certificate's notAfter, seconds since the Unix epoch (see `cert_expiry`).
+    pub fn set_certificate_expiry(&self, not_after: i64) {
+        self.certificate_expiry.set(not_after);
     }
 
     /// Renders the text exposition after refreshing the cache gauges.

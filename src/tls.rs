@@ -151,6 +151,11 @@ impl ReloadingResolver {
         Ok(config)
     }
 
+    /// The end-entity certificate handshakes get now (DER), for its expiry gauge.
+    pub fn serving_certificate(&self) -> Option<CertificateDer<'static>> {
+        self.read_current(|c| c.key.cert.first().cloned())
+    }
+
     fn read_current<T>(&self, f: impl FnOnce(&Loaded) -> T) -> T {
         match self.current.read() {
             Ok(guard) => f(&guard),

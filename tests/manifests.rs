@@ -11,10 +11,11 @@
 //!   reference between objects resolves (Service -> pods, webhooks -> Service, Secret names).
 //! - Every rendered object passes `kubectl apply --dry-run=server --validate=strict` on a real
 //!   kube-apiserver: built-in kinds against the API server's own validation (and Pod Security
-//!   "restricted", which the namespace warns about), ServiceMonitor, Issuer and Certificate
-//!   against the test CRDs in `tests/crds/thirdparty/`. Those declare only the fields the
-//!   manifests use, with the upstream names, types and enums and no preserve-unknown-fields,
-//!   so a misspelt field fails (checked here by misspelling three on purpose).
+//!   "restricted", which the namespace warns about), ServiceMonitor, PrometheusRule, Issuer and
+//!   Certificate against the test CRDs in `tests/crds/thirdparty/`. Those declare only the
+//!   fields the manifests use, with the upstream names, types and enums and no
+//!   preserve-unknown-fields, so a misspelt field fails (checked here by misspelling four on
+//!   purpose).
 //! - With the ServiceAccount's own token: `kubectl auth can-i` answers yes where the guard
 //!   needs it and no for secrets, node writes, MOSC deletion and leases or events outside
 //!   the two granted namespaces; and the real guard, running with that token, becomes ready
@@ -629,6 +630,9 @@ fn check_openshift(dir: &str, objects: &[Value], configs: &[&Value]) {
             "serverName": service_dns_name(),
         })
     );
+    // Its alerts live beside it (their content: tests/alerts.rs).
+    let rule = get(objects, "PrometheusRule", NAME);
+    assert_eq!(rule["metadata"]["namespace"], NAMESPACE, "{dir}");
     // Prometheus may discover the Service's endpoints.
     let role = get(objects, "Role", "prometheus-k8s");
     assert!(rule_set(role).contains(&("".into(), "endpoints".into(), "list".into())));
@@ -734,7 +738,8 @@ async fn kubectl_ok(cp: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Ku
     out
 }
 
-/// Installs the third-party test CRDs (ServiceMonitor, Issuer, Certificate) and waits until
+/// Installs the third-party test CRDs (ServiceMonitor, PrometheusRule, Issuer, Certificate) and
+/// waits until
 /// the API server serves them.
 async fn install_thirdparty_crds(cp: &ControlPlane) {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/crds/thirdparty");
@@ -746,6 +751,7 @@ async fn install_thirdparty_crds(cp: &ControlPlane) {
             "--for=condition=Established",
             "--timeout=30s",
             "crd/servicemonitors.monitoring.coreos.com",
+            "crd/prometheusrules.monitoring.coreos.com",
             "crd/issuers.cert-manager.io",
             "crd/certificates.cert-manager.io",
         ],
@@ -821,8 +827,15 @@ async fn rendered_objects_pass_server_side_dry_run() {
     serving["spec"]["dnsName"] = serving["spec"]["dnsNames"].take();
     let mut issuer = get(&cert_manager, "Issuer", "mosc-guard-selfsigned").clone();
     issuer["spec"] = json!({"selfsigned": {}});
+    let mut rule = get(&openshift, "PrometheusRule", NAME).clone();
+    let first = rule["spec"]["groups"][0]["rules"][0]
+        .as_object_mut()
+        .expect("a rule");
+    let duration = first.remove("for").expect("the first alert has `for`");
+    first.insert("fro".into(), duration);
     for (broken, field) in [
         (monitor, "caFiel"),
+        (rule, "fro"),
         (serving, "dnsName"),
         (issuer, "selfsigned"),
     ] {
