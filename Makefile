@@ -38,7 +38,7 @@ lint: deps
 ## Every test tier. Integration tests start their own servers on 127.0.0.1.
 ## (Benchmarks and the demo are compiled and linted by `lint`; `make bench`/`make demo` run them.)
 test: deps binaries lint
-	$(CARGO) test --locked --lib --bins --tests -- --test-threads=2
+	$(CARGO) test --locked --no-fail-fast --lib --bins --tests -- --test-threads=2
 
 ## The report's scenario, narrated. GUARD=defer plays it in defer mode, GUARD=off without mosc-guard.
 demo: deps binaries

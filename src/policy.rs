@@ -188,6 +188,12 @@ pub fn guarded_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTre
     if guard.fallback.is_some() {
         return None;
     }
+    // A pool rolling out a guarded image blocks while any node of it has not reached the
+    // image, and such a node need not carry a guarded digest at all (not targeted yet): only
+    // every node can tell.
+    if !rolling_targets(snapshot, target, &guard).is_empty() {
+        return None;
+    }
     guard.digests()
 }
 
@@ -407,9 +413,33 @@ fn check_node(
 }
 
 /// Pools MCO is still rolling out (see [`RollingPool`]) whose target, the current image of
-/// their MachineOSConfig, is one of the guarded images. The MachineOSConfig being deleted is
-/// taken from the request, the others from the snapshot.
+/// their MachineOSConfig, is one of the guarded images, and that still have a node not on it.
 fn rolling_pools(snapshot: &Snapshot, target: Deletion<'_>, guard: &Guard) -> Vec<RollingPool> {
+    let mut rolling: Vec<RollingPool> = rolling_targets(snapshot, target, guard)
+        .into_iter()
+        // `Updating` alone is not enough: 4.20 also reports it while a new build runs or
+        // after one failed, with every node still on this image. Only a node of the pool
+        // that has not reached the image makes MCO target it again.
+        .filter(|(pool, current, _)| has_unreached_node(snapshot, pool.name(), current))
+        .map(|(pool, _, image)| RollingPool {
+            pool: pool.name().to_string(),
+            image: image.image,
+            updated_machines: pool.status.updated_machine_count,
+            machines: pool.status.machine_count,
+        })
+        .collect();
+    rolling.sort_by(|a, b| a.pool.cmp(&b.pool));
+    rolling
+}
+
+/// Pools reporting `Updating` (not paused) whose MachineOSConfig's current image is guarded:
+/// each with that image as the config spells it and as the guard lists it. The MachineOSConfig
+/// being deleted is taken from the request, the others from the snapshot. Reads no node.
+fn rolling_targets<'s>(
+    snapshot: &'s Snapshot,
+    target: Deletion<'_>,
+    guard: &Guard,
+) -> Vec<(&'s MachineConfigPool, String, GuardedImage)> {
     if guard.exact.is_empty() && guard.fallback.is_none() {
         return Vec::new();
     }
@@ -427,7 +457,7 @@ fn rolling_pools(snapshot: &Snapshot, target: Deletion<'_>, guard: &Guard) -> Ve
                 .find(|m| m.pool_name() == pool)
         })
     };
-    let mut rolling: Vec<RollingPool> = snapshot
+    snapshot
         .pools
         .iter()
         .filter(|p| p.is_rolling())
@@ -437,27 +467,13 @@ fn rolling_pools(snapshot: &Snapshot, target: Deletion<'_>, guard: &Guard) -> Ve
                 .current_image_pull_spec
                 .as_deref()?;
             let image = guard.find(current, &prefilter)?;
-            // `Updating` alone is not enough: 4.20 also reports it while a new build runs or
-            // after one failed, with every node still on this image. Only a node of the pool
-            // that has not reached the image makes MCO target it again.
-            if !has_unreached_node(snapshot, p.name(), current) {
-                return None;
-            }
-            Some(RollingPool {
-                pool: p.name().to_string(),
-                image: image.image,
-                updated_machines: p.status.updated_machine_count,
-                machines: p.status.machine_count,
-            })
+            Some((p.as_ref(), current.to_string(), image))
         })
-        .collect();
-    rolling.sort_by(|a, b| a.pool.cmp(&b.pool));
-    rolling
+        .collect()
 }
 
-/// Whether some node of `pool` does not run `image` yet. Reads only `snapshot.nodes`: from
-/// the webhook's index (candidates only) it can miss such a node and so lean to allow, which the
-/// confirming fresh read of every node then corrects; it can never invent one.
+/// Whether some node of `pool` does not run `image` yet. It needs every node: which is why
+/// [`guarded_digests`] sends a decision with a rolling pool to a full scan.
 fn has_unreached_node(snapshot: &Snapshot, pool: &str, image: &str) -> bool {
     snapshot.nodes.iter().any(|node| {
         let reached = NodeImages::of(node)

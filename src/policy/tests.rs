@@ -697,3 +697,28 @@ fn an_updating_pool_blocks_only_while_one_of_its_nodes_has_not_reached_the_image
         assert_eq!(v.allowed, allowed, "{what} (its build): {v:?}");
     }
 }
+
+#[test]
+fn a_pool_rolling_out_a_guarded_image_needs_every_node_not_the_index() {
+    // Pool worker Updating toward the config's current image: the index cannot name a node
+    // not targeted yet, so the decision must scan every node.
+    let snap = updating_with(vec![node(
+        NODE,
+        &["worker"],
+        Some(&img(NEW)),
+        Some(&img(NEW)),
+        "Done",
+    )]);
+    let mosc = snap.machine_os_config("worker").expect("worker");
+    assert_eq!(
+        guarded_digests(&snap, Deletion::MachineOSConfig(mosc)),
+        None
+    );
+    // Settled, the index suffices: the guarded digests are named.
+    let settled = Cluster::report().snapshot();
+    let mosc = settled.machine_os_config("worker").expect("worker");
+    assert_eq!(
+        guarded_digests(&settled, Deletion::MachineOSConfig(mosc)),
+        Some([NEW.to_string()].into())
+    );
+}
