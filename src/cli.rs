@@ -425,33 +425,20 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
                 },
             ))
         };
-        let draining = server::Draining::default();
-        let ops_stop = CancellationToken::new();
-        let ops = serve_ops(
-            ops_listener,
-            plain_tls,
-            Arc::clone(&reviewer),
-            &limits,
-            &ops_stop,
-            draining.clone(),
-        );
-        let app = server::router_with_drain(reviewer, limits.request_timeout, draining.clone());
         let signal = shutdown.clone();
-        let drained = server::drain_after(
+        serve_and_drain(
+            reviewer,
+            (listener, tls),
+            (ops_listener, plain_tls),
+            &limits,
+            shutdown_delay,
             async move {
                 shutdown_signal().await;
                 // The controller stops and gives the Lease up at once; serving goes on.
                 signal.cancel();
             },
-            draining,
-            shutdown_delay,
-        );
-        // Probes and metrics keep answering until the webhook server has stopped.
-        let main = async {
-            server::serve(listener, tls, app, &limits, drained).await;
-            ops_stop.cancel();
-        };
-        tokio::join!(main, ops);
+        )
+        .await;
         // Stops the controller and gives the Lease up so another replica takes over at once.
         if tokio::time::timeout(Duration::from_secs(15), election)
             .await
@@ -463,24 +450,46 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
     };
     let view = StaticView(Arc::new(load_static(dir)?));
     let reviewer = Arc::new(Reviewer::new(view, args.source.policy, metrics, confirm));
+    serve_and_drain(
+        reviewer,
+        (listener, tls),
+        (ops_listener, plain_tls),
+        &limits,
+        shutdown_delay,
+        shutdown_signal(),
+    )
+    .await;
+    Ok(())
+}
+
+/// Serves the webhook, and probes and metrics on the ops listener if there is one, until
+/// `signal`; then drains (`/readyz` 503 on both at once, connections still accepted for `delay`,
+/// in-flight requests finished). The ops listener answers until the webhook server has stopped.
+async fn serve_and_drain<V: crate::view::ClusterView>(
+    reviewer: Arc<Reviewer<V>>,
+    (listener, tls): (tokio::net::TcpListener, Arc<rustls::ServerConfig>),
+    (ops_listener, ops_tls): (Option<tokio::net::TcpListener>, Arc<rustls::ServerConfig>),
+    limits: &Limits,
+    delay: Duration,
+    signal: impl std::future::Future<Output = ()>,
+) {
     let draining = server::Draining::default();
     let ops_stop = CancellationToken::new();
     let ops = serve_ops(
         ops_listener,
-        plain_tls,
+        ops_tls,
         Arc::clone(&reviewer),
-        &limits,
+        limits,
         &ops_stop,
         draining.clone(),
     );
     let app = server::router_with_drain(reviewer, limits.request_timeout, draining.clone());
-    let drained = server::drain_after(shutdown_signal(), draining, shutdown_delay);
+    let drained = server::drain_after(signal, draining, delay);
     let main = async {
-        server::serve(listener, tls, app, &limits, drained).await;
+        server::serve(listener, tls, app, limits, drained).await;
         ops_stop.cancel();
     };
     tokio::join!(main, ops);
-    Ok(())
 }
 
 /// The `--metrics-listen` server (probes and metrics), if configured, until `shutdown`.

@@ -100,24 +100,15 @@ pub fn router_with_drain<V: ClusterView>(
     request_timeout: Duration,
     draining: Draining,
 ) -> Router {
-    let reviewer = reviewer.into();
-    let state = Arc::new(AppState {
-        metrics: Arc::clone(&reviewer.metrics),
-        reviewer,
-        draining,
-    });
-    Router::new()
+    probes_and_metrics()
         .route("/validate", post(validate::<V>))
         .route("/mutate", post(mutate::<V>))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz::<V>))
-        .route("/metrics", get(metrics::<V>))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             request_timeout,
         ))
-        .with_state(state)
+        .with_state(app_state(reviewer, draining))
 }
 
 /// Only `/healthz`, `/readyz` and `/metrics`, for the second listener of
@@ -128,17 +119,27 @@ pub fn ops_router<V: ClusterView>(
     reviewer: impl Into<Arc<Reviewer<V>>>,
     draining: Draining,
 ) -> Router {
-    let reviewer = reviewer.into();
-    let state = Arc::new(AppState {
-        metrics: Arc::clone(&reviewer.metrics),
-        reviewer,
-        draining,
-    });
+    probes_and_metrics().with_state(app_state(reviewer, draining))
+}
+
+/// The routes both listeners serve.
+fn probes_and_metrics<V: ClusterView>() -> Router<Arc<AppState<V>>> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz::<V>))
         .route("/metrics", get(metrics::<V>))
-        .with_state(state)
+}
+
+fn app_state<V: ClusterView>(
+    reviewer: impl Into<Arc<Reviewer<V>>>,
+    draining: Draining,
+) -> Arc<AppState<V>> {
+    let reviewer = reviewer.into();
+    Arc::new(AppState {
+        metrics: Arc::clone(&reviewer.metrics),
+        reviewer,
+        draining,
+    })
 }
 
 async fn validate<V: ClusterView>(State(app): State<Arc<AppState<V>>>, body: Bytes) -> Response {
