@@ -133,12 +133,7 @@ fn cluster(n: usize) -> (Snapshot, MachineOSConfig) {
 fn scan_only(s: &Snapshot) -> usize {
     s.nodes
         .iter()
-        .filter(|n| {
-            n.metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key(node_annotations::DESIRED_IMAGE))
-        })
+        .filter(|n| n.desired_image().is_some())
         .count()
 }
 
@@ -157,7 +152,7 @@ fn indexed(
         Some(d) => index
             .candidates(&d, mode)
             .iter()
-            .filter_map(|name| store.get(name).cloned())
+            .filter_map(|name| store.get(name.as_ref()).cloned())
             .collect(),
         None => store.values().cloned().collect(),
     };
@@ -172,10 +167,7 @@ fn index_of(snapshot: &Snapshot) -> (Snapshot, (NodeIndex, Store)) {
     let mut store = Store::new();
     for node in &snapshot.nodes {
         index.upsert(node);
-        store.insert(
-            node.metadata.name.clone().unwrap_or_default(),
-            Arc::clone(node),
-        );
+        store.insert(node.name().to_string(), Arc::clone(node));
     }
     let objects = Snapshot {
         nodes: Vec::new(),

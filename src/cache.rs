@@ -1,21 +1,19 @@
-//! Reflector caches of the four kinds the policy reads, kept current by watches.
-//!
-//! Nodes are cached as metadata only (no spec/status) and every object loses its
-//! managedFields: about 2.3 KiB per node (BENCHMARKS.md), 112 MiB at 50,000 nodes. A kind the cluster
-//! does not serve yet (CRD missing) is logged and retried with backoff; the cache is
-//! not ready until every kind has completed one full list.
+//! Caches of the four kinds the policy reads, kept current by watches: kube's reflector for
+//! the three MCO kinds (a handful of objects each, managedFields dropped) and the lean
+//! [`NodeCache`] for nodes (name, labels, three annotations: BENCHMARKS.md has the figures).
+//! A kind the cluster does not serve yet (CRD missing) is logged and retried with backoff; the
+//! cache is not ready until every kind has completed one full list.
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, PartialObjectMeta};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -23,10 +21,10 @@ use tokio::task::JoinHandle;
 
 use crate::live;
 use crate::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig, NodeMeta};
-use crate::node_index::NodeIndex;
+use crate::node_cache::NodeCache;
 use crate::policy::PolicyMode;
 use crate::snapshot::Snapshot;
-use crate::view::ClusterView;
+use crate::view::{ClusterView, Fresh, FreshNodes};
 
 /// Whether a watch is failing, and since when: a watch that has failed continuously for
 /// `--stale-after` leaves its cache stale (the webhook is then not ready). Data the watch
@@ -97,7 +95,7 @@ const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Logs a recovery if the watch was failing.
-fn recovered(health: &WatchHealth, what: &'static str, how: &'static str) {
+pub(crate) fn recovered(health: &WatchHealth, what: &'static str, how: &'static str) {
     if let Some(failed_for) = health.succeeded() {
         tracing::info!(cache = what, failed_for = ?failed_for, how, "watch recovered");
     }
@@ -217,71 +215,43 @@ where
         self.ready.load(Ordering::Acquire)
     }
 
-    /// "machineconfigpools (watch failing for 35s: ...)" when stale at `now`.
     fn stale(&self, now: Instant, stale_after: Duration) -> Option<String> {
-        let (for_, error) = self.health.stale(now, stale_after)?;
-        Some(format!(
-            "{} (watch failing for {}s: {error})",
-            self.what,
-            for_.as_secs()
-        ))
+        describe_stale(self.what, &self.health, now, stale_after)
     }
 }
 
-/// The webhook's view of the cluster: four reflectors, an index of nodes by image digest
-/// fed by the node watch, and a client for fresh reads.
+/// "machineconfigpools (watch failing for 35s: ...)" when `health` is stale at `now`.
+fn describe_stale(
+    what: &str,
+    health: &WatchHealth,
+    now: Instant,
+    stale_after: Duration,
+) -> Option<String> {
+    let (for_, error) = health.stale(now, stale_after)?;
+    Some(format!(
+        "{what} (watch failing for {}s: {error})",
+        for_.as_secs()
+    ))
+}
+
+/// The webhook's view of the cluster: three reflectors, the node cache (with its index of
+/// nodes by image digest), and a client for fresh reads.
 pub struct Caches {
     client: Client,
     configs: Cached<MachineOSConfig>,
     builds: Cached<MachineOSBuild>,
     pools: Cached<MachineConfigPool>,
-    nodes: Cached<PartialObjectMeta<Node>>,
-    index: Arc<RwLock<NodeIndex>>,
+    nodes: NodeCache,
     stale_after: Duration,
+    fence_wait: Duration,
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// Keeps a [`NodeIndex`] in step with the node watch. A relist builds a new index on the
-/// side and swaps it in when the list completes, as the reflector store does.
-struct IndexFeeder {
-    live: Arc<RwLock<NodeIndex>>,
-    relist: Option<NodeIndex>,
-}
-
-impl IndexFeeder {
-    fn observe(&mut self, event: &watcher::Event<PartialObjectMeta<Node>>) {
-        use watcher::Event;
-        match event {
-            Event::Init => self.relist = Some(NodeIndex::default()),
-            Event::InitApply(node) => {
-                if let Some(next) = self.relist.as_mut() {
-                    next.upsert(node);
-                }
-            }
-            Event::InitDone => {
-                if let Some(next) = self.relist.take() {
-                    *write(&self.live) = next;
-                }
-            }
-            Event::Apply(node) => write(&self.live).upsert(node),
-            Event::Delete(node) => {
-                if let Some(name) = &node.metadata.name {
-                    write(&self.live).remove(name);
-                }
-            }
-        }
-    }
-}
-
-/// A poisoned lock only means a panic elsewhere mid-update; the index stays usable.
-fn write(lock: &RwLock<NodeIndex>) -> std::sync::RwLockWriteGuard<'_, NodeIndex> {
-    lock.write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn read(lock: &RwLock<NodeIndex>) -> std::sync::RwLockReadGuard<'_, NodeIndex> {
-    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+/// How long a confirmation waits for the node cache to pass the fence before it also starts
+/// listing every node (whichever finishes first answers). Node watch events arrive every few
+/// milliseconds on a large cluster (kubelets and MCO update nodes); a quiet cluster gets no
+/// event to pass the fence with, and is small enough for the list to be cheap.
+pub const DEFAULT_FENCE_WAIT: Duration = Duration::from_millis(100);
 
 impl Caches {
     /// Starts the watches; returns at once (see [`ClusterView::ready`]). A cache whose watch
@@ -309,25 +279,65 @@ impl Caches {
             |_| {},
         );
         tasks.extend(t);
-        let index = Arc::new(RwLock::new(NodeIndex::default()));
-        let mut feeder = IndexFeeder {
-            live: Arc::clone(&index),
-            relist: None,
-        };
-        let (nodes, t) = Cached::start(Api::all(client.clone()), "nodes", stale_after, move |e| {
-            feeder.observe(e)
-        });
-        tasks.extend(t);
+        let nodes = NodeCache::start(client.clone(), stale_after);
         Self {
             client,
             configs,
             builds,
             pools,
             nodes,
-            index,
             stale_after,
+            fence_wait: DEFAULT_FENCE_WAIT,
             tasks,
         }
+    }
+
+    /// Sets how long a confirmation waits for the node cache before also listing nodes.
+    pub fn with_fence_wait(mut self, wait: Duration) -> Self {
+        self.fence_wait = wait;
+        self
+    }
+
+    /// Nodes as fresh as the moment this is called: the node cache once it has applied the
+    /// node collection's current revision, or a list of every node if that is quicker. The
+    /// list needs the fresh pools (it keeps only the labels their selectors read).
+    async fn fresh_nodes(&self, pools: &[Arc<MachineConfigPool>]) -> Result<FreshNodes, String> {
+        let revision = live::node_revision(&self.client)
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(revision) = revision else {
+            // Not an etcd revision: no fence to wait on.
+            return self.listed_nodes(pools).await;
+        };
+        let fence = self.nodes.caught_up(revision);
+        let mut fence = std::pin::pin!(fence);
+        if tokio::time::timeout(self.fence_wait, fence.as_mut())
+            .await
+            .is_ok()
+        {
+            return Ok(FreshNodes::Cached);
+        }
+        let listed = self.listed_nodes(pools);
+        tokio::select! {
+            biased;
+            () = fence.as_mut() => Ok(FreshNodes::Cached),
+            listed = listed => match listed {
+                Ok(nodes) => Ok(nodes),
+                // The cache may still catch up within the caller's deadline.
+                Err(e) => {
+                    tracing::debug!(error = %e, "listing nodes failed; waiting for the node cache");
+                    fence.await;
+                    Ok(FreshNodes::Cached)
+                }
+            },
+        }
+    }
+
+    async fn listed_nodes(&self, pools: &[Arc<MachineConfigPool>]) -> Result<FreshNodes, String> {
+        let nodes = live::nodes_for(&self.client, pools)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(FreshNodes::Listed(nodes.unwrap_or_default()))
     }
 
     /// Each cache's "stale at `now`" description.
@@ -337,7 +347,10 @@ impl Caches {
             (self.configs.what, self.configs.stale(now, after)),
             (self.builds.what, self.builds.stale(now, after)),
             (self.pools.what, self.pools.stale(now, after)),
-            (self.nodes.what, self.nodes.stale(now, after)),
+            (
+                "nodes",
+                describe_stale("nodes", self.nodes.health(), now, after),
+            ),
         ]
     }
 }
@@ -359,21 +372,16 @@ impl ClusterView for Caches {
     }
 
     fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>> {
-        match digests {
-            Some(d) => read(&self.index)
-                .candidates(d, mode)
-                .iter()
-                .filter_map(|name| self.nodes.store.get(&ObjectRef::new(name)))
-                .collect(),
-            None => self.nodes.store.state(),
-        }
+        self.nodes.nodes(digests, mode)
     }
 
-    fn fresh(&self) -> BoxFuture<'_, Result<Snapshot, String>> {
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, String>> {
         Box::pin(async move {
-            live::decision_inputs(&self.client)
+            let objects = live::decision_objects(&self.client)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            let nodes = self.fresh_nodes(&objects.pools).await?;
+            Ok(Fresh { objects, nodes })
         })
     }
 
@@ -387,7 +395,7 @@ impl ClusterView for Caches {
                 (self.configs.what, self.configs.ready()),
                 (self.builds.what, self.builds.ready()),
                 (self.pools.what, self.pools.ready()),
-                (self.nodes.what, self.nodes.ready()),
+                ("nodes", self.nodes.ready()),
             ]
             .into_iter()
             .filter(|(_, ready)| !ready)
@@ -418,12 +426,13 @@ impl ClusterView for Caches {
     }
 
     fn sizes(&self) -> Vec<(&'static str, usize)> {
+        let (nodes, with_images) = self.nodes.sizes();
         vec![
             ("machineosconfigs", self.configs.store.len()),
             ("machineosbuilds", self.builds.store.len()),
             ("machineconfigpools", self.pools.store.len()),
-            ("nodes", self.nodes.store.len()),
-            ("nodes_with_images", read(&self.index).len()),
+            ("nodes", nodes),
+            ("nodes_with_images", with_images),
         ]
     }
 }

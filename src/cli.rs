@@ -151,6 +151,11 @@ pub struct ServeArgs {
     /// (it recovers on its own when the watch does).
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     pub stale_after: u64,
+    /// Milliseconds a confirming read waits for the node cache to catch up with the API
+    /// server before it also lists every node (the first to finish answers; see
+    /// docs/design.md). 0 lists at once, as a small cluster may prefer.
+    #[arg(long, default_value_t = 100, value_name = "MILLISECONDS")]
+    pub fence_wait_ms: u64,
     /// deny: refuse a MachineOSConfig deletion while nodes need its images;
     /// defer: accept it and hold the object with a finalizer until the rollout settles
     /// (needs the mutating webhook, policy in-flight and a live cluster).
@@ -381,7 +386,8 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         let identity = args.identity.clone().unwrap_or_else(default_identity);
         let events = Events::new(client.clone(), &identity);
         let mut reviewer = Reviewer::new(
-            cache::Caches::start(client.clone(), Duration::from_secs(args.stale_after)),
+            cache::Caches::start(client.clone(), Duration::from_secs(args.stale_after))
+                .with_fence_wait(Duration::from_millis(args.fence_wait_ms)),
             args.source.policy,
             Arc::clone(&metrics),
             confirm,

@@ -14,15 +14,14 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::PartialObjectMetaExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use walkdir::WalkDir;
 
 use crate::model::{GROUP, MachineConfigPool, MachineOSBuild, MachineOSConfig, NodeMeta, VERSION};
+use crate::node::{Interner, WireMeta};
 use crate::snapshot::Snapshot;
 
 /// A snapshot read from a directory, with one line per thing that was skipped.
@@ -286,6 +285,7 @@ struct Objects {
     machine_os_builds: Kept<MachineOSBuild>,
     pools: Kept<MachineConfigPool>,
     nodes: Kept<NodeMeta>,
+    interner: Interner,
 }
 
 impl Objects {
@@ -299,7 +299,7 @@ impl Objects {
         } = typed;
         let mco_v1 = api_version == format!("{GROUP}/{VERSION}");
         match (api_version.as_str(), kind.as_str()) {
-            ("v1", "Node") => self.nodes.add(&kind, node(object)?),
+            ("v1", "Node") => self.nodes.add(&kind, node(object, &mut self.interner)?),
             (_, "MachineOSConfig") if mco_v1 => {
                 self.machine_os_configs.add(&kind, mco(&kind, object)?)
             }
@@ -399,16 +399,22 @@ fn decoded<T>(object: T, meta: impl Fn(&T) -> &ObjectMeta) -> Decoded<T> {
     }
 }
 
-/// A Node reduced to its metadata (without managedFields).
-fn node(mut object: Map<String, Value>) -> Result<Decoded<NodeMeta>, String> {
+/// A Node reduced to what the policy reads (see [`crate::node`]), its strings shared with the
+/// other nodes of the dump through `interner`.
+fn node(
+    mut object: Map<String, Value>,
+    interner: &mut Interner,
+) -> Result<Decoded<NodeMeta>, String> {
     let name = name_in(&object);
-    let mut meta: ObjectMeta =
-        serde_json::from_value(object.remove("metadata").unwrap_or(Value::Null))
-            .map_err(|e| format!("Node {name}: cannot decode metadata: {e}"))?;
-    meta.managed_fields = None;
-    Ok(decoded(meta.into_request_partial::<Node>(), |n| {
-        &n.metadata
-    }))
+    let meta: WireMeta = serde_json::from_value(object.remove("metadata").unwrap_or(Value::Null))
+        .map_err(|e| format!("Node {name}: cannot decode metadata: {e}"))?;
+    let resource_version = meta.revision();
+    let node = NodeMeta::from_wire(meta, interner, |_| true);
+    Ok(Decoded {
+        name: node.name().to_string(),
+        resource_version,
+        object: node,
+    })
 }
 
 /// One of the MCO kinds, decoded into our model (without managedFields).
@@ -455,6 +461,10 @@ mod tests {
             .iter()
             .map(|o| o.meta().name.clone().unwrap_or_default())
             .collect()
+    }
+
+    fn node_names(nodes: &[Arc<NodeMeta>]) -> Vec<String> {
+        nodes.iter().map(|n| n.name().to_string()).collect()
     }
 
     const MOSC: &str = "apiVersion: machineconfiguration.openshift.io/v1
@@ -536,25 +546,10 @@ items:
         let snap = &loaded.snapshot;
         assert_eq!(names(&snap.pools), ["worker"]);
         assert!(snap.pools[0].spec.node_selector.is_some());
-        assert_eq!(names(&snap.nodes), ["worker-a"]);
+        assert_eq!(node_names(&snap.nodes), ["worker-a"]);
         let node = &snap.nodes[0];
-        assert!(
-            node.metadata.managed_fields.is_none(),
-            "managedFields stripped"
-        );
-        assert_eq!(
-            node.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(node_annotations::DESIRED_IMAGE))
-                .map(String::as_str),
-            Some(IMAGE)
-        );
-        let types = node.types.as_ref().expect("node typed");
-        assert_eq!(
-            (types.api_version.as_str(), types.kind.as_str()),
-            ("v1", "Node")
-        );
+        assert_eq!(node.desired_image(), Some(IMAGE));
+        assert_eq!(node.labels().count(), 0, "the fixture's node has no labels");
     }
 
     #[test]
@@ -582,7 +577,7 @@ items:
         assert_eq!(loaded.warnings, Vec::<String>::new());
         let snap = &loaded.snapshot;
         assert_eq!(
-            names(&snap.nodes),
+            node_names(&snap.nodes),
             ["worker-a", "worker-b"],
             "sorted by name"
         );
@@ -602,7 +597,7 @@ items:
         ]}"#;
         let loaded = load(&[("list.json", text)]);
         assert_eq!(
-            names(&loaded.snapshot.nodes),
+            node_names(&loaded.snapshot.nodes),
             ["n"],
             "good items still read"
         );

@@ -24,6 +24,8 @@ pub mod message;
 pub mod metrics;
 pub mod model;
 pub mod mutation;
+pub mod node;
+pub mod node_cache;
 pub mod node_index;
 pub mod policy;
 pub mod report;

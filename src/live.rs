@@ -1,20 +1,28 @@
 //! Direct reads from the API server: the `check` command's source, and the fresh read
 //! that confirms a cache allow before the webhook answers it.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, ListParams, PartialObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, Resource};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use crate::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig, NodeMeta};
+use crate::node::{Interner, WireMeta, WireNode};
+use crate::selector;
 use crate::snapshot::Snapshot;
 
-/// Page size for list calls; 50,000 nodes come back in 100 requests.
+/// Page size for list calls of the MCO kinds (a handful of objects each).
 const PAGE: u32 = 500;
+/// Page size for node lists: 50,000 nodes come back in 50 requests of a few MiB each.
+pub(crate) const NODE_PAGE: u32 = 1000;
+/// The node collection's path.
+pub(crate) const NODES: &str = "/api/v1/nodes";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
@@ -56,12 +64,12 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
 /// Everything the policy reads, listed now. An API the cluster does not serve (CRD
 /// missing) lists as empty and is named in `missing`.
 pub async fn snapshot(client: &Client) -> Result<(Snapshot, Vec<&'static str>), LiveError> {
-    let (moscs, mosbs, pools, nodes) = tokio::try_join!(
+    let (moscs, mosbs, pools) = tokio::try_join!(
         list::<MachineOSConfig>(client, "machineosconfigs"),
         list::<MachineOSBuild>(client, "machineosbuilds"),
         list::<MachineConfigPool>(client, "machineconfigpools"),
-        list::<PartialObjectMeta<Node>>(client, "nodes"),
     )?;
+    let nodes = nodes_for(client, pools.as_deref().unwrap_or_default()).await?;
     let mut missing = Vec::new();
     let mut note = |served: bool, what: &'static str| {
         if !served {
@@ -90,13 +98,12 @@ pub async fn snapshot(client: &Client) -> Result<(Snapshot, Vec<&'static str>), 
     Ok((snapshot, missing))
 }
 
-/// Everything a decision reads besides the object being deleted (which the admission request
-/// carries), listed now: nodes (metadata only), builds, pools and MachineOSConfigs. The last
-/// two are small lists; reading them here means a cache whose watch is failing cannot turn
-/// a stale pool status into an allow. An API the cluster does not serve lists as empty.
-pub async fn decision_inputs(client: &Client) -> Result<Snapshot, LiveError> {
-    let (nodes, builds, pools, configs) = tokio::try_join!(
-        list::<PartialObjectMeta<Node>>(client, "nodes"),
+/// Everything a decision reads besides nodes and the object being deleted (which the
+/// admission request carries), listed now: builds, pools and MachineOSConfigs. They are small
+/// lists; reading them fresh means a cache whose watch is failing cannot turn a stale pool
+/// status into an allow. An API the cluster does not serve lists as empty.
+pub async fn decision_objects(client: &Client) -> Result<Snapshot, LiveError> {
+    let (builds, pools, configs) = tokio::try_join!(
         list::<MachineOSBuild>(client, "machineosbuilds"),
         list::<MachineConfigPool>(client, "machineconfigpools"),
         list::<MachineOSConfig>(client, "machineosconfigs"),
@@ -105,8 +112,106 @@ pub async fn decision_inputs(client: &Client) -> Result<Snapshot, LiveError> {
         machine_os_configs: configs.unwrap_or_default(),
         machine_os_builds: builds.unwrap_or_default(),
         pools: pools.unwrap_or_default(),
-        nodes: nodes.unwrap_or_default(),
+        nodes: Vec::new(),
     })
+}
+
+/// Every node, listed now and kept lean: besides the name and image annotations, only the
+/// labels that `pools`' selectors read (all a decision needs to place a node in its pool;
+/// [`decision_objects`] must have read `pools` first). Pages are decoded one at a time, so
+/// the read never holds more than one page of metadata. `None` if nodes are not served.
+pub async fn nodes_for(
+    client: &Client,
+    pools: &[Arc<MachineConfigPool>],
+) -> Result<Option<Vec<Arc<NodeMeta>>>, LiveError> {
+    let keys: BTreeSet<&str> = pools
+        .iter()
+        .filter_map(|p| p.spec.node_selector.as_ref())
+        .flat_map(selector::keys)
+        .collect();
+    let mut interner = Interner::default();
+    let mut nodes = Vec::new();
+    let listed = list_nodes(client, |page| {
+        nodes.extend(page.into_iter().map(|meta| {
+            Arc::new(NodeMeta::from_wire(meta, &mut interner, |k| {
+                keys.contains(k)
+            }))
+        }))
+    })
+    .await?;
+    Ok(listed.map(|_| nodes))
+}
+
+/// Lists every node's metadata, [`NODE_PAGE`] at a time, handing each page to `page`.
+/// Returns the list's revision (the resourceVersion of the state it shows, `Some(None)` if
+/// that is not a number), or `None` if the API server does not serve nodes (404).
+pub(crate) async fn list_nodes(
+    client: &Client,
+    mut page: impl FnMut(Vec<WireMeta>),
+) -> Result<Option<Option<u64>>, LiveError> {
+    let mut params = ListParams::default().limit(NODE_PAGE);
+    let mut revision = None;
+    loop {
+        let list = match node_list(client, &params).await {
+            Ok(list) => list,
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+            Err(source) => {
+                return Err(LiveError::List {
+                    what: "nodes",
+                    source,
+                });
+            }
+        };
+        // A paginated list shows the state at its first page's resourceVersion.
+        if revision.is_none() {
+            revision = Some(revision_of(list.metadata.resource_version.as_deref()));
+        }
+        page(list.items.into_iter().map(|n| n.metadata).collect());
+        match list.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(Some(revision.flatten())),
+        }
+    }
+}
+
+/// The node collection's resourceVersion now: a consistent read (a list of one node's
+/// metadata), so every node change committed before this call is at or below it. `None` if
+/// the API server's resourceVersions are not numbers.
+pub async fn node_revision(client: &Client) -> Result<Option<u64>, LiveError> {
+    let list = node_list(client, &ListParams::default().limit(1))
+        .await
+        .map_err(|source| LiveError::List {
+            what: "nodes",
+            source,
+        })?;
+    Ok(revision_of(list.metadata.resource_version.as_deref()))
+}
+
+/// A resourceVersion as etcd's revision number. Kubernetes calls them opaque, but the API
+/// server itself orders them this way (watch cache, consistent reads) for etcd3 storage.
+pub(crate) fn revision_of(rv: Option<&str>) -> Option<u64> {
+    rv?.trim().parse().ok()
+}
+
+#[derive(Deserialize)]
+struct NodeList {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    items: Vec<WireNode>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<WireNode>, D::Error> {
+    Ok(Option::<Vec<WireNode>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// One list request for node metadata (`PartialObjectMetadataList`), decoded lean.
+async fn node_list(client: &Client, params: &ListParams) -> Result<NodeList, kube::Error> {
+    let request = kube::core::Request::new(NODES)
+        .list_metadata(params)
+        .map_err(kube::Error::BuildRequest)?;
+    let text = client.request_text(request).await?;
+    serde_json::from_str(&text).map_err(kube::Error::SerdeError)
 }
 
 /// Lists every object of a cluster-scoped kind, page by page; `None` when the API

@@ -58,11 +58,17 @@ struct ConfirmLabels {
     result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: &'static str,
+}
+
 pub struct Metrics {
     registry: Registry,
     decisions: Family<DecisionLabels, Counter>,
     latency: Histogram,
     confirmations: Family<ConfirmLabels, Counter>,
+    confirmation_nodes: Family<SourceLabels, Counter>,
     cache_objects: Family<CacheLabels, Gauge>,
     cache_stale: Family<CacheLabels, Gauge>,
     ready: Gauge,
@@ -99,6 +105,13 @@ impl Default for Metrics {
             "confirmations",
             "Fresh reads that confirmed a cache allow (confirmed, overturned, failed)",
             confirmations.clone(),
+        );
+        let confirmation_nodes = Family::<SourceLabels, Counter>::default();
+        registry.register(
+            "confirmation_nodes",
+            "Confirmations by where their nodes came from: the node cache once it passed the \
+             fence (cache), or a list of every node (list)",
+            confirmation_nodes.clone(),
         );
         let cache_objects = Family::<CacheLabels, Gauge>::default();
         registry.register(
@@ -168,6 +181,7 @@ impl Default for Metrics {
             decisions,
             latency,
             confirmations,
+            confirmation_nodes,
             cache_objects,
             cache_stale,
             ready,
@@ -194,6 +208,13 @@ impl Metrics {
     pub fn confirmation(&self, result: &'static str) {
         self.confirmations
             .get_or_create(&ConfirmLabels { result })
+            .inc();
+    }
+
+    /// `source` is "cache" or "list" (see [`crate::view::Fresh::source`]).
+    pub fn confirmation_nodes(&self, source: &'static str) {
+        self.confirmation_nodes
+            .get_or_create(&SourceLabels { source })
             .inc();
     }
 

@@ -7,9 +7,8 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use kube::core::{ClusterResourceScope, PartialObjectMeta, Resource};
+use kube::core::{ClusterResourceScope, Resource};
 use serde::{Deserialize, Serialize};
 
 /// API group of every MCO object we read.
@@ -35,8 +34,8 @@ pub const ANNOTATION_CURRENT_MOSB: &str =
 /// Annotation an admin sets (with a reason) to let a blocked deletion through.
 pub const OVERRIDE_ANNOTATION: &str = "mosc-guard.dev/allow-deletion";
 
-/// A node as the policy sees it: metadata only.
-pub type NodeMeta = PartialObjectMeta<Node>;
+/// A node as the policy sees it: name, labels and the image annotations (see [`crate::node`]).
+pub use crate::node::NodeMeta;
 
 /// `{name: ...}` reference used throughout the MCO API.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -210,11 +209,10 @@ pub struct NodeImages<'a> {
 
 impl<'a> NodeImages<'a> {
     pub fn of(node: &'a NodeMeta) -> Self {
-        let meta = &node.metadata;
         NodeImages {
-            desired: annotation(meta, node_annotations::DESIRED_IMAGE),
-            current: annotation(meta, node_annotations::CURRENT_IMAGE),
-            state: annotation(meta, node_annotations::STATE),
+            desired: trimmed(node.desired_image()),
+            current: trimmed(node.current_image()),
+            state: trimmed(node.state()),
         }
     }
 }
@@ -230,9 +228,11 @@ pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
 }
 
 fn non_empty<'a>(map: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
-    map.and_then(|m| m.get(key))
-        .map(|v| v.trim())
-        .filter(|v| !v.is_empty())
+    trimmed(map.and_then(|m| m.get(key)).map(String::as_str))
+}
+
+fn trimmed(value: Option<&str>) -> Option<&str> {
+    value.map(str::trim).filter(|v| !v.is_empty())
 }
 
 /// The override reason, if an admin set one on the object being deleted.

@@ -5,9 +5,10 @@
 //! decision over 50,000 nodes touches a handful. The index only narrows: it keeps a node
 //! as a candidate unless it is certain the node cannot match, and the policy re-checks
 //! every candidate. Nodes whose image has no parseable digest are always candidates.
-//! It holds names only; the node objects stay in the reflector store.
+//! It holds names only; the node objects stay in the node cache.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::image::{ImageKey, same_image};
 use crate::model::{NodeImages, NodeMeta};
@@ -16,49 +17,49 @@ use crate::policy::PolicyMode;
 /// Distinct pull specs parsed before the memo is cleared (clusters use a handful).
 const MEMO_LIMIT: usize = 4096;
 
+/// Names and digests are shared (`Arc<str>`) with the node cache and across nodes: a pool of
+/// 50,000 nodes on one image files 50,000 pointers to one digest, not 50,000 copies of it.
 #[derive(Default)]
 pub struct NodeIndex {
     /// Desired digest -> nodes that have not reached their desired image.
-    in_flight: HashMap<String, BTreeSet<String>>,
+    in_flight: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
     /// Current digest -> nodes running it.
-    running: HashMap<String, BTreeSet<String>>,
+    running: HashMap<Arc<str>, BTreeSet<Arc<str>>>,
     /// Nodes with an image annotation whose digest could not be read.
-    unindexed: BTreeSet<String>,
+    unindexed: BTreeSet<Arc<str>>,
     /// Where each node is filed, for updates and removal.
-    filed: HashMap<String, Filed>,
+    filed: HashMap<Arc<str>, Filed>,
     /// Pull spec -> digest hex, so a relist parses each distinct spec once.
-    memo: HashMap<String, Option<String>>,
+    memo: HashMap<String, Option<Arc<str>>>,
 }
 
 #[derive(Default, Clone, PartialEq, Eq)]
 struct Filed {
-    in_flight: Option<String>,
-    running: Option<String>,
+    in_flight: Option<Arc<str>>,
+    running: Option<Arc<str>>,
     unindexed: bool,
 }
 
 impl NodeIndex {
     /// Adds or replaces a node.
     pub fn upsert(&mut self, node: &NodeMeta) {
-        let Some(name) = node.metadata.name.clone() else {
-            return;
-        };
+        let name = Arc::clone(node.shared_name());
         let filed = self.classify(node);
         self.remove(&name);
         if let Some(d) = &filed.in_flight {
             self.in_flight
-                .entry(d.clone())
+                .entry(Arc::clone(d))
                 .or_default()
-                .insert(name.clone());
+                .insert(Arc::clone(&name));
         }
         if let Some(d) = &filed.running {
             self.running
-                .entry(d.clone())
+                .entry(Arc::clone(d))
                 .or_default()
-                .insert(name.clone());
+                .insert(Arc::clone(&name));
         }
         if filed.unindexed {
-            self.unindexed.insert(name.clone());
+            self.unindexed.insert(Arc::clone(&name));
         }
         if filed != Filed::default() {
             self.filed.insert(name, filed);
@@ -89,11 +90,11 @@ impl NodeIndex {
     }
 
     /// Names of the nodes that may block a deletion guarding `digests` under `mode`.
-    pub fn candidates(&self, digests: &BTreeSet<String>, mode: PolicyMode) -> BTreeSet<String> {
+    pub fn candidates(&self, digests: &BTreeSet<String>, mode: PolicyMode) -> BTreeSet<Arc<str>> {
         let mut out = self.unindexed.clone();
-        let mut take = |map: &HashMap<String, BTreeSet<String>>| {
+        let mut take = |map: &HashMap<Arc<str>, BTreeSet<Arc<str>>>| {
             for d in digests {
-                if let Some(nodes) = map.get(d) {
+                if let Some(nodes) = map.get(d.as_str()) {
                     out.extend(nodes.iter().cloned());
                 }
             }
@@ -134,14 +135,14 @@ impl NodeIndex {
         filed
     }
 
-    fn digest(&mut self, spec: &str) -> Option<String> {
+    fn digest(&mut self, spec: &str) -> Option<Arc<str>> {
         if let Some(hit) = self.memo.get(spec) {
             return hit.clone();
         }
         if self.memo.len() >= MEMO_LIMIT {
             self.memo.clear();
         }
-        let hex = ImageKey::parse(spec).digest_hex().map(str::to_string);
+        let hex: Option<Arc<str>> = ImageKey::parse(spec).digest_hex().map(Arc::from);
         self.memo.insert(spec.to_string(), hex.clone());
         hex
     }
@@ -168,8 +169,8 @@ mod tests {
             .expect("node")
     }
 
-    fn names(v: BTreeSet<String>) -> Vec<String> {
-        v.into_iter().collect()
+    fn names(v: BTreeSet<Arc<str>>) -> Vec<String> {
+        v.into_iter().map(|n| n.to_string()).collect()
     }
 
     fn digests(specs: &[&str]) -> BTreeSet<String> {
@@ -306,7 +307,7 @@ mod tests {
         let by_name: HashMap<String, Arc<NodeMeta>> = snapshot
             .nodes
             .iter()
-            .map(|n| (n.metadata.name.clone().unwrap_or_default(), Arc::clone(n)))
+            .map(|n| (n.name().to_string(), Arc::clone(n)))
             .collect();
         let targets: Vec<Deletion<'_>> = snapshot
             .machine_os_configs
@@ -327,7 +328,7 @@ mod tests {
                         nodes: idx
                             .candidates(&d, mode)
                             .iter()
-                            .map(|n| Arc::clone(&by_name[n]))
+                            .map(|n| Arc::clone(&by_name[n.as_ref()]))
                             .collect(),
                         ..snapshot.clone()
                     },

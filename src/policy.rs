@@ -401,7 +401,7 @@ fn check_node(
     });
     let (image, reason) = hit?;
     Some(BlockingNode {
-        node: node.metadata.name.clone().unwrap_or_default(),
+        node: node.name().to_string(),
         pool: None,
         current_image: current.map(str::to_string),
         desired_image: desired.map(str::to_string),
@@ -486,15 +486,13 @@ fn has_unreached_node(snapshot: &Snapshot, pool: &str, image: &str) -> bool {
 /// The pool a node belongs to: the one whose selector matches it; a custom pool wins
 /// over `worker` (MCO's rule), and ties go to the first name alphabetically.
 fn pool_of(node: &NodeMeta, pools: &[Arc<MachineConfigPool>]) -> Option<String> {
-    let empty = Default::default();
-    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
     let mut matching: Vec<&str> = pools
         .iter()
         .filter(|p| {
             p.spec
                 .node_selector
                 .as_ref()
-                .is_some_and(|s| selector::matches(s, labels))
+                .is_some_and(|s| selector::matches(s, node))
         })
         .map(|p| p.name())
         .collect();

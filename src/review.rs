@@ -17,8 +17,7 @@ use crate::events::{self, Events};
 use crate::message::Printable;
 use crate::metrics::{Metrics, Outcome};
 use crate::policy::{self, Deletion, PolicyMode, TargetKind, Verdict};
-use crate::snapshot::Snapshot;
-use crate::view::ClusterView;
+use crate::view::{ClusterView, Fresh};
 use crate::{finalizer, message};
 
 /// How a MachineOSConfig deletion that nodes still block is answered.
@@ -54,7 +53,7 @@ pub struct Reviewer<V> {
     no_new_finalizers: bool,
     events: Option<Events>,
     /// Confirming reads, coalesced: a burst of requests shares reads (see [`Coalesced`]).
-    confirmations: Coalesced<Result<Snapshot, String>>,
+    confirmations: Coalesced<Result<Fresh, String>>,
     /// Per-object rate limit of DeletionBlocked Events.
     event_limiter: EventLimiter,
 }
@@ -228,7 +227,9 @@ impl<V: ClusterView> Reviewer<V> {
         );
         match fresh.await.as_deref() {
             Ok(Ok(fresh)) => {
-                let verdict = policy::evaluate(fresh, target, self.mode);
+                self.metrics.confirmation_nodes(fresh.source());
+                let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
+                let verdict = policy::evaluate(&snapshot, target, self.mode);
                 let result = if verdict.allowed && !verdict.overridden() {
                     "confirmed"
                 } else {

@@ -4,26 +4,60 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use crate::model::NodeMeta;
+
+/// Something with labels to match: a node, or a plain map.
+pub trait Labels {
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl Labels for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+impl Labels for NodeMeta {
+    fn label(&self, key: &str) -> Option<&str> {
+        NodeMeta::label(self, key)
+    }
+}
+
 /// True when `labels` satisfy `selector`. An empty selector matches everything;
 /// an operator we do not know matches nothing (never guess membership).
-pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+pub fn matches<L: Labels + ?Sized>(selector: &LabelSelector, labels: &L) -> bool {
     let by_labels = selector
         .match_labels
         .iter()
         .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
+        .all(|(k, v)| labels.label(k) == Some(v.as_str()));
     by_labels
         && selector.match_expressions.iter().flatten().all(|e| {
-            let value = labels.get(&e.key);
+            let value = labels.label(&e.key);
             let values = e.values.as_deref().unwrap_or_default();
             match e.operator.as_str() {
-                "In" => value.is_some_and(|v| values.contains(v)),
-                "NotIn" => value.is_none_or(|v| !values.contains(v)),
+                "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
+                "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
                 "Exists" => value.is_some(),
                 "DoesNotExist" => value.is_none(),
                 _ => false,
             }
         })
+}
+
+/// The label keys `selector` reads: a node's other labels cannot change whether it matches.
+pub fn keys(selector: &LabelSelector) -> impl Iterator<Item = &str> {
+    let by_labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, _)| k.as_str());
+    let by_expressions = selector
+        .match_expressions
+        .iter()
+        .flatten()
+        .map(|e| e.key.as_str());
+    by_labels.chain(by_expressions)
 }
 
 #[cfg(test)]

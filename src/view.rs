@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use crate::model::NodeMeta;
-use crate::policy::PolicyMode;
+use crate::policy::{self, Deletion, PolicyMode};
 use crate::snapshot::Snapshot;
 
 /// A source of snapshots for admission decisions.
@@ -19,9 +19,9 @@ pub trait ClusterView: Send + Sync + 'static {
     /// that can block), or every node when `digests` is `None`.
     fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>>;
 
-    /// Nodes and builds read fresh from the API server, other kinds from the cache;
-    /// used to confirm an allow. An error means the guard cannot verify.
-    fn fresh(&self) -> BoxFuture<'_, Result<Snapshot, String>>;
+    /// Builds, pools and MachineOSConfigs read fresh from the API server, and nodes at least as
+    /// fresh; used to confirm an allow. An error means the guard cannot verify.
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, String>>;
 
     /// True once every cache finished its first full list (synced).
     fn ready(&self) -> bool;
@@ -45,6 +45,54 @@ pub trait ClusterView: Send + Sync + 'static {
     fn sizes(&self) -> Vec<(&'static str, usize)>;
 }
 
+/// A confirming read: everything a decision reads, at least as recent as the moment the read
+/// started.
+#[derive(Debug, Default)]
+pub struct Fresh {
+    /// Builds, pools and MachineOSConfigs listed now (no nodes).
+    pub objects: Snapshot,
+    pub nodes: FreshNodes,
+}
+
+/// Where a confirming read's nodes are.
+#[derive(Debug, Default)]
+pub enum FreshNodes {
+    /// In the view's node cache, which has applied every node change committed before the read
+    /// started (the fence, see [`crate::node_cache`]): read them with [`ClusterView::nodes`].
+    #[default]
+    Cached,
+    /// Listed now.
+    Listed(Vec<Arc<NodeMeta>>),
+}
+
+impl Fresh {
+    /// The snapshot that decides `target`: the fresh objects, with the nodes that can matter.
+    pub fn snapshot_for<V: ClusterView + ?Sized>(
+        &self,
+        view: &V,
+        target: Deletion<'_>,
+        mode: PolicyMode,
+    ) -> Snapshot {
+        let mut snapshot = self.objects.clone();
+        snapshot.nodes = match &self.nodes {
+            FreshNodes::Listed(nodes) => nodes.clone(),
+            FreshNodes::Cached => {
+                let digests = policy::guarded_digests(&snapshot, target);
+                view.nodes(digests.as_ref(), mode)
+            }
+        };
+        snapshot
+    }
+
+    /// Bounded label for metrics.
+    pub fn source(&self) -> &'static str {
+        match self.nodes {
+            FreshNodes::Cached => "cache",
+            FreshNodes::Listed(_) => "list",
+        }
+    }
+}
+
 /// A snapshot that never changes: fresh reads return it as it is.
 pub struct StaticView(pub Arc<Snapshot>);
 
@@ -60,8 +108,13 @@ impl ClusterView for StaticView {
         self.0.nodes.clone()
     }
 
-    fn fresh(&self) -> BoxFuture<'_, Result<Snapshot, String>> {
-        Box::pin(async move { Ok(self.0.as_ref().clone()) })
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, String>> {
+        Box::pin(async move {
+            Ok(Fresh {
+                objects: self.objects(),
+                nodes: FreshNodes::Listed(self.0.nodes.clone()),
+            })
+        })
     }
 
     fn ready(&self) -> bool {

@@ -14,7 +14,7 @@ use mosc_guard::review::{DeletionMode, Reviewer};
 use mosc_guard::server::{self, ConnectionLimits, Limits, MAX_BODY_BYTES};
 use mosc_guard::snapshot::Snapshot;
 use mosc_guard::tls::{CertFiles, ReloadingResolver};
-use mosc_guard::view::{ClusterView, StaticView};
+use mosc_guard::view::{ClusterView, Fresh, FreshNodes, StaticView};
 use serde_json::{Value, json};
 use support::pki::Pki;
 use tokio::sync::oneshot;
@@ -744,10 +744,10 @@ async fn shutdown_finishes_the_request_in_flight_then_stops_accepting() {
 /// A cache that lags behind the cluster: empty when cached, and a fresh read that
 /// returns the real cluster, fails, or never answers.
 struct LaggingView {
-    fresh: Fresh,
+    fresh: FreshRead,
 }
 
-enum Fresh {
+enum FreshRead {
     Cluster(Snapshot),
     Fails(&'static str),
     Hangs,
@@ -766,12 +766,18 @@ impl ClusterView for LaggingView {
         Vec::new()
     }
 
-    fn fresh(&self) -> futures::future::BoxFuture<'_, Result<Snapshot, String>> {
+    fn fresh(&self) -> futures::future::BoxFuture<'_, Result<Fresh, String>> {
         Box::pin(async move {
             match &self.fresh {
-                Fresh::Cluster(s) => Ok(s.clone()),
-                Fresh::Fails(e) => Err(e.to_string()),
-                Fresh::Hangs => std::future::pending().await,
+                FreshRead::Cluster(s) => Ok(Fresh {
+                    objects: Snapshot {
+                        nodes: Vec::new(),
+                        ..s.clone()
+                    },
+                    nodes: FreshNodes::Listed(s.nodes.clone()),
+                }),
+                FreshRead::Fails(e) => Err(e.to_string()),
+                FreshRead::Hangs => std::future::pending().await,
             }
         })
     }
@@ -785,13 +791,13 @@ impl ClusterView for LaggingView {
     }
 }
 
-async fn lagging(fresh: Fresh) -> Setup {
+async fn lagging(fresh: FreshRead) -> Setup {
     setup_with(LaggingView { fresh }).await
 }
 
 #[tokio::test]
 async fn a_stale_cache_allow_is_overturned_by_the_fresh_read() {
-    let s = lagging(Fresh::Cluster(cluster())).await;
+    let s = lagging(FreshRead::Cluster(cluster())).await;
     let out = post(
         &s,
         &review("DELETE", "machineosconfigs", mosc("worker", None), false),
@@ -818,8 +824,8 @@ async fn a_stale_cache_allow_is_overturned_by_the_fresh_read() {
 #[tokio::test]
 async fn an_allow_that_cannot_be_verified_is_denied_saying_why() {
     for (fresh, why) in [
-        (Fresh::Fails("connection refused"), "connection refused"),
-        (Fresh::Hangs, "took longer than 0.5s"),
+        (FreshRead::Fails("connection refused"), "connection refused"),
+        (FreshRead::Hangs, "took longer than 0.5s"),
     ] {
         let s = lagging(fresh).await;
         let out = post(
@@ -840,7 +846,7 @@ async fn an_allow_that_cannot_be_verified_is_denied_saying_why() {
 
 #[tokio::test]
 async fn the_override_still_applies_when_the_guard_cannot_verify() {
-    let s = lagging(Fresh::Fails("connection refused")).await;
+    let s = lagging(FreshRead::Fails("connection refused")).await;
     let old = mosc("infra", Some("API server maintenance, pool idle"));
     let out = post(&s, &review("DELETE", "machineosconfigs", old, false)).await;
     assert_eq!(out["response"]["allowed"], true);
@@ -1185,11 +1191,11 @@ impl ClusterView for CountingView {
         Vec::new()
     }
 
-    fn fresh(&self) -> futures::future::BoxFuture<'_, Result<Snapshot, String>> {
+    fn fresh(&self) -> futures::future::BoxFuture<'_, Result<Fresh, String>> {
         self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Box::pin(async {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            Ok(Snapshot::default())
+            Ok(Fresh::default())
         })
     }
 

@@ -44,7 +44,7 @@ use mosc_guard::node_index::NodeIndex;
 use mosc_guard::policy::{Deletion, PolicyMode, evaluate};
 use mosc_guard::review::Reviewer;
 use mosc_guard::snapshot::Snapshot;
-use mosc_guard::view::{ClusterView, StaticView};
+use mosc_guard::view::{ClusterView, Fresh, FreshNodes, StaticView};
 use mosc_guard::{dump, finalizer, message};
 
 // ---------------------------------------------------------------------------------------------
@@ -430,14 +430,20 @@ impl ClusterView for IndexedView {
                 .index
                 .candidates(d, mode)
                 .iter()
-                .filter_map(|name| self.by_name.get(name).cloned())
+                .filter_map(|name| self.by_name.get(name.as_ref()).cloned())
                 .collect(),
             None => self.all.clone(),
         }
     }
 
-    fn fresh(&self) -> BoxFuture<'_, Result<Snapshot, String>> {
-        Box::pin(async { Err("not used by the cached decision".to_string()) })
+    /// A confirming read whose node cache passed the fence: the same objects and index.
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, String>> {
+        Box::pin(async {
+            Ok(Fresh {
+                objects: self.objects.clone(),
+                nodes: FreshNodes::Cached,
+            })
+        })
     }
 
     fn ready(&self) -> bool {
@@ -488,13 +494,24 @@ fn indexed_verdict_equals_full_scan() {
             by_name: full
                 .nodes
                 .iter()
-                .map(|n| (n.metadata.name.clone().unwrap_or_default(), Arc::clone(n)))
+                .map(|n| (n.name().to_string(), Arc::clone(n)))
                 .collect(),
             all: full.nodes.clone(),
         };
         let reviewer = Reviewer::new(view, w.mode, Arc::clone(&metrics), Duration::from_secs(5));
         let got = reviewer.cached(target);
         prop_assert_eq!(&got, &want);
+        // A confirmation whose node cache passed the fence reads nodes the same way.
+        let fresh = Fresh {
+            objects: reviewer.view.objects(),
+            nodes: FreshNodes::Cached,
+        };
+        let confirmed = evaluate(
+            &fresh.snapshot_for(&reviewer.view, target, w.mode),
+            target,
+            w.mode,
+        );
+        prop_assert_eq!(&confirmed, &want);
         if want.blocked() {
             blocked.fetch_add(1, Ordering::Relaxed);
         } else if !want.images.is_empty() {

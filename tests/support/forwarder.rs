@@ -6,11 +6,16 @@
 //! A connection whose target refuses is closed at once, as a connection to a Service endpoint
 //! whose port is closed fails. Established connections keep their target when it is switched,
 //! as conntrack keeps them on the old endpoint.
+//!
+//! What the target sends can also be held back (paused) and let through later, in order: a
+//! client whose watch lags behind the server, as a congested network makes it.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinHandle};
 
 use super::Result;
@@ -21,6 +26,7 @@ pub struct Forwarder {
     target: Arc<Mutex<SocketAddr>>,
     conns: Arc<Mutex<Vec<AbortHandle>>>,
     refused: Arc<Mutex<u64>>,
+    paused: watch::Sender<bool>,
     accept: JoinHandle<()>,
 }
 
@@ -32,21 +38,30 @@ impl Forwarder {
         let target = Arc::new(Mutex::new(target));
         let conns: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
         let refused = Arc::new(Mutex::new(0));
+        let (paused, _) = watch::channel(false);
         let accept = {
-            let (target, conns, refused) = (
+            let (target, conns, refused, paused) = (
                 Arc::clone(&target),
                 Arc::clone(&conns),
                 Arc::clone(&refused),
+                paused.clone(),
             );
             tokio::spawn(async move {
                 while let Ok((mut client, _)) = listener.accept().await {
                     let to = *target.lock().unwrap_or_else(|p| p.into_inner());
                     let refused = Arc::clone(&refused);
+                    let paused = paused.subscribe();
                     let task = tokio::spawn(async move {
                         match TcpStream::connect(to).await {
-                            Ok(mut upstream) => {
-                                let _ =
-                                    tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                            Ok(upstream) => {
+                                let (mut from_client, mut to_client) = client.split();
+                                let (mut from_target, mut to_target) = upstream.into_split();
+                                let up = async {
+                                    tokio::io::copy(&mut from_client, &mut to_target).await?;
+                                    to_target.shutdown().await
+                                };
+                                let down = relay(&mut from_target, &mut to_client, paused);
+                                let _ = tokio::join!(up, down);
                             }
                             Err(e) => {
                                 *refused.lock().unwrap_or_else(|p| p.into_inner()) += 1;
@@ -65,8 +80,19 @@ impl Forwarder {
             target,
             conns,
             refused,
+            paused,
             accept,
         })
+    }
+
+    /// Holds back what targets send to clients (on every connection) until [`Self::resume`].
+    pub fn pause(&self) {
+        self.paused.send_replace(true);
+    }
+
+    /// Lets held-back data through, in order.
+    pub fn resume(&self) {
+        self.paused.send_replace(false);
     }
 
     /// The port it listens on (127.0.0.1).
@@ -99,6 +125,25 @@ impl Forwarder {
     /// How many connections the target refused so far.
     pub fn refused(&self) -> u64 {
         *self.refused.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Copies `from` to `to`, holding each chunk while `paused` says so.
+async fn relay(
+    from: &mut (impl AsyncReadExt + Unpin),
+    to: &mut (impl AsyncWriteExt + Unpin),
+    mut paused: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return to.shutdown().await;
+        }
+        if paused.wait_for(|p| !*p).await.is_err() {
+            return Ok(());
+        }
+        to.write_all(&buf[..n]).await?;
     }
 }
 

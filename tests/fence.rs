@@ -1,0 +1,187 @@
+//! The confirming read's fence on a real kube-apiserver (docs/design.md, "Confirming an allow"):
+//! the node cache counts as caught up with a revision only once its watch has delivered every
+//! node change at or below it. The cache reaches the API server through a forwarder that can
+//! hold back what the server sends, so its watch lags behind a change the test commits.
+
+mod support;
+
+use std::time::Duration;
+
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use mosc_guard::live;
+use mosc_guard::node_cache::NodeCache;
+use support::controlplane::{ControlPlane, client_from_kubeconfig};
+use support::forwarder::Forwarder;
+use support::mco::{self, DESIRED_IMAGE};
+use support::scenario::{create_nodes, wait_for};
+
+const IMAGE: &str = "registry.example/ocb-image@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+fn desired_of(cache: &NodeCache, node: &str) -> Option<String> {
+    cache
+        .nodes(None, mosc_guard::policy::PolicyMode::InFlight)
+        .iter()
+        .find(|n| n.name() == node)
+        .and_then(|n| n.desired_image().map(str::to_string))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fence_holds_until_a_lagging_node_watch_delivers_the_change() {
+    let cp = ControlPlane::start().await.expect("control plane");
+    let node = "ip-10-0-1-1.us-east-2.compute.internal";
+    create_nodes(
+        &cp.client(),
+        &[node.to_string()],
+        "node-role.kubernetes.io/worker",
+        "rendered-worker-0",
+    )
+    .await
+    .expect("node");
+
+    // The cache's own connection to the API server goes through the forwarder.
+    let api_server = cp
+        .server()
+        .trim_start_matches("https://")
+        .parse()
+        .expect("API server address");
+    let forwarder = Forwarder::start(api_server).await.expect("forwarder");
+    let out = cp
+        .kubectl([
+            "create",
+            "clusterrolebinding",
+            "fence-cache",
+            "--clusterrole=view",
+            "--user=fence-cache",
+        ])
+        .await
+        .expect("kubectl");
+    assert!(out.success(), "{out:?}");
+    let out = cp
+        .kubectl([
+            "create",
+            "clusterrole",
+            "nodes-reader",
+            "--verb=list,watch",
+            "--resource=nodes",
+        ])
+        .await
+        .expect("kubectl");
+    assert!(out.success(), "{out:?}");
+    let out = cp
+        .kubectl([
+            "create",
+            "clusterrolebinding",
+            "fence-cache-nodes",
+            "--clusterrole=nodes-reader",
+            "--user=fence-cache",
+        ])
+        .await
+        .expect("kubectl");
+    assert!(out.success(), "{out:?}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig =
+        support::users::kubeconfig_via(&cp, "fence-cache", dir.path(), &forwarder.https_url())
+            .expect("kubeconfig");
+    let lagging = client_from_kubeconfig(&kubeconfig).await.expect("client");
+    let cache = NodeCache::start(lagging, Duration::from_secs(30));
+    wait_for(
+        || async { Ok(cache.ready().then_some(())) },
+        Duration::from_secs(30),
+        "node cache synced",
+    )
+    .await
+    .expect("synced");
+    assert_eq!(desired_of(&cache, node), None);
+
+    // MCO targets the node while the cache's watch lags; the fence revision is read after the
+    // change was committed, directly from the API server.
+    forwarder.pause();
+    mco::nodes(&cp.client())
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {DESIRED_IMAGE: IMAGE}}})),
+        )
+        .await
+        .expect("target the node");
+    let fence = live::node_revision(&cp.client())
+        .await
+        .expect("revision read")
+        .expect("etcd revisions are numbers");
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), cache.caught_up(fence))
+            .await
+            .is_err(),
+        "the cache (at {}) must not count as caught up with {fence} before its watch delivers the change",
+        cache.revision()
+    );
+    assert_eq!(
+        desired_of(&cache, node),
+        None,
+        "the watch lags: the cache has not seen the change (else this test proves nothing)"
+    );
+
+    // Once the watch delivers, the fence passes and the cache has the change.
+    forwarder.resume();
+    tokio::time::timeout(Duration::from_secs(30), cache.caught_up(fence))
+        .await
+        .expect("the fence passes once the watch delivers");
+    assert_eq!(desired_of(&cache, node).as_deref(), Some(IMAGE));
+    assert!(cache.revision() >= fence);
+}
+
+/// A quiet cluster still moves the fence: other kinds' writes raise the revision a
+/// confirmation reads, and the node watch's bookmarks (or the next node change) carry the
+/// node cache past it. Without any node event the fence may not pass quickly, which is why a
+/// confirmation also lists nodes after `--fence-wait-ms`; here a node change after the fence
+/// revision must carry it past.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_node_change_carries_the_cache_past_an_earlier_revision() {
+    let cp = ControlPlane::start().await.expect("control plane");
+    let names = ["n-1".to_string(), "n-2".to_string()];
+    create_nodes(
+        &cp.client(),
+        &names,
+        "node-role.kubernetes.io/worker",
+        "rendered-worker-0",
+    )
+    .await
+    .expect("nodes");
+    let cache = NodeCache::start(cp.client(), Duration::from_secs(30));
+    wait_for(
+        || async { Ok(cache.ready().then_some(())) },
+        Duration::from_secs(30),
+        "node cache synced",
+    )
+    .await
+    .expect("synced");
+    // Writes of another kind move the revision past everything the node watch has seen.
+    for i in 0..3 {
+        let out = cp
+            .kubectl(["create", "namespace", &format!("fence-{i}")])
+            .await
+            .expect("kubectl");
+        assert!(out.success(), "{out:?}");
+    }
+    let fence = live::node_revision(&cp.client())
+        .await
+        .expect("revision read")
+        .expect("number");
+    assert!(
+        fence > cache.revision(),
+        "the fence is ahead of the node cache"
+    );
+    mco::nodes(&cp.client())
+        .patch(
+            "n-2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .expect("node change");
+    tokio::time::timeout(Duration::from_secs(30), cache.caught_up(fence))
+        .await
+        .expect("the node change carries the cache past the fence");
+}
