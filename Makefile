@@ -15,7 +15,7 @@ export GUARD
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
 IMAGE ?= quay.io/mosc-guard/mosc-guard:$(VERSION)
 
-.PHONY: all deps binaries build lint unit test demo bench soak load clean
+.PHONY: all deps binaries build lint unit test demo bench bench-cluster soak load clean
 
 all: build
 
@@ -50,6 +50,16 @@ demo: deps binaries
 bench: deps
 	$(CARGO) bench --locked --bench decision
 	$(CARGO) bench --locked --bench webhook
+
+## The cluster benchmark (BENCHMARKS.md): NODES realistic nodes on a real kube-apiserver with
+## CHURN node status updates per node per hour, the release guard measured against an allow-all
+## webhook (same binary and TLS code) and against no webhook. GUARD_ARGS adds `serve` flags.
+NODES ?= 5000
+CHURN ?= 12
+bench-cluster: deps binaries
+	$(CARGO) build --locked --release --bin mosc-guard --example bench_cluster
+	NODES=$(NODES) CHURN=$(CHURN) MOSC_GUARD_BIN=$(CURDIR)/target/release/mosc-guard \
+	  target/release/examples/bench_cluster
 
 ## The reliability suite's long runs (RELIABILITY.md), release profile: property tests at
 ## VERDICT_CASES verdict and DECODE_CASES decode cases, the alert rules, then `make load`;

@@ -20,6 +20,7 @@ pub mod finalizer;
 pub mod image;
 pub mod leader;
 pub mod live;
+pub mod memory;
 pub mod message;
 pub mod metrics;
 pub mod model;

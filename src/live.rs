@@ -139,6 +139,7 @@ pub async fn nodes_for(
         }))
     })
     .await?;
+    crate::memory::release_free_memory();
     Ok(listed.map(|_| nodes))
 }
 

@@ -252,6 +252,7 @@ impl Driver {
         let count = next.nodes.len();
         *write(&self.state) = next;
         self.revision.send_replace(revision);
+        crate::memory::release_free_memory();
         recovered(&self.health, "nodes", "the list completed");
         if !self.ready.swap(true, Ordering::AcqRel) {
             tracing::info!(cache = "nodes", objects = count, revision, "cache synced");

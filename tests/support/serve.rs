@@ -29,6 +29,12 @@ pub struct ServeProcess {
 impl ServeProcess {
     /// Starts `mosc-guard serve --kubeconfig KUBECONFIG ARGS` on a free port; returns at once.
     pub fn spawn(cp: &ControlPlane, kubeconfig: &Path, args: &[&str]) -> Result<Self> {
+        Self::spawn_with(cp, Some(kubeconfig), args)
+    }
+
+    /// Starts `mosc-guard serve ARGS` (with `--kubeconfig` if given) on a free port; returns at
+    /// once. Without a kubeconfig, `ARGS` must name the source (`--from-dir`).
+    pub fn spawn_with(cp: &ControlPlane, kubeconfig: Option<&Path>, args: &[&str]) -> Result<Self> {
         init_tracing();
         let dir = temp_dir("mosc-guard-serve-")?;
         let port = free_port()?;
@@ -43,10 +49,11 @@ impl ServeProcess {
             .arg(&cert.cert)
             .arg("--tls-key-file")
             .arg(&cert.key)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
             .args(args)
             .env_remove("KUBECONFIG");
+        if let Some(kubeconfig) = kubeconfig {
+            cmd.arg("--kubeconfig").arg(kubeconfig);
+        }
         // No drain delay unless a test asks for one: stopping a guard should not cost 10 s.
         if !args.iter().any(|a| a.starts_with("--shutdown-delay")) {
             cmd.arg("--shutdown-delay=0");
@@ -61,6 +68,11 @@ impl ServeProcess {
             ca_pem,
             _dir: dir,
         })
+    }
+
+    /// The process id (to read its memory from /proc).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
     }
 
     /// `https://127.0.0.1:PORT`.

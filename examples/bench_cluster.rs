@@ -1,0 +1,557 @@
+//! `make bench-cluster`: mosc-guard against a real kube-apiserver holding N realistic nodes
+//! (BENCHMARKS.md, "Cluster benchmark").
+//!
+//! Nodes are shaped like OpenShift workers: 20 labels, 30 annotations (OVN's JSON ones, the
+//! machine API's, MCO's), a status with conditions, addresses and 30 images; all in one
+//! layered pool settled on one image. While it measures, a churn task updates node status at
+//! `CHURN` updates per node per hour (kubelets report about every 5 minutes: 12), as a live
+//! cluster does. In the same run it measures, through the API server (server-side dry-run
+//! deletions of the MachineOSConfig, one at a time):
+//!
+//! - no webhook at all (the floor);
+//! - an allow-all webhook: `mosc-guard serve --from-dir` over an empty directory, the same
+//!   binary, TLS and admission code, whose every decision is an instant allow;
+//! - the guard (release build, the rendered webhook configuration): time to ready, RSS idle,
+//!   allow latency (settled pool: cache allow, then the confirming read), `CONCURRENT` allows
+//!   at once (how many come back "could not verify"), deny latency (one node mid-update:
+//!   denied from the cache), and peak RSS.
+//!
+//! Environment: `NODES` (default 5000), `CHURN` (12), `SAMPLES` (200 deny/baseline samples,
+//! half as many allows), `CONCURRENT` (4), `ROUNDS` (10 rounds of concurrent allows),
+//! `GUARD_ARGS` (extra `serve` arguments, e.g. `--fence-wait-ms=0`). `MOSC_GUARD_BIN` selects
+//! the guard binary (the Makefile passes the release build).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use support::Result;
+use support::controlplane::ControlPlane;
+use support::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, STATE};
+use support::objects::{create_built_mosc, image};
+use support::scenario::create_pool;
+use support::serve::{ServeProcess, register_validating_webhook_at};
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("bench-cluster: cannot start a runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench-cluster: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One node's name: the AWS shape, unique up to 16.7 million nodes.
+fn node_name(i: usize) -> String {
+    format!(
+        "ip-10-{}-{}-{}.us-east-2.compute.internal",
+        i / 65536,
+        (i / 256) % 256,
+        i % 256
+    )
+}
+
+/// A node as an OpenShift 4.20 AWS worker carries it, settled on `image`.
+fn realistic_node(i: usize, image: &str) -> Value {
+    let name = node_name(i);
+    let zone = ["us-east-2a", "us-east-2b", "us-east-2c"][i % 3];
+    let ip = format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256);
+    let subnet = format!("10.{}.{}.0/23", 128 + (i / 32768) % 64, (i * 2) % 256);
+    let rendered = "rendered-worker-5f8e4c7b9a0d1e2f3a4b5c6d7e8f9a0b";
+    let images: Vec<Value> = (0..30)
+        .map(|k| {
+            json!({
+                "names": [
+                    format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:{:064x}", k * 7919 + 13),
+                    format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev:4.20.{k}-component-{k}")
+                ],
+                "sizeBytes": 400_000_000 + k * 1_234_567
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "beta.kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/instance-type": "m6i.xlarge",
+                "beta.kubernetes.io/os": "linux",
+                "failure-domain.beta.kubernetes.io/region": "us-east-2",
+                "failure-domain.beta.kubernetes.io/zone": zone,
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/hostname": format!("ip-{}", ip.replace('.', "-")),
+                "kubernetes.io/os": "linux",
+                "node-role.kubernetes.io/worker": "",
+                "node.kubernetes.io/instance-type": "m6i.xlarge",
+                "node.openshift.io/os_id": "rhel",
+                "topology.ebs.csi.aws.com/zone": zone,
+                "topology.kubernetes.io/region": "us-east-2",
+                "topology.kubernetes.io/zone": zone,
+                "machine.openshift.io/interruptible-instance": "",
+                "feature.node.kubernetes.io/cpu-cpuid.AVX512F": "true",
+                "feature.node.kubernetes.io/cpu-model.family": "6",
+                "feature.node.kubernetes.io/kernel-version.major": "5",
+                "cluster.ocs.openshift.io/openshift-storage": "",
+                "node.openshift.io/platform-type": "AWS"
+            },
+            "annotations": {
+                "alpha.kubernetes.io/provided-node-ip": ip,
+                "cloud.network.openshift.io/egress-ipconfig": format!("[{{\"interface\":\"eni-0{i:016x}\",\"ifaddr\":{{\"ipv4\":\"10.0.{}.0/19\"}},\"capacity\":{{\"ipv4\":14,\"ipv6\":15}}}}]", i % 8 * 32),
+                "csi.volume.kubernetes.io/nodeid": format!("{{\"ebs.csi.aws.com\":\"i-0{i:016x}\"}}"),
+                "k8s.ovn.org/host-cidrs": format!("[\"{ip}/19\"]"),
+                "k8s.ovn.org/l3-gateway-config": format!("{{\"default\":{{\"mode\":\"shared\",\"bridge-id\":\"br-ex\",\"interface-id\":\"br-ex_{name}\",\"mac-address\":\"02:{:02x}:{:02x}:{:02x}:00:01\",\"ip-addresses\":[\"{ip}/19\"],\"ip-address\":\"{ip}/19\",\"next-hops\":[\"10.0.0.1\"],\"next-hop\":\"10.0.0.1\",\"node-port-enable\":\"true\",\"vlan-id\":\"0\"}}}}", i % 256, (i / 256) % 256, i / 65536 % 256),
+                "k8s.ovn.org/network-ids": "{\"default\":\"0\"}",
+                "k8s.ovn.org/node-chassis-id": format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", i * 2654435761usize % 0xffff_ffff, i % 0xffff, i % 0xfff, (i / 7) % 0xfff, i),
+                "k8s.ovn.org/node-encap-ips": format!("[\"{ip}\"]"),
+                "k8s.ovn.org/node-gateway-router-lrp-ifaddrs": format!("{{\"default\":{{\"ipv4\":\"100.64.{}.{}/16\"}}}}", (i / 256) % 256, i % 256),
+                "k8s.ovn.org/node-id": format!("{}", i + 2),
+                "k8s.ovn.org/node-masquerade-subnet": "{\"ipv4\":\"169.254.0.0/17\",\"ipv6\":\"fd69::/112\"}",
+                "k8s.ovn.org/node-primary-ifaddr": format!("{{\"ipv4\":\"{ip}/19\"}}"),
+                "k8s.ovn.org/node-subnets": format!("{{\"default\":[\"{subnet}\"]}}"),
+                "k8s.ovn.org/node-transit-switch-port-ifaddr": format!("{{\"ipv4\":\"100.88.{}.{}/16\"}}", (i / 256) % 256, i % 256),
+                "k8s.ovn.org/remote-zone-migrated": name,
+                "k8s.ovn.org/zone-name": name,
+                "machine.openshift.io/machine": format!("openshift-machine-api/ci-ln-worker-{zone}-{i:x}"),
+                "machineconfiguration.openshift.io/controlPlaneTopology": "HighlyAvailable",
+                "machineconfiguration.openshift.io/currentConfig": rendered,
+                "machineconfiguration.openshift.io/desiredConfig": rendered,
+                "machineconfiguration.openshift.io/desiredDrain": format!("uncordon-{rendered}"),
+                "machineconfiguration.openshift.io/lastAppliedDrain": format!("uncordon-{rendered}"),
+                "machineconfiguration.openshift.io/lastObservedServerCAAnnotation": "false",
+                "machineconfiguration.openshift.io/lastSyncedControllerConfigResourceVersion": "48213",
+                "machineconfiguration.openshift.io/reason": "",
+                "machineconfiguration.openshift.io/post-config-action": "",
+                STATE: "Done",
+                DESIRED_IMAGE: image,
+                CURRENT_IMAGE: image,
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true"
+            }
+        },
+        "spec": {"providerID": format!("aws:///{zone}/i-0{i:016x}")},
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "Hostname", "address": name},
+                {"type": "InternalDNS", "address": name}
+            ],
+            "capacity": {"cpu": "4", "ephemeral-storage": "125293548Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "16092956Ki", "pods": "250"},
+            "allocatable": {"cpu": "3500m", "ephemeral-storage": "114396791822", "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "14941980Ki", "pods": "250"},
+            "conditions": conditions("2026-11-30T00:00:00Z"),
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "images": images,
+            "nodeInfo": {
+                "architecture": "amd64", "bootID": format!("{i:08x}-0000-4000-8000-000000000000"),
+                "containerRuntimeVersion": "cri-o://1.33.5-3.rhaos4.20.gitd0ea985.el9",
+                "kernelVersion": "5.14.0-570.49.1.el9_6.x86_64", "kubeProxyVersion": "",
+                "kubeletVersion": "v1.33.5", "machineID": format!("ec2{i:029x}"),
+                "operatingSystem": "linux",
+                "osImage": "Red Hat Enterprise Linux CoreOS 9.6.20251023-0 (Plow)",
+                "systemUUID": format!("ec2{i:05x}-0000-0000-0000-000000000000")
+            }
+        }
+    })
+}
+
+fn conditions(heartbeat: &str) -> Value {
+    let c = |t: &str, s: &str, reason: &str| {
+        json!({"type": t, "status": s, "reason": reason, "message": format!("kubelet {reason}"),
+               "lastHeartbeatTime": heartbeat, "lastTransitionTime": "2026-11-29T00:00:00Z"})
+    };
+    json!([
+        c("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+        c("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+        c("PIDPressure", "False", "KubeletHasSufficientPID"),
+        c("Ready", "True", "KubeletReady"),
+    ])
+}
+
+/// Creates `n` nodes, `parallel` requests at a time.
+async fn create_nodes(client: &kube::Client, n: usize, image: &str) -> Result<()> {
+    let nodes = mco::nodes(client);
+    let started = Instant::now();
+    let mut creates = futures::stream::iter(0..n)
+        .map(|i| {
+            let nodes = nodes.clone();
+            let image = image.to_string();
+            async move {
+                let node = serde_json::from_value(realistic_node(i, &image))?;
+                match nodes.create(&PostParams::default(), &node).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e) => Err::<(), support::Error>(e.into()),
+                }
+            }
+        })
+        .buffer_unordered(32);
+    let mut done = 0usize;
+    while let Some(result) = creates.next().await {
+        result?;
+        done += 1;
+        if done.is_multiple_of(10_000) {
+            eprintln!("  {done} nodes created ({:.0?})", started.elapsed());
+        }
+    }
+    eprintln!("  {n} nodes created in {:.1?}", started.elapsed());
+    Ok(())
+}
+
+/// Updates node status at `per_hour` updates per node per hour, spread evenly, until `stop`.
+/// Returns how many updates were made.
+fn start_churn(
+    client: kube::Client,
+    n: usize,
+    per_hour: u64,
+    stop: Arc<AtomicBool>,
+    count: Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let rate = n as f64 * per_hour as f64 / 3600.0;
+        if rate <= 0.0 {
+            return;
+        }
+        let nodes = mco::nodes(&client);
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut next = 0usize;
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(16));
+        while !stop.load(Ordering::Relaxed) {
+            tick.tick().await;
+            // Spread over the nodes in a fixed stride, as independent kubelets would.
+            next = (next + 7919) % n;
+            let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
+                return;
+            };
+            let (nodes, count) = (nodes.clone(), Arc::clone(&count));
+            let name = node_name(next);
+            tokio::spawn(async move {
+                let now = chrono_now();
+                let patch = json!({"status": {"conditions": conditions(&now)}});
+                if nodes
+                    .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
+                    .await
+                    .is_ok()
+                {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+                drop(permit);
+            });
+        }
+    })
+}
+
+/// RFC 3339 UTC time now, to the second.
+fn chrono_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let (days, rem) = (secs / 86400, secs % 86400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// How a dry-run deletion came back.
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    Allowed,
+    Denied,
+    Unverified,
+}
+
+async fn dry_run_delete(client: &kube::Client) -> Result<(Duration, Answer)> {
+    let started = Instant::now();
+    let result = mco::moscs(client)
+        .delete(
+            "worker",
+            &DeleteParams {
+                dry_run: true,
+                ..DeleteParams::default()
+            },
+        )
+        .await;
+    let took = started.elapsed();
+    match result {
+        Ok(_) => Ok((took, Answer::Allowed)),
+        Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("could not verify") => {
+            Ok((took, Answer::Unverified))
+        }
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok((took, Answer::Denied)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Latencies of `samples` sequential dry-run deletions, and how they were answered.
+async fn measure(client: &kube::Client, samples: u64) -> Result<(Vec<Duration>, [usize; 3])> {
+    let mut latencies = Vec::new();
+    let mut answers = [0usize; 3];
+    for _ in 0..samples {
+        let (took, answer) = dry_run_delete(client).await?;
+        latencies.push(took);
+        answers[answer as usize] += 1;
+    }
+    latencies.sort();
+    Ok((latencies, answers))
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+/// VmRSS and VmHWM (peak) of `pid`, in MiB.
+fn rss_mib(pid: u32) -> (f64, f64) {
+    let (rss, peak, _) = memory_mib(pid);
+    (rss, peak)
+}
+
+/// VmRSS, VmHWM (peak) and RssFile (the binary's mapped pages, part of VmRSS) of `pid`, in MiB.
+fn memory_mib(pid: u32) -> (f64, f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
+            .unwrap_or(f64::NAN)
+    };
+    (field("VmRSS:"), field("VmHWM:"), field("RssFile:"))
+}
+
+async fn run() -> Result<()> {
+    let n = env_or("NODES", 5000) as usize;
+    let churn = env_or("CHURN", 12);
+    let samples = env_or("SAMPLES", 200);
+    let concurrent = env_or("CONCURRENT", 4) as usize;
+    let rounds = env_or("ROUNDS", 10);
+    let guard_args: Vec<String> = std::env::var("GUARD_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    if n == 0 {
+        return Err(
+            "NODES must be at least 1 (one of them is put mid-update for the denials)".into(),
+        );
+    }
+    eprintln!("bench-cluster: {n} nodes, churn {churn}/node/hour, {samples} samples");
+
+    let cp = ControlPlane::start_with_etcd_args(&["--quota-backend-bytes=8589934592"]).await?;
+    let client = cp.client();
+    let img = image("5a");
+    create_pool(&client, "worker", "node-role.kubernetes.io/worker", 1).await?;
+    create_built_mosc(&client, "worker", &img).await?;
+    create_nodes(&client, n, &img).await?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let churned = Arc::new(AtomicU64::new(0));
+    let churn_task = start_churn(
+        client.clone(),
+        n,
+        churn,
+        Arc::clone(&stop),
+        Arc::clone(&churned),
+    );
+    let churn_started = Instant::now();
+
+    // 1. No webhook.
+    let (none, _) = measure(&client, samples).await?;
+
+    // 2. The allow-all webhook: same binary and TLS code, an empty snapshot.
+    let empty = tempfile::tempdir()?;
+    let empty_dir = empty.path().to_string_lossy().to_string();
+    let mut allow_all = ServeProcess::spawn_with(&cp, None, &["--from-dir", &empty_dir])?;
+    allow_all
+        .wait_status("/readyz", 200, Duration::from_secs(30))
+        .await?;
+    register_validating_webhook_at(&cp, &allow_all.base_url()).await?;
+    let (baseline, base_answers) = measure(&client, samples).await?;
+    if base_answers[Answer::Allowed as usize] as u64 != samples {
+        return Err(format!(
+            "the allow-all webhook did not allow every deletion: {base_answers:?}"
+        )
+        .into());
+    }
+
+    // 3. The guard.
+    let mut args: Vec<&str> = vec!["--shutdown-delay=0"];
+    args.extend(guard_args.iter().map(String::as_str));
+    let spawned = Instant::now();
+    let guard = ServeProcess::spawn(&cp, cp.kubeconfig(), &args)?;
+    loop {
+        if let Some((200, _)) = guard.get("/readyz").await {
+            break;
+        }
+        if spawned.elapsed() > Duration::from_secs(300) {
+            return Err(format!(
+                "the guard was not ready within 300 s:\n{}",
+                guard.log_tail(30)
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let ready = spawned.elapsed();
+    register_validating_webhook_at(&cp, &guard.base_url()).await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (idle, _, idle_file) = memory_mib(guard.pid());
+
+    let (allow, allow_answers) = measure(&client, samples / 2).await?;
+    let (after_allows, _) = rss_mib(guard.pid());
+
+    let mut unverified = 0usize;
+    let mut not_allowed = 0usize;
+    for _ in 0..rounds {
+        let answers =
+            futures::future::join_all((0..concurrent).map(|_| dry_run_delete(&client))).await;
+        for answer in answers {
+            match answer?.1 {
+                Answer::Allowed => {}
+                Answer::Unverified => unverified += 1,
+                Answer::Denied => not_allowed += 1,
+            }
+        }
+    }
+    let (_, peak) = rss_mib(guard.pid());
+
+    // One node mid-update to the image: every deletion is denied from the cache.
+    let old = image("4b");
+    mco::nodes(&client)
+        .patch(
+            &node_name(0),
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {CURRENT_IMAGE: old, STATE: "Working"}}}),
+            ),
+        )
+        .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (deny, deny_answers) = measure(&client, samples).await?;
+    let (end, peak_end) = rss_mib(guard.pid());
+    let sources = (
+        guard
+            .metric("mosc_guard_confirmation_nodes_total{source=\"cache\"}")
+            .await,
+        guard
+            .metric("mosc_guard_confirmation_nodes_total{source=\"list\"}")
+            .await,
+    );
+
+    stop.store(true, Ordering::Relaxed);
+    churn_task.abort();
+    let churn_rate = churned.load(Ordering::Relaxed) as f64 / churn_started.elapsed().as_secs_f64();
+
+    println!();
+    println!(
+        "bench-cluster: {n} nodes, node status updates {churn_rate:.1}/s (target {:.1}/s)",
+        n as f64 * churn as f64 / 3600.0
+    );
+    println!("| measure | value |");
+    println!("|---|---|");
+    println!("| guard ready after start | {:.2} s |", ready.as_secs_f64());
+    println!(
+        "| guard RSS idle | {idle:.1} MiB (of which {idle_file:.1} MiB file-backed: the binary) |"
+    );
+    println!(
+        "| guard RSS after {} allows | {after_allows:.1} MiB |",
+        samples / 2
+    );
+    println!(
+        "| guard RSS peak ({concurrent} allows at once x {rounds}) | {peak:.1} MiB ({:.2}x idle) |",
+        peak / idle
+    );
+    println!("| guard RSS at end / peak over the run | {end:.1} / {peak_end:.1} MiB |");
+    println!(
+        "| allow p50 / p99 (guard) | {} / {} |",
+        ms(pct(&allow, 0.5)),
+        ms(pct(&allow, 0.99))
+    );
+    println!(
+        "| allows answered | {} allowed, {} denied, {} could not verify |",
+        allow_answers[0], allow_answers[1], allow_answers[2]
+    );
+    println!(
+        "| {concurrent} allows at once x {rounds}: not allowed | {not_allowed} denied, {unverified} could not verify |"
+    );
+    println!(
+        "| deny p50 / p99 (guard) | {} / {} |",
+        ms(pct(&deny, 0.5)),
+        ms(pct(&deny, 0.99))
+    );
+    println!(
+        "| denials answered | {} allowed, {} denied, {} could not verify |",
+        deny_answers[0], deny_answers[1], deny_answers[2]
+    );
+    println!(
+        "| allow-all webhook p50 / p99 | {} / {} |",
+        ms(pct(&baseline, 0.5)),
+        ms(pct(&baseline, 0.99))
+    );
+    println!(
+        "| no webhook p50 / p99 | {} / {} |",
+        ms(pct(&none, 0.5)),
+        ms(pct(&none, 0.99))
+    );
+    println!(
+        "| deny p50 / allow-all p50 | {:.2}x |",
+        pct(&deny, 0.5).as_secs_f64() / pct(&baseline, 0.5).as_secs_f64()
+    );
+    println!(
+        "| confirmations from the node cache / from a node list | {} / {} |",
+        sources.0.unwrap_or(0.0),
+        sources.1.unwrap_or(0.0)
+    );
+    drop(allow_all);
+    Ok(())
+}
