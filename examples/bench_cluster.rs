@@ -349,6 +349,24 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
+/// User + system CPU seconds `pid` has used (from /proc/PID/stat, in clock ticks of 1/100 s).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may contain spaces) start at state (field 3).
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// VmRSS and VmHWM (peak) of `pid`, in MiB.
 fn rss_mib(pid: u32) -> (f64, f64) {
     let (rss, peak, _) = memory_mib(pid);
@@ -444,7 +462,11 @@ async fn run() -> Result<()> {
     }
     let ready = spawned.elapsed();
     register_validating_webhook_at(&cp, &guard.base_url()).await?;
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // CPU while idle: applying node watch events at the churn rate.
+    let (cpu_before, idle_from) = (cpu_seconds(guard.pid()), Instant::now());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let idle_cpu = (cpu_seconds(guard.pid()) - cpu_before) / idle_from.elapsed().as_secs_f64();
     let (idle, _, idle_file) = memory_mib(guard.pid());
 
     let (allow, allow_answers) = measure(&client, samples / 2).await?;
@@ -502,6 +524,10 @@ async fn run() -> Result<()> {
     println!("| guard ready after start | {:.2} s |", ready.as_secs_f64());
     println!(
         "| guard RSS idle | {idle:.1} MiB (of which {idle_file:.1} MiB file-backed: the binary) |"
+    );
+    println!(
+        "| guard CPU idle (applying node updates) | {:.1}% of a core |",
+        idle_cpu * 100.0
     );
     println!(
         "| guard RSS after {} allows | {after_allows:.1} MiB |",

@@ -185,3 +185,51 @@ async fn a_later_node_change_carries_the_cache_past_an_earlier_revision() {
         .await
         .expect("the node change carries the cache past the fence");
 }
+
+/// Both node reads page (1,000 nodes a page, the next requested while one is decoded): the
+/// cache's list and a confirmation's full list see every node of a cluster larger than a page,
+/// and the full list keeps only the labels the pools' selectors read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_lists_page_through_every_node() {
+    const NODES: usize = 2_100;
+    let cp = ControlPlane::start().await.expect("control plane");
+    let names: Vec<String> = (0..NODES).map(|i| format!("node-{i:05}")).collect();
+    for chunk in names.chunks(300) {
+        let client = cp.client();
+        let chunk = chunk.to_vec();
+        create_nodes(
+            &client,
+            &chunk,
+            "node-role.kubernetes.io/worker",
+            "rendered-worker-0",
+        )
+        .await
+        .expect("nodes");
+    }
+    let cache = NodeCache::start(cp.client(), Duration::from_secs(30));
+    wait_for(
+        || async { Ok(cache.ready().then_some(())) },
+        Duration::from_secs(60),
+        "node cache synced",
+    )
+    .await
+    .expect("synced");
+    assert_eq!(cache.sizes().0, NODES, "the cache listed every page");
+
+    let pool: mosc_guard::model::MachineConfigPool = serde_json::from_value(json!({
+        "metadata": {"name": "worker"},
+        "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}}}
+    }))
+    .expect("pool");
+    let listed = live::nodes_for(&cp.client(), &[std::sync::Arc::new(pool)])
+        .await
+        .expect("list")
+        .expect("nodes are served");
+    assert_eq!(listed.len(), NODES, "the full list read every page");
+    let labels: Vec<(&str, &str)> = listed[0].labels().collect();
+    assert_eq!(
+        labels,
+        [("node-role.kubernetes.io/worker", "")],
+        "only the selector's label is kept"
+    );
+}
