@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::api::{Api, ListParams};
@@ -21,6 +22,12 @@ use crate::snapshot::Snapshot;
 const PAGE: u32 = 500;
 /// Page size for node lists: 50,000 nodes come back in 50 requests of a few MiB each.
 pub(crate) const NODE_PAGE: u32 = 1000;
+/// Bound on opening a connection to the API server, TLS handshake included. kube's default
+/// (30 s) let a watch that reconnects into a black-holed API server hang unnoticed for as long;
+/// 5 s is ample on any network an admission webhook can live with.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bound on one page of a node list (a page of 1,000 nodes takes well under a second).
+const PAGE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The node collection's path.
 pub(crate) const NODES: &str = "/api/v1/nodes";
 
@@ -60,6 +67,8 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
             .await
             .map_err(|e| LiveError::Kubeconfig(e.to_string())),
     }?;
+    let mut config = config;
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
     Client::try_from(config).map_err(|e| LiveError::Kubeconfig(e.to_string()))
 }
 
@@ -255,12 +264,18 @@ async fn node_list(client: &Client, params: &ListParams) -> Result<NodeList, kub
     serde_json::from_str(&text).map_err(kube::Error::SerdeError)
 }
 
-/// One list request for node metadata, as the API server sent it.
+/// One list request for node metadata, as the API server sent it; bounded by [`PAGE_TIMEOUT`]
+/// (a connection that stopped answering must not stall a relist for good).
 async fn node_page_text(client: &Client, params: &ListParams) -> Result<String, kube::Error> {
     let request = kube::core::Request::new(NODES)
         .list_metadata(params)
         .map_err(kube::Error::BuildRequest)?;
-    client.request_text(request).await
+    match tokio::time::timeout(PAGE_TIMEOUT, client.request_text(request)).await {
+        Ok(result) => result,
+        Err(_) => Err(kube::Error::Service(
+            format!("no answer to a node list request within {PAGE_TIMEOUT:?}").into(),
+        )),
+    }
 }
 
 /// Lists every object of a cluster-scoped kind, page by page; `None` when the API

@@ -36,6 +36,11 @@ use crate::policy::PolicyMode;
 const WATCH_TIMEOUT_SECS: u32 = 290;
 /// Applied changes between two purges of strings no node uses any more.
 const PURGE_EVERY: usize = 4096;
+/// A watch that delivers neither an event nor a bookmark for this long is dead (the API server
+/// sends a bookmark about every minute on a quiet watch): it is dropped and re-established.
+const IDLE_LIMIT: Duration = Duration::from_secs(90);
+/// Bound on the API server accepting a watch request.
+const WATCH_START_TIMEOUT: Duration = Duration::from_secs(10);
 /// Retry delays after a failed list or watch: doubling from the first, capped.
 const BACKOFF_FIRST: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
@@ -203,11 +208,15 @@ enum Ended {
 impl Driver {
     async fn run(self) {
         let mut delay = BACKOFF_FIRST;
+        // When the cache last stopped following the API server (a watch ended or failed): the
+        // start of a failing streak, so a watch that reconnects into a black hole counts as
+        // failing from the moment it went silent, not from when the reconnect gives up.
+        let mut down_since = Instant::now();
         loop {
             let revision = match self.relist().await {
                 Ok(revision) => revision,
                 Err(e) => {
-                    self.failed(e);
+                    self.failed(e, down_since);
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(BACKOFF_MAX);
                     continue;
@@ -216,11 +225,13 @@ impl Driver {
             delay = BACKOFF_FIRST;
             let mut from = revision;
             loop {
-                match self.watch(&mut from).await {
+                let ended = self.watch(&mut from).await;
+                down_since = Instant::now();
+                match ended {
                     Ended::Resume => delay = BACKOFF_FIRST,
                     Ended::Relist => break,
                     Ended::Failed(e) => {
-                        self.failed(e);
+                        self.failed(e, down_since);
                         tokio::time::sleep(delay).await;
                         delay = (delay * 2).min(BACKOFF_MAX);
                     }
@@ -268,20 +279,34 @@ impl Driver {
                 Ok(request) => request,
                 Err(e) => return Ended::Failed(e.to_string()),
             };
-        let stream = match self.client.request_events::<WireNode>(request).await {
-            Ok(stream) => stream,
-            Err(kube::Error::Api(s)) if s.code == 410 => return Ended::Relist,
-            Err(e) => return Ended::Failed(live::chain(&e)),
+        let started = tokio::time::timeout(
+            WATCH_START_TIMEOUT,
+            self.client.request_events::<WireNode>(request),
+        );
+        let stream = match started.await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(kube::Error::Api(s))) if s.code == 410 => return Ended::Relist,
+            Ok(Err(e)) => return Ended::Failed(live::chain(&e)),
+            Err(_) => {
+                return Ended::Failed(format!(
+                    "the API server did not accept the node watch within {WATCH_START_TIMEOUT:?}"
+                ));
+            }
         };
         // The API server accepted the watch: a failing streak is over.
         recovered(&self.health, "nodes", "the watch was re-established");
         let mut stream = std::pin::pin!(stream);
         loop {
-            let event = match stream.try_next().await {
-                Ok(Some(event)) => event,
-                Ok(None) => return Ended::Resume,
-                Err(kube::Error::Api(s)) if s.code == 410 => return Ended::Relist,
-                Err(e) => return Ended::Failed(live::chain(&e)),
+            let event = match tokio::time::timeout(IDLE_LIMIT, stream.try_next()).await {
+                Ok(Ok(Some(event))) => event,
+                Ok(Ok(None)) => return Ended::Resume,
+                Ok(Err(kube::Error::Api(s))) if s.code == 410 => return Ended::Relist,
+                Ok(Err(e)) => return Ended::Failed(live::chain(&e)),
+                Err(_) => {
+                    return Ended::Failed(format!(
+                        "the node watch delivered neither an event nor a bookmark for {IDLE_LIMIT:?}"
+                    ));
+                }
             };
             let (revision, change) = match event {
                 WatchEvent::Added(node) | WatchEvent::Modified(node) => {
@@ -323,8 +348,12 @@ impl Driver {
         }
     }
 
-    fn failed(&self, error: String) {
+    /// Records a failure of a streak that started at `since` (if none is running yet).
+    fn failed(&self, error: String, since: Instant) {
         tracing::warn!(cache = "nodes", error = %error, "node list or watch failed; retrying with backoff");
+        if !self.health.is_failing() {
+            self.health.failed(since, error.clone(), self.stale_after);
+        }
         if self.health.failed(Instant::now(), error, self.stale_after) {
             tracing::warn!(
                 cache = "nodes",
