@@ -1,7 +1,7 @@
 //! `make bench-cluster`: mosc-guard against a real kube-apiserver holding N realistic nodes
 //! (BENCHMARKS.md, "Cluster benchmark").
 //!
-//! Nodes are shaped like OpenShift workers: 20 labels, 30 annotations (OVN's JSON ones, the
+//! Nodes are `support::realistic`: OpenShift workers with 20 labels, 30 annotations (OVN's JSON ones, the
 //! machine API's, MCO's), a status with conditions, addresses and 30 images; all in one
 //! layered pool settled on one image. While it measures, a churn task updates node status at
 //! `CHURN` updates per node per hour (kubelets report about every 5 minutes: 12), as a live
@@ -31,12 +31,13 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use support::Result;
 use support::controlplane::ControlPlane;
-use support::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, STATE};
+use support::mco::{self, CURRENT_IMAGE, STATE};
 use support::objects::{create_built_mosc, image};
+use support::realistic;
 use support::scenario::create_pool;
 use support::serve::{ServeProcess, register_validating_webhook_at};
 
@@ -68,133 +69,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// One node's name: the AWS shape, unique up to 16.7 million nodes.
-fn node_name(i: usize) -> String {
-    format!(
-        "ip-10-{}-{}-{}.us-east-2.compute.internal",
-        i / 65536,
-        (i / 256) % 256,
-        i % 256
-    )
-}
-
-/// A node as an OpenShift 4.20 AWS worker carries it, settled on `image`.
-fn realistic_node(i: usize, image: &str) -> Value {
-    let name = node_name(i);
-    let zone = ["us-east-2a", "us-east-2b", "us-east-2c"][i % 3];
-    let ip = format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256);
-    let subnet = format!("10.{}.{}.0/23", 128 + (i / 32768) % 64, (i * 2) % 256);
-    let rendered = "rendered-worker-5f8e4c7b9a0d1e2f3a4b5c6d7e8f9a0b";
-    let images: Vec<Value> = (0..30)
-        .map(|k| {
-            json!({
-                "names": [
-                    format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:{:064x}", k * 7919 + 13),
-                    format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev:4.20.{k}-component-{k}")
-                ],
-                "sizeBytes": 400_000_000 + k * 1_234_567
-            })
-        })
-        .collect();
-    json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "beta.kubernetes.io/arch": "amd64",
-                "beta.kubernetes.io/instance-type": "m6i.xlarge",
-                "beta.kubernetes.io/os": "linux",
-                "failure-domain.beta.kubernetes.io/region": "us-east-2",
-                "failure-domain.beta.kubernetes.io/zone": zone,
-                "kubernetes.io/arch": "amd64",
-                "kubernetes.io/hostname": format!("ip-{}", ip.replace('.', "-")),
-                "kubernetes.io/os": "linux",
-                "node-role.kubernetes.io/worker": "",
-                "node.kubernetes.io/instance-type": "m6i.xlarge",
-                "node.openshift.io/os_id": "rhel",
-                "topology.ebs.csi.aws.com/zone": zone,
-                "topology.kubernetes.io/region": "us-east-2",
-                "topology.kubernetes.io/zone": zone,
-                "machine.openshift.io/interruptible-instance": "",
-                "feature.node.kubernetes.io/cpu-cpuid.AVX512F": "true",
-                "feature.node.kubernetes.io/cpu-model.family": "6",
-                "feature.node.kubernetes.io/kernel-version.major": "5",
-                "cluster.ocs.openshift.io/openshift-storage": "",
-                "node.openshift.io/platform-type": "AWS"
-            },
-            "annotations": {
-                "alpha.kubernetes.io/provided-node-ip": ip,
-                "cloud.network.openshift.io/egress-ipconfig": format!("[{{\"interface\":\"eni-0{i:016x}\",\"ifaddr\":{{\"ipv4\":\"10.0.{}.0/19\"}},\"capacity\":{{\"ipv4\":14,\"ipv6\":15}}}}]", i % 8 * 32),
-                "csi.volume.kubernetes.io/nodeid": format!("{{\"ebs.csi.aws.com\":\"i-0{i:016x}\"}}"),
-                "k8s.ovn.org/host-cidrs": format!("[\"{ip}/19\"]"),
-                "k8s.ovn.org/l3-gateway-config": format!("{{\"default\":{{\"mode\":\"shared\",\"bridge-id\":\"br-ex\",\"interface-id\":\"br-ex_{name}\",\"mac-address\":\"02:{:02x}:{:02x}:{:02x}:00:01\",\"ip-addresses\":[\"{ip}/19\"],\"ip-address\":\"{ip}/19\",\"next-hops\":[\"10.0.0.1\"],\"next-hop\":\"10.0.0.1\",\"node-port-enable\":\"true\",\"vlan-id\":\"0\"}}}}", i % 256, (i / 256) % 256, i / 65536 % 256),
-                "k8s.ovn.org/network-ids": "{\"default\":\"0\"}",
-                "k8s.ovn.org/node-chassis-id": format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", i * 2654435761usize % 0xffff_ffff, i % 0xffff, i % 0xfff, (i / 7) % 0xfff, i),
-                "k8s.ovn.org/node-encap-ips": format!("[\"{ip}\"]"),
-                "k8s.ovn.org/node-gateway-router-lrp-ifaddrs": format!("{{\"default\":{{\"ipv4\":\"100.64.{}.{}/16\"}}}}", (i / 256) % 256, i % 256),
-                "k8s.ovn.org/node-id": format!("{}", i + 2),
-                "k8s.ovn.org/node-masquerade-subnet": "{\"ipv4\":\"169.254.0.0/17\",\"ipv6\":\"fd69::/112\"}",
-                "k8s.ovn.org/node-primary-ifaddr": format!("{{\"ipv4\":\"{ip}/19\"}}"),
-                "k8s.ovn.org/node-subnets": format!("{{\"default\":[\"{subnet}\"]}}"),
-                "k8s.ovn.org/node-transit-switch-port-ifaddr": format!("{{\"ipv4\":\"100.88.{}.{}/16\"}}", (i / 256) % 256, i % 256),
-                "k8s.ovn.org/remote-zone-migrated": name,
-                "k8s.ovn.org/zone-name": name,
-                "machine.openshift.io/machine": format!("openshift-machine-api/ci-ln-worker-{zone}-{i:x}"),
-                "machineconfiguration.openshift.io/controlPlaneTopology": "HighlyAvailable",
-                "machineconfiguration.openshift.io/currentConfig": rendered,
-                "machineconfiguration.openshift.io/desiredConfig": rendered,
-                "machineconfiguration.openshift.io/desiredDrain": format!("uncordon-{rendered}"),
-                "machineconfiguration.openshift.io/lastAppliedDrain": format!("uncordon-{rendered}"),
-                "machineconfiguration.openshift.io/lastObservedServerCAAnnotation": "false",
-                "machineconfiguration.openshift.io/lastSyncedControllerConfigResourceVersion": "48213",
-                "machineconfiguration.openshift.io/reason": "",
-                "machineconfiguration.openshift.io/post-config-action": "",
-                STATE: "Done",
-                DESIRED_IMAGE: image,
-                CURRENT_IMAGE: image,
-                "volumes.kubernetes.io/controller-managed-attach-detach": "true"
-            }
-        },
-        "spec": {"providerID": format!("aws:///{zone}/i-0{i:016x}")},
-        "status": {
-            "addresses": [
-                {"type": "InternalIP", "address": ip},
-                {"type": "Hostname", "address": name},
-                {"type": "InternalDNS", "address": name}
-            ],
-            "capacity": {"cpu": "4", "ephemeral-storage": "125293548Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "16092956Ki", "pods": "250"},
-            "allocatable": {"cpu": "3500m", "ephemeral-storage": "114396791822", "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "14941980Ki", "pods": "250"},
-            "conditions": conditions("2026-11-30T00:00:00Z"),
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "images": images,
-            "nodeInfo": {
-                "architecture": "amd64", "bootID": format!("{i:08x}-0000-4000-8000-000000000000"),
-                "containerRuntimeVersion": "cri-o://1.33.5-3.rhaos4.20.gitd0ea985.el9",
-                "kernelVersion": "5.14.0-570.49.1.el9_6.x86_64", "kubeProxyVersion": "",
-                "kubeletVersion": "v1.33.5", "machineID": format!("ec2{i:029x}"),
-                "operatingSystem": "linux",
-                "osImage": "Red Hat Enterprise Linux CoreOS 9.6.20251023-0 (Plow)",
-                "systemUUID": format!("ec2{i:05x}-0000-0000-0000-000000000000")
-            }
-        }
-    })
-}
-
-fn conditions(heartbeat: &str) -> Value {
-    let c = |t: &str, s: &str, reason: &str| {
-        json!({"type": t, "status": s, "reason": reason, "message": format!("kubelet {reason}"),
-               "lastHeartbeatTime": heartbeat, "lastTransitionTime": "2026-11-29T00:00:00Z"})
-    };
-    json!([
-        c("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-        c("DiskPressure", "False", "KubeletHasNoDiskPressure"),
-        c("PIDPressure", "False", "KubeletHasSufficientPID"),
-        c("Ready", "True", "KubeletReady"),
-    ])
-}
-
-/// Creates `n` nodes, `parallel` requests at a time.
+/// Creates `n` nodes, 32 requests at a time.
 async fn create_nodes(client: &kube::Client, n: usize, image: &str) -> Result<()> {
     let nodes = mco::nodes(client);
     let started = Instant::now();
@@ -203,7 +78,7 @@ async fn create_nodes(client: &kube::Client, n: usize, image: &str) -> Result<()
             let nodes = nodes.clone();
             let image = image.to_string();
             async move {
-                let node = serde_json::from_value(realistic_node(i, &image))?;
+                let node = realistic::node(i, "worker", &image, &image, "Done");
                 match nodes.create(&PostParams::default(), &node).await {
                     Ok(_) => Ok(()),
                     Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
@@ -252,10 +127,10 @@ fn start_churn(
                 return;
             };
             let (nodes, count) = (nodes.clone(), Arc::clone(&count));
-            let name = node_name(next);
+            let name = realistic::node_name(next);
             tokio::spawn(async move {
                 let now = chrono_now();
-                let patch = json!({"status": {"conditions": conditions(&now)}});
+                let patch = json!({"status": {"conditions": realistic::conditions(&now)}});
                 if nodes
                     .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
                     .await
@@ -491,7 +366,7 @@ async fn run() -> Result<()> {
     let old = image("4b");
     mco::nodes(&client)
         .patch(
-            &node_name(0),
+            &realistic::node_name(0),
             &PatchParams::default(),
             &Patch::Merge(
                 json!({"metadata": {"annotations": {CURRENT_IMAGE: old, STATE: "Working"}}}),

@@ -19,6 +19,22 @@ use support::scenario::{create_nodes, wait_for};
 
 const IMAGE: &str = "registry.example/ocb-image@sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
+/// What the node cache's own user may do: list and watch nodes.
+const CACHE_RBAC: &str = "
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: fence-cache}
+rules:
+- {apiGroups: [''], resources: [nodes], verbs: [list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: fence-cache}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: fence-cache}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: fence-cache}
+";
+
 fn desired_of(cache: &NodeCache, node: &str) -> Option<String> {
     cache
         .nodes(None, mosc_guard::policy::PolicyMode::InFlight)
@@ -47,39 +63,7 @@ async fn the_fence_holds_until_a_lagging_node_watch_delivers_the_change() {
         .parse()
         .expect("API server address");
     let forwarder = Forwarder::start(api_server).await.expect("forwarder");
-    let out = cp
-        .kubectl([
-            "create",
-            "clusterrolebinding",
-            "fence-cache",
-            "--clusterrole=view",
-            "--user=fence-cache",
-        ])
-        .await
-        .expect("kubectl");
-    assert!(out.success(), "{out:?}");
-    let out = cp
-        .kubectl([
-            "create",
-            "clusterrole",
-            "nodes-reader",
-            "--verb=list,watch",
-            "--resource=nodes",
-        ])
-        .await
-        .expect("kubectl");
-    assert!(out.success(), "{out:?}");
-    let out = cp
-        .kubectl([
-            "create",
-            "clusterrolebinding",
-            "fence-cache-nodes",
-            "--clusterrole=nodes-reader",
-            "--user=fence-cache",
-        ])
-        .await
-        .expect("kubectl");
-    assert!(out.success(), "{out:?}");
+    support::users::apply(&cp, CACHE_RBAC).await.expect("RBAC");
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig =
         support::users::kubeconfig_via(&cp, "fence-cache", dir.path(), &forwarder.https_url())

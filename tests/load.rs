@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Patch, PatchParams, PostParams};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -68,157 +68,6 @@ fn image(n: u8) -> String {
 
 // ---------------------------------------------------------------------------------------------
 // The cluster.
-
-/// A node as OpenShift 4.20 on AWS with OVN-Kubernetes leaves it: 20 labels, 30 annotations
-/// (MCO's, OVN's JSON ones, CSI, machine API), about 4 KiB of metadata.
-fn realistic_node(i: usize, pool: &str, desired: &str, current: &str, state: &str) -> Node {
-    let name = format!("ip-10-0-{}-{}.us-east-2.compute.internal", i / 200, i % 200);
-    let ip = format!("10.0.{}.{}", i / 200, i % 200);
-    let rendered = format!("rendered-{pool}-2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e");
-    let zone = ["us-east-2a", "us-east-2b", "us-east-2c"][i % 3];
-    let mac = format!("02:42:0a:00:{:02x}:{:02x}", i / 200, i % 200);
-    let gateway = json!({"default": {
-        "mode": "shared", "bridge-id": "br-ex", "interface-id": format!("br-ex_{name}"),
-        "mac-address": mac, "ip-addresses": [format!("{ip}/19")], "ip-address": format!("{ip}/19"),
-        "next-hops": ["10.0.0.1"], "next-hop": "10.0.0.1", "node-port-enable": "true",
-        "vlan-id": "0"}})
-    .to_string();
-    let egress = json!([{"interface": format!("eni-0{i:016x}"),
-        "ifaddr": {"ipv4": "10.0.0.0/19"}, "capacity": {"ipv4": 14, "ipv6": 15}}])
-    .to_string();
-    let pairs: Vec<(&str, String)> = vec![
-        (
-            "machineconfiguration.openshift.io/currentConfig",
-            rendered.clone(),
-        ),
-        (
-            "machineconfiguration.openshift.io/desiredConfig",
-            rendered.clone(),
-        ),
-        (
-            "machineconfiguration.openshift.io/desiredDrain",
-            format!("uncordon-{rendered}"),
-        ),
-        (
-            "machineconfiguration.openshift.io/lastAppliedDrain",
-            format!("uncordon-{rendered}"),
-        ),
-        (
-            "machineconfiguration.openshift.io/lastObservedServerCAAnnotation",
-            "false".into(),
-        ),
-        (
-            "machineconfiguration.openshift.io/lastSyncedControllerConfigResourceVersion",
-            "48213".into(),
-        ),
-        ("machineconfiguration.openshift.io/reason", String::new()),
-        ("machineconfiguration.openshift.io/state", state.into()),
-        (
-            "machineconfiguration.openshift.io/desiredImage",
-            desired.into(),
-        ),
-        (
-            "machineconfiguration.openshift.io/currentImage",
-            current.into(),
-        ),
-        (
-            "machineconfiguration.openshift.io/post-config-action",
-            String::new(),
-        ),
-        (
-            "machine.openshift.io/machine",
-            format!("openshift-machine-api/ci-ln-x7k2-{pool}-{zone}-{i}"),
-        ),
-        (
-            "csi.volume.kubernetes.io/nodeid",
-            json!({"ebs.csi.aws.com": format!("i-0{i:016x}")}).to_string(),
-        ),
-        (
-            "k8s.ovn.org/host-cidrs",
-            json!([format!("{ip}/19")]).to_string(),
-        ),
-        ("k8s.ovn.org/l3-gateway-config", gateway),
-        (
-            "k8s.ovn.org/node-chassis-id",
-            format!("{:08x}-51c4-4d3b-9a7e-{:012x}", i, i * 7919),
-        ),
-        ("k8s.ovn.org/node-encap-ips", json!([ip]).to_string()),
-        (
-            "k8s.ovn.org/node-gateway-router-lrp-ifaddrs",
-            json!({"default": {"ipv4": format!("100.64.0.{}/16", i % 250 + 2)}}).to_string(),
-        ),
-        ("k8s.ovn.org/node-id", format!("{}", i + 2)),
-        (
-            "k8s.ovn.org/node-masquerade-subnet",
-            json!({"ipv4": "169.254.0.0/17", "ipv6": "fd69::/112"}).to_string(),
-        ),
-        (
-            "k8s.ovn.org/node-primary-ifaddr",
-            json!({"ipv4": format!("{ip}/19")}).to_string(),
-        ),
-        (
-            "k8s.ovn.org/node-subnets",
-            json!({"default": [format!("10.{}.{}.0/23", 128 + i / 128, (i % 128) * 2)]})
-                .to_string(),
-        ),
-        (
-            "k8s.ovn.org/node-transit-switch-port-ifaddr",
-            json!({"ipv4": format!("100.88.0.{}/16", i % 250 + 2)}).to_string(),
-        ),
-        ("k8s.ovn.org/remote-zone-migrated", name.clone()),
-        ("k8s.ovn.org/zone-name", name.clone()),
-        (
-            "k8s.ovn.org/network-ids",
-            json!({"default": "0"}).to_string(),
-        ),
-        (
-            "k8s.ovn.org/udn-layer2-node-gateway-router-lrp-tunnel-ids",
-            "{}".into(),
-        ),
-        ("cloud.network.openshift.io/egress-ipconfig", egress),
-        ("node.alpha.kubernetes.io/ttl", "0".into()),
-        (
-            "volumes.kubernetes.io/controller-managed-attach-detach",
-            "true".into(),
-        ),
-    ];
-    let annotations: serde_json::Map<String, Value> = pairs
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), Value::from(v)))
-        .collect();
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "beta.kubernetes.io/arch": "amd64",
-                "beta.kubernetes.io/instance-type": "m6i.xlarge",
-                "beta.kubernetes.io/os": "linux",
-                "failure-domain.beta.kubernetes.io/region": "us-east-2",
-                "failure-domain.beta.kubernetes.io/zone": zone,
-                "kubernetes.io/arch": "amd64",
-                "kubernetes.io/hostname": format!("ip-10-0-{}-{}", i / 200, i % 200),
-                "kubernetes.io/os": "linux",
-                format!("node-role.kubernetes.io/{pool}"): "",
-                "node.kubernetes.io/instance-type": "m6i.xlarge",
-                "node.openshift.io/os_id": "rhel",
-                "topology.ebs.csi.aws.com/zone": zone,
-                "topology.k8s.aws/zone-id": format!("use2-az{}", i % 3 + 1),
-                "topology.kubernetes.io/region": "us-east-2",
-                "topology.kubernetes.io/zone": zone,
-                "machine.openshift.io/interruptible-instance": "",
-                "k8s.ovn.org/egress-assignable": "",
-                "cluster.ocs.openshift.io/openshift-storage": "",
-                "feature.node.kubernetes.io/cpu-cpuid.AVX512F": "true",
-                "feature.node.kubernetes.io/kernel-version.full": "5.14.0-427.44.1.el9_4.x86_64",
-            },
-            "annotations": annotations,
-        },
-        "spec": {"providerID": format!("aws:///{zone}/i-0{i:016x}")}
-    }))
-    .expect("node fixture")
-}
 
 /// Pools worker (rolling to image 2: its first 3 nodes have not reached it) and infra (settled
 /// on image 3), their MachineOSConfigs and builds. Returns the two configs as the API server
@@ -303,9 +152,11 @@ async fn seed(cp: &ControlPlane, nodes: usize) -> (Value, Value) {
     let created = futures::stream::iter(0..nodes)
         .map(|i| {
             let node = match i % 3 {
-                0 if i < 9 => realistic_node(i, "worker", &image(2), &image(1), "Working"),
-                0 | 1 => realistic_node(i, "worker", &image(1), &image(1), "Done"),
-                _ => realistic_node(i, "infra", &image(3), &image(3), "Done"),
+                0 if i < 9 => {
+                    support::realistic::node(i, "worker", &image(2), &image(1), "Working")
+                }
+                0 | 1 => support::realistic::node(i, "worker", &image(1), &image(1), "Done"),
+                _ => support::realistic::node(i, "infra", &image(3), &image(3), "Done"),
             };
             let api = api.clone();
             async move { api.create(&PostParams::default(), &node).await }

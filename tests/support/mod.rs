@@ -26,6 +26,7 @@ pub mod net;
 pub mod objects;
 pub mod pki;
 pub mod process;
+pub mod realistic;
 pub mod registry;
 pub mod registry_client;
 pub mod scenario;
