@@ -8,7 +8,9 @@
 //! as conntrack keeps them on the old endpoint.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{AbortHandle, JoinHandle};
@@ -21,6 +23,7 @@ pub struct Forwarder {
     target: Arc<Mutex<SocketAddr>>,
     conns: Arc<Mutex<Vec<AbortHandle>>>,
     refused: Arc<Mutex<u64>>,
+    black_hole: Arc<AtomicBool>,
     accept: JoinHandle<()>,
 }
 
@@ -32,17 +35,28 @@ impl Forwarder {
         let target = Arc::new(Mutex::new(target));
         let conns: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
         let refused = Arc::new(Mutex::new(0));
+        let black_hole = Arc::new(AtomicBool::new(false));
         let accept = {
-            let (target, conns, refused) = (
+            let (target, conns, refused, black_hole) = (
                 Arc::clone(&target),
                 Arc::clone(&conns),
                 Arc::clone(&refused),
+                Arc::clone(&black_hole),
             );
             tokio::spawn(async move {
                 while let Ok((mut client, _)) = listener.accept().await {
                     let to = *target.lock().unwrap_or_else(|p| p.into_inner());
                     let refused = Arc::clone(&refused);
+                    let black_hole = Arc::clone(&black_hole);
                     let task = tokio::spawn(async move {
+                        if black_hole.load(Ordering::SeqCst) {
+                            // Nothing answers: the client waits until its own timeout; the
+                            // connection is closed once the black hole is lifted.
+                            while black_hole.load(Ordering::SeqCst) {
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                            }
+                            return;
+                        }
                         match TcpStream::connect(to).await {
                             Ok(mut upstream) => {
                                 let _ =
@@ -65,6 +79,7 @@ impl Forwarder {
             target,
             conns,
             refused,
+            black_hole,
             accept,
         })
     }
@@ -94,6 +109,21 @@ impl Forwarder {
             conns.len()
         );
         conns.iter().for_each(AbortHandle::abort);
+    }
+
+    /// Black-holes the route (`true`): every forwarded connection is cut, and new ones are
+    /// accepted but never answered, as when packets to an unreachable API server are dropped;
+    /// `false` forwards again.
+    pub fn set_black_hole(&self, on: bool) {
+        self.black_hole.store(on, Ordering::SeqCst);
+        tracing::info!(
+            "forwarder :{}: {}",
+            self.port,
+            if on { "black hole" } else { "forwarding again" }
+        );
+        if on {
+            self.cut_connections();
+        }
     }
 
     /// How many connections the target refused so far.
