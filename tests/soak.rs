@@ -481,6 +481,7 @@ struct Trial<'a> {
     images: BTreeSet<String>,
     /// A real deletion of the MachineOSConfig went through (deny) or was accepted (defer).
     deleted: bool,
+    chaos_done: bool,
 }
 
 /// What one deletion attempt came to (for the trial's flow).
@@ -692,6 +693,18 @@ impl<'a> Trial<'a> {
             .await;
     }
 
+    /// This trial's fault, if it has one and has not had it yet.
+    async fn chaos(&mut self) {
+        if std::mem::replace(&mut self.chaos_done, true) {
+            return;
+        }
+        match self.index % CHAOS_PERIOD {
+            3 => self.soak.restart_guard(&mut self.rng).await,
+            6 => self.soak.restart_apiserver(&mut self.rng).await,
+            _ => {}
+        }
+    }
+
     /// The random middle of a trial: MCO's progress (held and released nodes, new builds,
     /// new rendered configs) interleaved with deletions; possibly a restart.
     async fn interleave(&mut self) {
@@ -699,11 +712,7 @@ impl<'a> Trial<'a> {
         let chaos_at = self.rng.below(steps);
         for step in 0..steps {
             if step == chaos_at {
-                match self.index % CHAOS_PERIOD {
-                    3 => self.soak.restart_guard(&mut self.rng).await,
-                    6 => self.soak.restart_apiserver(&mut self.rng).await,
-                    _ => {}
-                }
+                self.chaos().await;
             }
             tokio::time::sleep(self.rng.millis(0, 1200)).await;
             let roll = self.rng.below(100);
@@ -925,6 +934,9 @@ impl<'a> Trial<'a> {
             return;
         }
         self.interleave().await;
+        // A trial that ended its steps early (a real deletion) has its fault now, while its
+        // deletion is decided or deferred.
+        self.chaos().await;
         if !self.deleted {
             self.deleted = self.delete_until_accepted().await;
         }
@@ -1101,6 +1113,7 @@ async fn soak(mode: Mode) {
                 rng: Rng(seed ^ mode_salt ^ (i as u64).wrapping_mul(0x2545_f491_4f6c_dd1d)),
                 images: BTreeSet::new(),
                 deleted: false,
+                chaos_done: false,
             };
             trial.run()
         })
