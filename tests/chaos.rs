@@ -31,8 +31,9 @@ use support::steps::{
 };
 
 const FINALIZER: &str = "mosc-guard.dev/wait-for-rollout";
-/// A cache whose watch fails this long makes the guard unready (the default is 30 s).
-const STALE_AFTER: &str = "--stale-after=5";
+/// A cache whose watch fails this long makes the guard unready (the default is 30 s); the
+/// Lease lives in `default` (the harness has no `mosc-guard` namespace).
+const ARGS: &[&str] = &["--stale-after=5", "--lease-namespace=default"];
 
 fn outage() -> Duration {
     let secs = std::env::var("MOSC_GUARD_CHAOS_OUTAGE_SECS")
@@ -210,7 +211,7 @@ async fn finish(setup: &Setup) -> Duration {
 /// Cases (a) and (b): a control-plane process dies mid-rollout and comes back.
 async fn control_plane_restart(which: &str) {
     let (cluster, watch) = layered_cluster().await;
-    let guard = Guard::start_with_args(&cluster.cp, &[STALE_AFTER])
+    let guard = Guard::start_with_args(&cluster.cp, ARGS)
         .await
         .expect("mosc-guard starts");
     register_validating_webhook(&cluster.cp, &guard)
@@ -343,7 +344,7 @@ async fn guard_cut_off(how: Cut) {
     let kubeconfig =
         support::users::admin_kubeconfig_via(&cluster.cp, cluster.cp.dir(), &forwarder.https_url())
             .expect("kubeconfig");
-    let guard = Guard::start_as(&cluster.cp, &kubeconfig, &[STALE_AFTER])
+    let guard = Guard::start_as(&cluster.cp, &kubeconfig, ARGS)
         .await
         .expect("mosc-guard starts");
     register_validating_webhook(&cluster.cp, &guard)

@@ -1098,7 +1098,7 @@ async fn soak(mode: Mode) {
     };
     let mode_salt: u64 = match mode {
         Mode::Deny => 0x6465_6e79,
-        Mode::Defer => 0x6465_6665_72,
+        Mode::Defer => 0x0064_6566_6572,
     };
     futures::stream::iter(0..trials)
         .map(|i| {
