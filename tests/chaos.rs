@@ -370,6 +370,10 @@ async fn guard_cut_off(how: Cut) {
     // because the confirming read cannot reach the API server.
     let mut during = Vec::new();
     let mut unready: Option<(String, Vec<String>, Duration)> = None;
+    // Every watch fails from the cut on, so within --stale-after plus a probe's bound (5 s
+    // each) every cache must be reported stale.
+    let check_at = down.min(Duration::from_secs(15));
+    let mut at_check = None;
     let mut attempts = 0;
     while cut.elapsed() < down || attempts == 0 {
         for name in ["worker", "infra"] {
@@ -384,8 +388,15 @@ async fn guard_cut_off(how: Cut) {
             let metrics = guard_metrics(&guard).await.unwrap_or_default();
             unready = Some((body, stale_caches(&metrics), cut.elapsed()));
         }
+        if at_check.is_none() && cut.elapsed() >= check_at {
+            at_check = Some(readiness_now(&guard, cut).await);
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    let at_check = match at_check {
+        Some(c) => c,
+        None => readiness_now(&guard, cut).await,
+    };
     let metrics = guard_metrics(&guard).await.expect("metrics");
     let failed_during = failed_confirmations(&metrics) - failed_before;
     let ready_gauge = metric(&metrics, "mosc_guard_ready");
@@ -401,10 +412,7 @@ async fn guard_cut_off(how: Cut) {
         stale.iter().all(|c| body.contains(c.as_str())),
         "/readyz names them: {body}"
     );
-    // By the end of the outage every cache has gone without the API server for longer than
-    // --stale-after: all four must be reported, not only those whose watch happened to error.
-    let (status_end, body_end) = readyz(&guard).await.unwrap_or_default();
-    let stale_end = stale_caches(&metrics);
+    let (status_end, body_end, stale_end, checked_after) = at_check;
     let mut all = stale_end.clone();
     all.sort();
     assert_eq!(
@@ -420,8 +428,7 @@ async fn guard_cut_off(how: Cut) {
             .map(String::from)
             .to_vec()
         ),
-        "after {:.0?} without the API server every cache is stale: /readyz {body_end}\n{}",
-        cut.elapsed(),
+        "{checked_after:.0?} without the API server every cache is stale: /readyz {body_end}\n{}",
         guard.log_tail(30)
     );
 
@@ -450,7 +457,7 @@ async fn guard_cut_off(how: Cut) {
         .collect();
     println!(
         "chaos guard-cut-off ({how:?}): {:.1}s, {attempts} rounds of deletions refused ({kinds:?}); \
-         /readyz 503 after {unready_after:.1?} naming {stale:?} ({:?}), at the end {stale_end:?}, \
+         /readyz 503 after {unready_after:.1?} naming {stale:?} ({:?}), after {checked_after:.0?} {stale_end:?}, \
          mosc_guard_ready {ready_gauge:?}, \
          confirmations failed +{failed_during}; ready again {recovered:.1?} after the route came back, \
          same pid {pid}; the settled deletion allowed {allowed_after:.1?} after the rollout settled; \
@@ -458,6 +465,14 @@ async fn guard_cut_off(how: Cut) {
         cut.elapsed().as_secs_f64(),
         first_line(&body.replace('\n', " "))
     );
+}
+
+/// /readyz status and body, and the stale caches /metrics names, now.
+async fn readiness_now(guard: &Guard, since: Instant) -> (u16, String, Vec<String>, Duration) {
+    let at = since.elapsed();
+    let (status, body) = readyz(guard).await.unwrap_or_default();
+    let metrics = guard_metrics(guard).await.unwrap_or_default();
+    (status, body, stale_caches(&metrics), at)
 }
 
 /// Waits until the guard reports (via /metrics) whether it leads.

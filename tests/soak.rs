@@ -466,6 +466,14 @@ fn bucket(message: &str) -> String {
     }
 }
 
+/// The last 8 hex digits of an image's digest, for the trial log.
+fn short(image: Option<&str>) -> String {
+    image.map_or_else(
+        || "none".to_owned(),
+        |i| i[i.len().saturating_sub(8)..].to_owned(),
+    )
+}
+
 fn role_label(pool: &str) -> String {
     format!("node-role.kubernetes.io/{pool}")
 }
@@ -483,6 +491,9 @@ struct Trial<'a> {
     /// A real deletion of the MachineOSConfig went through (deny) or was accepted (defer).
     deleted: bool,
     chaos_done: bool,
+    /// What the trial did, with times, for the notes about a trial that went wrong.
+    log: Vec<String>,
+    began: Instant,
 }
 
 /// What one deletion attempt came to (for the trial's flow).
@@ -539,17 +550,28 @@ impl<'a> Trial<'a> {
         Ok(())
     }
 
+    /// Records a step of the trial (shown when the trial goes wrong).
+    fn act(&mut self, what: impl Into<String>) {
+        let at = self.began.elapsed().as_secs_f64();
+        self.log.push(format!("{at:.2}s {}", what.into()));
+    }
+
     fn hold(&mut self, node: &str) {
+        self.act(format!("hold {node}"));
         self.soak.cluster.sim.hold(node);
         self.held.insert(node.to_owned());
     }
 
     fn release(&mut self, node: &str) {
+        self.act(format!("release {node}"));
         self.soak.cluster.sim.release(node);
         self.held.remove(node);
     }
 
     fn release_all(&mut self) {
+        if !self.held.is_empty() {
+            self.act("release all");
+        }
         for node in std::mem::take(&mut self.held) {
             self.soak.cluster.sim.release(&node);
         }
@@ -581,7 +603,41 @@ impl<'a> Trial<'a> {
         let deferrable = self.soak.mode == Mode::Defer
             && matches!(target, Target::Mosc(_))
             && before.mosc_has_finalizer();
+        // A build of this config running: an allowed deletion races its rollout (README, Limits).
+        let building: Vec<String> = before
+            .mosbs
+            .iter()
+            .filter(|b| {
+                b.metadata.deletion_timestamp.is_none()
+                    && !["Succeeded", "Failed", "Interrupted"]
+                        .iter()
+                        .any(|c| mco::condition_true(b, c))
+            })
+            .filter_map(|b| b.metadata.name.clone())
+            .collect();
         let answer = delete(client, &target, dry_run).await;
+        let verdict = match &answer {
+            Answer::Allowed => "allowed".to_owned(),
+            Answer::Denied(m) => format!("denied ({})", bucket(m)),
+            Answer::NotFound => "not found".to_owned(),
+            Answer::Failed(e) => format!("failed ({})", e.chars().take(60).collect::<String>()),
+        };
+        self.act(format!(
+            "{}delete {} -> {verdict}; before: blocking {blocking:?}, pool rolling {}, building {building:?}, nodes {:?}",
+            if dry_run { "dry-run " } else { "" },
+            target.describe(),
+            before.pool_rolling(&images),
+            before
+                .nodes
+                .iter()
+                .map(|(n, s)| format!(
+                    "{n}: {}/{}->{}",
+                    s.state.as_deref().unwrap_or("-"),
+                    short(s.current.as_deref()),
+                    short(s.desired.as_deref())
+                ))
+                .collect::<Vec<_>>()
+        ));
         let after = snapshot(client, &self.pool).await.ok();
         self.soak.stats(|s| {
             s.deletions += 1;
@@ -672,6 +728,7 @@ impl<'a> Trial<'a> {
 
     /// Admin: a new Containerfile, so MCO builds and rolls out a new image.
     async fn update_mosc(&mut self) {
+        self.act("update the MachineOSConfig's Containerfile (a new build)");
         let n = self.rng.next();
         let patch = json!({"spec": {"containerFile": [{"containerfileArch": "NoArch",
             "content": format!("FROM configs AS final\nRUN echo {n:016x}\n")}]}});
@@ -682,6 +739,7 @@ impl<'a> Trial<'a> {
 
     /// A new rendered MachineConfig for the pool (what the render controller does on a change).
     async fn render(&mut self) {
+        self.act("new rendered config for the pool (a new build)");
         let rendered = format!(
             "rendered-{}-{:016x}{:016x}",
             self.pool,
@@ -875,8 +933,25 @@ impl<'a> Trial<'a> {
         let pool = mco::mcps(self.client()).get_opt(&self.pool).await.ok()??;
         let pool_bad =
             mco::condition_true(&pool, "Degraded") || mco::condition_true(&pool, "NodeDegraded");
+        let reasons: Vec<String> = mco::nodes(self.client())
+            .list(&ListParams::default().labels(&role_label(&self.pool)))
+            .await
+            .ok()?
+            .items
+            .iter()
+            .filter_map(|n| annotation(n, mco::REASON))
+            .map(|r| {
+                r.chars()
+                    .rev()
+                    .take(160)
+                    .collect::<String>()
+                    .chars()
+                    .rev()
+                    .collect()
+            })
+            .collect();
         (pool_bad || !bad.is_empty())
-            .then(|| format!("degraded nodes {bad:?}, pool degraded {pool_bad}"))
+            .then(|| format!("degraded nodes {bad:?} ({reasons:?}), pool degraded {pool_bad}"))
     }
 
     async fn cleanup(&self) {
@@ -1125,6 +1200,8 @@ async fn soak(mode: Mode) {
                 images: BTreeSet::new(),
                 deleted: false,
                 chaos_done: false,
+                log: Vec::new(),
+                began: Instant::now(),
             };
             trial.run()
         })
