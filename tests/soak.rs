@@ -524,29 +524,34 @@ impl<'a> Trial<'a> {
         });
     }
 
+    /// Creates the trial's pool, nodes and MachineOSConfig; creates only what is missing, so a
+    /// retry after a failure (an API-server restart mid-setup) completes what is there.
     async fn setup(&mut self) -> support::Result<()> {
+        let client = self.client();
         let max_unavailable = 1 + self.rng.below(2) as u32;
-        create_pool(
-            self.client(),
-            &self.pool,
-            &role_label(&self.pool),
-            max_unavailable,
-        )
-        .await?;
-        create_nodes(
-            self.client(),
-            &self.nodes,
-            &role_label(&self.pool),
-            &rendered_config(&self.pool),
-        )
-        .await?;
-        // Some nodes are slow from the start: caught mid-update once targeted.
-        for node in self.nodes.clone() {
-            if self.rng.chance(30) {
-                self.hold(&node);
+        if mco::mcps(client).get_opt(&self.pool).await?.is_none() {
+            create_pool(client, &self.pool, &role_label(&self.pool), max_unavailable).await?;
+        }
+        for node in &self.nodes {
+            if mco::nodes(client).get_opt(node).await?.is_none() {
+                create_nodes(
+                    client,
+                    std::slice::from_ref(node),
+                    &role_label(&self.pool),
+                    &rendered_config(&self.pool),
+                )
+                .await?;
             }
         }
-        create_mosc(self.client(), &self.pool, &self.soak.cluster.push_spec()).await?;
+        if mco::moscs(client).get_opt(&self.pool).await?.is_none() {
+            // Some nodes are slow from the start: caught mid-update once targeted.
+            for node in self.nodes.clone() {
+                if self.rng.chance(30) {
+                    self.hold(&node);
+                }
+            }
+            create_mosc(client, &self.pool, &self.soak.cluster.push_spec()).await?;
+        }
         Ok(())
     }
 
@@ -991,7 +996,7 @@ impl<'a> Trial<'a> {
         };
         let (g0, a0) = epochs(self.soak);
         let mut setup_ok = false;
-        for _ in 0..3 {
+        for _ in 0..5 {
             match self.setup().await {
                 Ok(()) => {
                     setup_ok = true;
@@ -999,14 +1004,14 @@ impl<'a> Trial<'a> {
                 }
                 Err(e) => {
                     tracing::warn!("soak trial {}: setup: {e}", self.index);
-                    self.cleanup().await;
                     tokio::time::sleep(Duration::from_secs(2)).await;
                 }
             }
         }
         if !setup_ok {
             self.soak.stats(|s| s.trial_errors += 1);
-            self.note("setup failed three times".into());
+            self.note("setup failed five times".into());
+            self.cleanup().await;
             return;
         }
         self.interleave().await;
@@ -1209,13 +1214,15 @@ async fn soak(mode: Mode) {
         .collect::<Vec<()>>()
         .await;
 
-    // Final sweep: no MachineOSConfig keeps the finalizer once everything settled.
+    // Final sweep: no MachineOSConfig being deleted keeps the finalizer once everything
+    // settled (a live one carries it by design in defer mode).
     let mut left = Vec::new();
     for _ in 0..60 {
         left = mco::list_all(&mco::moscs(soak.client()))
             .await
             .unwrap_or_default()
             .into_iter()
+            .filter(|m| m.metadata.deletion_timestamp.is_some())
             .filter(|m| {
                 m.metadata
                     .finalizers
