@@ -62,12 +62,18 @@ bench-cluster: deps binaries
 	  target/release/examples/bench_cluster
 
 ## The reliability suite's long runs (RELIABILITY.md), release profile: property tests at
-## VERDICT_CASES verdict and DECODE_CASES decode cases, the alert rules, then `make load`;
-## ends with a summary (also when a part failed; the exit status says whether all passed).
-## (`make test` runs short versions of the same tests.)
+## VERDICT_CASES verdict and DECODE_CASES decode cases, the alert rules, the race soak with
+## TRIALS randomized trials (half deny, half defer mode; SOAK_SEED replays a run's choices),
+## the chaos tests with a CHAOS_OUTAGE-second outage (the black-holed API server case
+## included), then `make load`; ends with a summary (also when a part failed; the exit
+## status says whether all passed). (`make test` runs short versions of the same tests.)
 VERDICT_CASES ?= 100000
 DECODE_CASES ?= 1000000
 IMAGE_CASES ?= 100000
+TRIALS ?= 1000
+SOAK_SEED ?=
+SOAK_CONCURRENCY ?= 4
+CHAOS_OUTAGE ?= 30
 SOAK_LOG ?= target/soak.log
 soak: deps binaries
 	@mkdir -p $(dir $(SOAK_LOG))
@@ -77,10 +83,19 @@ soak: deps binaries
 	  MOSC_GUARD_CASES_IMAGE=$(IMAGE_CASES) \
 	  $(CARGO) test --locked --release --test properties --test alerts -- --nocapture --test-threads=1 \
 	  2>&1 | tee $(SOAK_LOG) || status=1; \
+	echo "+ race soak, $(TRIALS) trials (release)"; \
+	RUST_LOG=warn MOSC_GUARD_SOAK_TRIALS=$(TRIALS) MOSC_GUARD_SOAK_SEED=$(SOAK_SEED) \
+	  MOSC_GUARD_SOAK_CONCURRENCY=$(SOAK_CONCURRENCY) \
+	  $(CARGO) test --locked --release --test soak -- --nocapture --test-threads=2 \
+	  2>&1 | tee -a $(SOAK_LOG) || status=1; \
+	echo "+ chaos, $(CHAOS_OUTAGE) s outages (release)"; \
+	RUST_LOG=warn MOSC_GUARD_CHAOS_OUTAGE_SECS=$(CHAOS_OUTAGE) \
+	  $(CARGO) test --locked --release --test chaos -- --nocapture --test-threads=1 --include-ignored \
+	  2>&1 | tee -a $(SOAK_LOG) || status=1; \
 	echo "+ load (as make load)"; \
 	$(LOAD_CMD) 2>&1 | tee -a $(SOAK_LOG) || status=1; \
 	echo "== soak summary ($(SOAK_LOG)) =="; \
-	grep -E 'property [a-z_]+: |^  [^ ]|^load: |^through the API server|^test result: ' $(SOAK_LOG); \
+	grep -E 'property [a-z_]+: |^  [^ 0-9]|^soak [a-z]+: |^chaos [a-z-]+|^test [a-z_]+ \.\.\. FAILED|^load: |^through the API server|^test result: ' $(SOAK_LOG); \
 	exit $$status
 
 ## Load against a guard on a real API server (RELIABILITY.md): directly over HTTPS, LOAD_RATE

@@ -218,17 +218,22 @@ impl<V> Context<V> {
         self.events.record(&regarding, false, reason, note).await;
     }
 
-    /// Refreshes the gauge of deferred deletions, leaving out `released` (the store still
-    /// holds an object until its deletion is observed).
+    /// Refreshes the gauges of deferred deletions (how many, and the oldest one's
+    /// deletionTimestamp), leaving out `released` (the store still holds an object until its
+    /// deletion is observed).
     fn count_deferred(&self, released: Option<&str>) {
-        let n = self
-            .store
-            .state()
+        let state = self.store.state();
+        let held: Vec<_> = state
             .iter()
             .filter(|m| finalizer::is_terminating(&m.metadata) && finalizer::has(&m.metadata))
             .filter(|m| released.is_none() || m.metadata.uid.as_deref() != released)
-            .count();
-        self.metrics.set_deferred(n);
+            .collect();
+        let oldest = held
+            .iter()
+            .filter_map(|m| m.metadata.deletion_timestamp.as_ref())
+            .map(|t| t.0.as_second())
+            .min();
+        self.metrics.set_deferred(held.len(), oldest);
     }
 
     fn memo<T>(&self, uid: &str, f: impl FnOnce(&mut Memo) -> T) -> T {
@@ -282,7 +287,7 @@ pub async fn run<V: ClusterView>(
         .await;
     janitor.abort();
     // Only the leader reports deferred deletions.
-    metrics.set_deferred(0);
+    metrics.set_deferred(0, None);
     tracing::info!("finalizer controller stopped");
 }
 

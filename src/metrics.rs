@@ -74,6 +74,7 @@ pub struct Metrics {
     ready: Gauge,
     mutations: Family<MutationLabels, Counter>,
     deferred: Gauge,
+    oldest_deferred: Gauge,
     releases: Family<ReleaseLabels, Counter>,
     deferral_seconds: Histogram,
     leader: Gauge,
@@ -143,6 +144,14 @@ impl Default for Metrics {
             "MachineOSConfigs being deleted whose finalizer mosc-guard still holds (leader only)",
             deferred.clone(),
         );
+        // A timestamp, not an age: it survives restarts and leader changes unchanged, so an
+        // alert on `time() - this` sees one long deferral, never a churn of short ones.
+        let oldest_deferred = Gauge::default();
+        registry.register(
+            "oldest_deferred_deletion_timestamp_seconds",
+            "deletionTimestamp of the oldest MachineOSConfig whose finalizer mosc-guard still holds (seconds since the Unix epoch; 0 when none; leader only)",
+            oldest_deferred.clone(),
+        );
         let releases = Family::<ReleaseLabels, Counter>::default();
         registry.register(
             "finalizer_releases",
@@ -187,6 +196,7 @@ impl Default for Metrics {
             ready,
             mutations,
             deferred,
+            oldest_deferred,
             releases,
             deferral_seconds,
             leader,
@@ -237,8 +247,11 @@ impl Metrics {
             .inc();
     }
 
-    pub fn set_deferred(&self, n: usize) {
+    /// `n` deferred deletions, the oldest marked for deletion at `oldest` (seconds since the
+    /// Unix epoch; `None` when there is none, exported as 0).
+    pub fn set_deferred(&self, n: usize, oldest: Option<i64>) {
         self.deferred.set(i64::try_from(n).unwrap_or(i64::MAX));
+        self.oldest_deferred.set(oldest.unwrap_or(0));
     }
 
     pub fn set_leader(&self, leader: bool) {

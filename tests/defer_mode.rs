@@ -227,6 +227,18 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
             .any(|l| l == "mosc_guard_deferred_deletions 1"),
         "{metrics}"
     );
+    // The oldest deferred deletion's deletionTimestamp, which the alert ages.
+    let since = mosc(&cluster, "worker")
+        .await
+        .and_then(|m| m.metadata.deletion_timestamp)
+        .expect("deletionTimestamp")
+        .0
+        .as_second();
+    let want = format!("mosc_guard_oldest_deferred_deletion_timestamp_seconds {since}");
+    assert!(
+        metrics.lines().any(|l| l == want),
+        "missing {want:?} in\n{metrics}"
+    );
 
     // MCO keeps rolling (it ignores deletionTimestamp). The next node is caught mid-update too:
     // the set of blocking nodes changed, so a new Event names it (an Event keyed without its
@@ -270,7 +282,11 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
     ] {
         assert!(metrics.contains(want), "missing {want:?} in\n{metrics}");
     }
-    for want in ["mosc_guard_leader 1", "mosc_guard_deferred_deletions 0"] {
+    for want in [
+        "mosc_guard_leader 1",
+        "mosc_guard_deferred_deletions 0",
+        "mosc_guard_oldest_deferred_deletion_timestamp_seconds 0",
+    ] {
         assert!(
             metrics.lines().any(|l| l == want),
             "missing {want:?} in\n{metrics}"

@@ -3,9 +3,10 @@
 //! `foregroundDeletion`, the MOSBs' finalizer, and deletes MOSBs whose MOSC is gone). No
 //! scheduler and no other controllers: nodes are plain objects and MCO is simulated.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
@@ -28,8 +29,13 @@ pub const FIELD_MANAGER: &str = "mosc-guard-e2e";
 pub struct ControlPlane {
     // Fields drop in order: the garbage collector, then the API server, then etcd, the directory last.
     controller_manager: ChildProcess,
-    apiserver: ChildProcess,
-    etcd: ChildProcess,
+    // Behind locks so a chaos test can kill and restart them while others use the control
+    // plane through `&self` (clients reconnect to the same port).
+    apiserver: Mutex<ChildProcess>,
+    etcd: Mutex<ChildProcess>,
+    apiserver_spec: Respawn,
+    etcd_spec: Respawn,
+    etcd_url: String,
     client: kube::Client,
     pki: Pki,
     kubeconfig: PathBuf,
@@ -67,30 +73,14 @@ impl ControlPlane {
         let dir = temp_dir("mosc-guard-cp-")?;
         let pki = Pki::new(&dir.path().join("pki"))?;
 
-        let (mut etcd, etcd_url) = start_etcd(&bins.etcd, dir.path(), etcd_args)?;
-        let http = super::tls::http_client()?;
-        etcd.wait_ready(
-            "GET /health",
-            Duration::from_secs(30),
-            Duration::from_millis(50),
-            || {
-                let (http, url) = (http.clone(), format!("{etcd_url}/health"));
-                async move {
-                    let body = http.get(url).send().await?.text().await?;
-                    if body.contains("\"health\":\"true\"") {
-                        Ok(())
-                    } else {
-                        Err(format!("etcd /health: {body}").into())
-                    }
-                }
-            },
-        )
-        .await?;
+        let (etcd_spec, etcd_url) = etcd_spec(&bins.etcd, dir.path(), etcd_args)?;
+        let mut etcd = etcd_spec.spawn()?;
+        wait_etcd_ready(&mut etcd, &etcd_url).await?;
         let etcd_ready = started.elapsed();
 
         let port = free_port()?;
         let server = format!("https://127.0.0.1:{port}");
-        let mut apiserver = start_apiserver(
+        let apiserver_spec = apiserver_spec(
             &bins.kube_apiserver,
             dir.path(),
             &pki,
@@ -98,29 +88,9 @@ impl ControlPlane {
             &etcd_url,
             admission_config,
         )?;
+        let mut apiserver = apiserver_spec.spawn()?;
         let https = https_client(&pki.ca_pem())?;
-        apiserver
-            .wait_ready(
-                "GET /readyz",
-                Duration::from_secs(90),
-                Duration::from_millis(100),
-                || {
-                    let (https, url) = (https.clone(), format!("{server}/readyz"));
-                    async move {
-                        let resp = https.get(url).send().await?;
-                        let status = resp.status();
-                        if status.is_success() {
-                            Ok(())
-                        } else {
-                            let body = resp.text().await.unwrap_or_default();
-                            let failing: Vec<&str> =
-                                body.lines().filter(|l| l.contains("[-]")).collect();
-                            Err(format!("/readyz {status}: {}", failing.join("; ")).into())
-                        }
-                    }
-                },
-            )
-            .await?;
+        wait_apiserver_ready(&mut apiserver, &https, &server, Duration::from_secs(90)).await?;
         let apiserver_ready = started.elapsed();
 
         let admin = pki.client_cert("e2e-admin", &["system:masters"])?;
@@ -154,8 +124,11 @@ impl ControlPlane {
         );
         Ok(Self {
             controller_manager,
-            apiserver,
-            etcd,
+            apiserver: Mutex::new(apiserver),
+            etcd: Mutex::new(etcd),
+            apiserver_spec,
+            etcd_spec,
+            etcd_url,
             client,
             pki,
             kubeconfig,
@@ -197,7 +170,7 @@ impl ControlPlane {
 
     /// The kube-apiserver log file.
     pub fn apiserver_log(&self) -> &Path {
-        self.apiserver.log_path()
+        &self.apiserver_spec.log
     }
 
     /// The kube-controller-manager (garbage collector) log file.
@@ -207,7 +180,72 @@ impl ControlPlane {
 
     /// The etcd log file.
     pub fn etcd_log(&self) -> &Path {
-        self.etcd.log_path()
+        &self.etcd_spec.log
+    }
+
+    /// Kills kube-apiserver with SIGKILL (a crash: no graceful shutdown); connections to it
+    /// are reset and new ones refused until [`ControlPlane::start_apiserver_again`].
+    pub fn kill_apiserver(&self) {
+        lock(&self.apiserver).kill();
+        tracing::info!("control plane: killed kube-apiserver");
+    }
+
+    /// Starts kube-apiserver again on the same port with the same etcd, certificates and
+    /// service-account keys (so existing clients and tokens keep working) and waits until its
+    /// `/readyz` answers 200; returns how long that took.
+    pub async fn start_apiserver_again(&self) -> Result<Duration> {
+        let started = Instant::now();
+        let mut process = self.apiserver_spec.spawn()?;
+        let https = https_client(&self.pki.ca_pem())?;
+        wait_apiserver_ready(&mut process, &https, &self.server, Duration::from_secs(90)).await?;
+        *lock(&self.apiserver) = process;
+        let took = started.elapsed();
+        tracing::info!("control plane: kube-apiserver serves again after {took:.2?}");
+        Ok(took)
+    }
+
+    /// [`ControlPlane::kill_apiserver`], then [`ControlPlane::start_apiserver_again`].
+    pub async fn restart_apiserver(&self) -> Result<Duration> {
+        self.kill_apiserver();
+        self.start_apiserver_again().await
+    }
+
+    /// Kills etcd with SIGKILL; kube-apiserver keeps running and fails its storage calls.
+    pub fn kill_etcd(&self) {
+        lock(&self.etcd).kill();
+        tracing::info!("control plane: killed etcd");
+    }
+
+    /// Starts etcd again on the same data directory and ports, waits until it is healthy and
+    /// kube-apiserver's `/readyz` answers 200 again; returns how long that took.
+    pub async fn start_etcd_again(&self) -> Result<Duration> {
+        let started = Instant::now();
+        let mut process = self.etcd_spec.spawn()?;
+        wait_etcd_ready(&mut process, &self.etcd_url).await?;
+        *lock(&self.etcd) = process;
+        let https = https_client(&self.pki.ca_pem())?;
+        let server = self.server.clone();
+        super::scenario::wait_for(
+            || {
+                let (https, url) = (https.clone(), format!("{server}/readyz"));
+                async move {
+                    let ok = https.get(url).send().await?.status().is_success();
+                    Ok(ok.then_some(()))
+                }
+            },
+            Duration::from_secs(90),
+            "kube-apiserver /readyz after etcd restarted",
+        )
+        .await?;
+        let took = started.elapsed();
+        tracing::info!("control plane: etcd and kube-apiserver serve again after {took:.2?}");
+        Ok(took)
+    }
+
+    /// [`ControlPlane::kill_etcd`], then [`ControlPlane::start_etcd_again`].
+    pub async fn restart_etcd(&self) -> Result<Duration> {
+        self.kill_etcd();
+        self.start_etcd_again().await
     }
 
     /// Runs `/usr/bin/kubectl --kubeconfig <admin> <args>`.
@@ -234,34 +272,108 @@ impl ControlPlane {
     }
 }
 
-/// Starts etcd on free client and peer ports; returns it and its client URL.
-fn start_etcd(bin: &Path, dir: &Path, extra: &[&str]) -> Result<(ChildProcess, String)> {
-    let client_url = format!("http://127.0.0.1:{}", free_port()?);
-    let peer_url = format!("http://127.0.0.1:{}", free_port()?);
-    let mut cmd = Command::new(bin);
-    cmd.arg("--name=e2e")
-        .arg(format!("--data-dir={}", dir.join("etcd").display()))
-        .arg(format!("--listen-client-urls={client_url}"))
-        .arg(format!("--advertise-client-urls={client_url}"))
-        .arg(format!("--listen-peer-urls={peer_url}"))
-        .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-        .arg(format!("--initial-cluster=e2e={peer_url}"))
-        .arg("--unsafe-no-fsync")
-        .arg("--log-level=warn")
-        .args(extra);
-    let process = ChildProcess::spawn("etcd", cmd, &dir.join("etcd.log"))?;
-    Ok((process, client_url))
+/// How to start one server again exactly as before (same flags, ports, files, log).
+struct Respawn {
+    name: &'static str,
+    program: PathBuf,
+    args: Vec<OsString>,
+    log: PathBuf,
 }
 
-/// Starts kube-apiserver on `port` with client-certificate auth and RBAC.
-fn start_apiserver(
+impl Respawn {
+    fn spawn(&self) -> Result<ChildProcess> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args);
+        ChildProcess::spawn(self.name, cmd, &self.log)
+    }
+}
+
+fn lock(process: &Mutex<ChildProcess>) -> std::sync::MutexGuard<'_, ChildProcess> {
+    process.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// etcd on free client and peer ports: how to start it, and its client URL.
+fn etcd_spec(bin: &Path, dir: &Path, extra: &[&str]) -> Result<(Respawn, String)> {
+    let client_url = format!("http://127.0.0.1:{}", free_port()?);
+    let peer_url = format!("http://127.0.0.1:{}", free_port()?);
+    let mut args: Vec<OsString> = vec![
+        "--name=e2e".into(),
+        format!("--data-dir={}", dir.join("etcd").display()).into(),
+        format!("--listen-client-urls={client_url}").into(),
+        format!("--advertise-client-urls={client_url}").into(),
+        format!("--listen-peer-urls={peer_url}").into(),
+        format!("--initial-advertise-peer-urls={peer_url}").into(),
+        format!("--initial-cluster=e2e={peer_url}").into(),
+        "--unsafe-no-fsync".into(),
+        "--log-level=warn".into(),
+    ];
+    args.extend(extra.iter().map(OsString::from));
+    let spec = Respawn {
+        name: "etcd",
+        program: bin.to_owned(),
+        args,
+        log: dir.join("etcd.log"),
+    };
+    Ok((spec, client_url))
+}
+
+/// Waits until etcd reports itself healthy.
+async fn wait_etcd_ready(etcd: &mut ChildProcess, etcd_url: &str) -> Result<()> {
+    let http = super::tls::http_client()?;
+    etcd.wait_ready(
+        "GET /health",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || {
+            let (http, url) = (http.clone(), format!("{etcd_url}/health"));
+            async move {
+                let body = http.get(url).send().await?.text().await?;
+                if body.contains("\"health\":\"true\"") {
+                    Ok(())
+                } else {
+                    Err(format!("etcd /health: {body}").into())
+                }
+            }
+        },
+    )
+    .await
+}
+
+/// Waits until kube-apiserver's `/readyz` answers 200.
+async fn wait_apiserver_ready(
+    apiserver: &mut ChildProcess,
+    https: &reqwest::Client,
+    server: &str,
+    timeout: Duration,
+) -> Result<()> {
+    apiserver
+        .wait_ready("GET /readyz", timeout, Duration::from_millis(100), || {
+            let (https, url) = (https.clone(), format!("{server}/readyz"));
+            async move {
+                let resp = https.get(url).send().await?;
+                let status = resp.status();
+                if status.is_success() {
+                    Ok(())
+                } else {
+                    let body = resp.text().await.unwrap_or_default();
+                    let failing: Vec<&str> = body.lines().filter(|l| l.contains("[-]")).collect();
+                    Err(format!("/readyz {status}: {}", failing.join("; ")).into())
+                }
+            }
+        })
+        .await
+}
+
+/// kube-apiserver on `port` with client-certificate auth and RBAC: how to start it (its
+/// serving certificate and service-account keys are written now, once).
+fn apiserver_spec(
     bin: &Path,
     dir: &Path,
     pki: &Pki,
     port: u16,
     etcd_url: &str,
     admission_config: Option<&Path>,
-) -> Result<ChildProcess> {
+) -> Result<Respawn> {
     let serving = pki.server_cert(
         "kube-apiserver",
         &[
@@ -314,7 +426,12 @@ fn start_apiserver(
             config.display()
         ));
     }
-    ChildProcess::spawn("kube-apiserver", cmd, &dir.join("kube-apiserver.log"))
+    Ok(Respawn {
+        name: "kube-apiserver",
+        program: bin.to_owned(),
+        args: cmd.get_args().map(OsStr::to_owned).collect(),
+        log: dir.join("kube-apiserver.log"),
+    })
 }
 
 /// Log line of kube-controller-manager once the garbage collector watches every resource.

@@ -11,7 +11,9 @@
 //! client whose watch lags behind the server, as a congested network makes it.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -27,6 +29,7 @@ pub struct Forwarder {
     conns: Arc<Mutex<Vec<AbortHandle>>>,
     refused: Arc<Mutex<u64>>,
     paused: watch::Sender<bool>,
+    black_hole: Arc<AtomicBool>,
     accept: JoinHandle<()>,
 }
 
@@ -39,19 +42,30 @@ impl Forwarder {
         let conns: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
         let refused = Arc::new(Mutex::new(0));
         let (paused, _) = watch::channel(false);
+        let black_hole = Arc::new(AtomicBool::new(false));
         let accept = {
-            let (target, conns, refused, paused) = (
+            let (target, conns, refused, paused, black_hole) = (
                 Arc::clone(&target),
                 Arc::clone(&conns),
                 Arc::clone(&refused),
                 paused.clone(),
+                Arc::clone(&black_hole),
             );
             tokio::spawn(async move {
                 while let Ok((mut client, _)) = listener.accept().await {
                     let to = *target.lock().unwrap_or_else(|p| p.into_inner());
                     let refused = Arc::clone(&refused);
                     let paused = paused.subscribe();
+                    let black_hole = Arc::clone(&black_hole);
                     let task = tokio::spawn(async move {
+                        if black_hole.load(Ordering::SeqCst) {
+                            // Nothing answers: the client waits until its own timeout; the
+                            // connection is closed once the black hole is lifted.
+                            while black_hole.load(Ordering::SeqCst) {
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                            }
+                            return;
+                        }
                         match TcpStream::connect(to).await {
                             Ok(upstream) => {
                                 let (mut from_client, mut to_client) = client.split();
@@ -81,6 +95,7 @@ impl Forwarder {
             conns,
             refused,
             paused,
+            black_hole,
             accept,
         })
     }
@@ -120,6 +135,21 @@ impl Forwarder {
             conns.len()
         );
         conns.iter().for_each(AbortHandle::abort);
+    }
+
+    /// Black-holes the route (`true`): every forwarded connection is cut, and new ones are
+    /// accepted but never answered, as when packets to an unreachable API server are dropped;
+    /// `false` forwards again.
+    pub fn set_black_hole(&self, on: bool) {
+        self.black_hole.store(on, Ordering::SeqCst);
+        tracing::info!(
+            "forwarder :{}: {}",
+            self.port,
+            if on { "black hole" } else { "forwarding again" }
+        );
+        if on {
+            self.cut_connections();
+        }
     }
 
     /// How many connections the target refused so far.

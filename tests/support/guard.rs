@@ -158,6 +158,11 @@ impl Guard {
         Ok(guard)
     }
 
+    /// Its process id (0 once stopped): a test shows recovery without a restart by the same id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
     /// The port it listens on (127.0.0.1).
     pub fn port(&self) -> u16 {
         self.port

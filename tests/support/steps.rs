@@ -288,3 +288,74 @@ pub async fn assert_image_in_registry(cluster: &Cluster, image: &super::image_re
         "the image is still in the registry"
     );
 }
+
+/// The value of one series (`name{labels}` exactly as exposed) in a /metrics text.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// The guard's `/readyz`: status and body (`None` if it did not answer).
+pub async fn readyz(guard: &Guard) -> Option<(u16, String)> {
+    let resp = guard
+        .https_client()
+        .ok()?
+        .get(format!("{}/readyz", guard.base_url()))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?;
+    let status = resp.status().as_u16();
+    Some((status, resp.text().await.unwrap_or_default()))
+}
+
+/// An AdmissionReview of a DELETE of the MachineOSConfig `old` (as the API server sends it),
+/// for posting to the guard's /validate directly (e.g. while the API server is down).
+pub fn mosc_delete_review(uid: &str, old: &serde_json::Value) -> serde_json::Value {
+    let name = old["metadata"]["name"].clone();
+    let gvk =
+        serde_json::json!({"group": super::mco::GROUP, "version": "v1", "kind": "MachineOSConfig"});
+    let gvr = serde_json::json!({"group": super::mco::GROUP, "version": "v1", "resource": "machineosconfigs"});
+    serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+            "name": name,
+            "operation": "DELETE",
+            "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": null,
+            "oldObject": old,
+            "dryRun": true,
+            "options": {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", "dryRun": ["All"]}
+        }
+    })
+}
+
+/// Posts `review` to the guard's /validate: (allowed, the refusal message).
+pub async fn post_review(
+    guard: &Guard,
+    review: &serde_json::Value,
+) -> super::Result<(bool, String)> {
+    let resp: serde_json::Value = guard
+        .https_client()?
+        .post(guard.validate_url())
+        .json(review)
+        .timeout(Duration::from_secs(15))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let allowed = resp["response"]["allowed"].as_bool().ok_or("no verdict")?;
+    let message = resp["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    Ok((allowed, message))
+}

@@ -15,7 +15,23 @@ pub fn kubeconfig(cp: &ControlPlane, user: &str, dir: &Path) -> Result<PathBuf> 
 /// Like [`kubeconfig`], reaching the API server at `server` (e.g. a forwarder in front of it;
 /// its certificate names 127.0.0.1, so any local port verifies).
 pub fn kubeconfig_via(cp: &ControlPlane, user: &str, dir: &Path, server: &str) -> Result<PathBuf> {
-    let cert = cp.pki().client_cert(user, &[])?;
+    kubeconfig_with_groups(cp, user, &[], dir, server)
+}
+
+/// Like [`kubeconfig_via`], for a cluster admin (group `system:masters`): the guard's own
+/// access, rerouted (e.g. through a forwarder a chaos test can cut).
+pub fn admin_kubeconfig_via(cp: &ControlPlane, dir: &Path, server: &str) -> Result<PathBuf> {
+    kubeconfig_with_groups(cp, "e2e-admin-rerouted", &["system:masters"], dir, server)
+}
+
+fn kubeconfig_with_groups(
+    cp: &ControlPlane,
+    user: &str,
+    groups: &[&str],
+    dir: &Path,
+    server: &str,
+) -> Result<PathBuf> {
+    let cert = cp.pki().client_cert(user, groups)?;
     let path = dir.join(format!("{user}.kubeconfig"));
     std::fs::write(
         &path,

@@ -608,7 +608,7 @@ fn controlled_by(obj: &DynamicObject, uid: &str) -> bool {
 
 /// `<mosc>-<32 hex>`: the hash covers the build inputs (the MOSC spec and the rendered config),
 /// so the same inputs give the same name, as MCO's md5 of them does.
-fn mosb_name(mosc_name: &str, mosc: &DynamicObject, rendered: &str) -> String {
+pub(super) fn mosb_name(mosc_name: &str, mosc: &DynamicObject, rendered: &str) -> String {
     let spec = mosc.data.get("spec").cloned().unwrap_or(Value::Null);
     let mut hasher = Sha256::new();
     hasher.update(spec.to_string().as_bytes());

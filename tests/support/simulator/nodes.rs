@@ -133,15 +133,19 @@ pub(super) fn pool_target(
     })
 }
 
-/// The build of `mosc` for the rendered config `config` (not one being deleted), if any.
+/// The build of `mosc` for the rendered config `config` (not one being deleted), if any: the
+/// one named from the MOSC's current spec and the config, as the build controller names it (a
+/// MOSC whose spec changed has several builds for one config; only this one is current).
 pub(super) fn current_build<'a>(
     mosc: &DynamicObject,
     config: &str,
     mosbs: &'a [DynamicObject],
 ) -> Option<&'a DynamicObject> {
     let name = mosc.metadata.name.as_deref()?;
+    let expected = super::build::mosb_name(name, mosc, config);
     mosbs.iter().find(|b| {
         b.metadata.deletion_timestamp.is_none()
+            && b.metadata.name.as_deref() == Some(expected.as_str())
             && str_at(&b.data, &["spec", "machineOSConfig", "name"]) == Some(name)
             && str_at(&b.data, &["spec", "machineConfig", "name"]) == Some(config)
     })
