@@ -298,39 +298,56 @@ impl Caches {
         self
     }
 
-    /// Nodes as fresh as the moment this is called: the node cache once it has applied the
-    /// node collection's current revision, or a list of every node if that is quicker. The
-    /// list needs the fresh pools (it keeps only the labels their selectors read).
-    async fn fresh_nodes(&self, pools: &[Arc<MachineConfigPool>]) -> Result<FreshNodes, String> {
-        let revision = live::node_revision(&self.client)
-            .await
-            .map_err(|e| e.to_string())?;
-        let Some(revision) = revision else {
-            // Not an etcd revision: no fence to wait on.
-            return self.listed_nodes(pools).await;
+    /// Everything a decision reads, at least as fresh as the moment this is called: builds,
+    /// pools and MOSCs listed now, and nodes from the node cache once it has applied the node
+    /// collection's current revision, or a list of every node if that is quicker. The lists and
+    /// the fence run at once: a consistent list of a quiet collection waits for the API
+    /// server's next progress notification from etcd (up to 100 ms), which the fence need not
+    /// wait behind. A node list needs the fresh pools (it keeps only the labels their
+    /// selectors read), so it starts once both the lists and `--fence-wait-ms` are done.
+    async fn fresh_read(&self) -> Result<Fresh, String> {
+        let objects = async {
+            live::decision_objects(&self.client)
+                .await
+                .map_err(|e| e.to_string())
         };
-        let fence = self.nodes.caught_up(revision);
-        let mut fence = std::pin::pin!(fence);
-        if tokio::time::timeout(self.fence_wait, fence.as_mut())
-            .await
-            .is_ok()
-        {
-            return Ok(FreshNodes::Cached);
-        }
-        let listed = self.listed_nodes(pools);
-        tokio::select! {
-            biased;
-            () = fence.as_mut() => Ok(FreshNodes::Cached),
-            listed = listed => match listed {
-                Ok(nodes) => Ok(nodes),
-                // The cache may still catch up within the caller's deadline.
-                Err(e) => {
-                    tracing::debug!(error = %e, "listing nodes failed; waiting for the node cache");
-                    fence.await;
-                    Ok(FreshNodes::Cached)
+        let fence = async {
+            let revision = live::node_revision(&self.client)
+                .await
+                .map_err(|e| e.to_string())?;
+            // Not an etcd revision: no fence to wait on.
+            let Some(revision) = revision else {
+                return Ok::<_, String>((None, false));
+            };
+            let passed = tokio::time::timeout(self.fence_wait, self.nodes.caught_up(revision))
+                .await
+                .is_ok();
+            Ok((Some(revision), passed))
+        };
+        let (objects, fence) = tokio::join!(objects, fence);
+        let (objects, (revision, passed)) = (objects?, fence?);
+        let nodes = match revision {
+            _ if passed => FreshNodes::Cached,
+            None => self.listed_nodes(&objects.pools).await?,
+            Some(revision) => {
+                let fence = self.nodes.caught_up(revision);
+                let mut fence = std::pin::pin!(fence);
+                tokio::select! {
+                    biased;
+                    () = fence.as_mut() => FreshNodes::Cached,
+                    listed = self.listed_nodes(&objects.pools) => match listed {
+                        Ok(nodes) => nodes,
+                        // The cache may still catch up within the caller's deadline.
+                        Err(e) => {
+                            tracing::debug!(error = %e, "listing nodes failed; waiting for the node cache");
+                            fence.await;
+                            FreshNodes::Cached
+                        }
+                    },
                 }
-            },
-        }
+            }
+        };
+        Ok(Fresh { objects, nodes })
     }
 
     async fn listed_nodes(&self, pools: &[Arc<MachineConfigPool>]) -> Result<FreshNodes, String> {
@@ -376,13 +393,7 @@ impl ClusterView for Caches {
     }
 
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, String>> {
-        Box::pin(async move {
-            let objects = live::decision_objects(&self.client)
-                .await
-                .map_err(|e| e.to_string())?;
-            let nodes = self.fresh_nodes(&objects.pools).await?;
-            Ok(Fresh { objects, nodes })
-        })
+        Box::pin(self.fresh_read())
     }
 
     fn ready(&self) -> bool {
