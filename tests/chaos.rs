@@ -475,6 +475,23 @@ async fn readiness_now(guard: &Guard, since: Instant) -> (u16, String, Vec<Strin
 }
 
 /// Waits until the guard reports (via /metrics) whether it leads.
+/// Waits until `guard` exports one deferred deletion whose deletionTimestamp is `since`.
+async fn wait_deferred_gauges(guard: &Guard, since: f64, what: &str) {
+    wait_for(
+        || async {
+            let m = guard_metrics(guard).await?;
+            Ok((metric(&m, "mosc_guard_deferred_deletions") == Some(1.0)
+                && metric(&m, "mosc_guard_oldest_deferred_deletion_timestamp_seconds")
+                    == Some(since))
+            .then_some(()))
+        },
+        STEP_TIMEOUT,
+        what,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
 async fn wait_leader(guard: &Guard, leader: bool, timeout: Duration) -> Duration {
     let started = Instant::now();
     let want = if leader { 1.0 } else { 0.0 };
@@ -532,18 +549,12 @@ async fn defer_leader_killed_while_a_deletion_is_deferred() {
         .0
         .as_second() as f64;
     let oldest = "mosc_guard_oldest_deferred_deletion_timestamp_seconds";
-    wait_for(
-        || async {
-            let m = guard_metrics(&leader).await?;
-            Ok((metric(&m, "mosc_guard_deferred_deletions") == Some(1.0)
-                && metric(&m, oldest) == Some(since))
-            .then_some(()))
-        },
-        STEP_TIMEOUT,
+    wait_deferred_gauges(
+        &leader,
+        since,
         "the leader to export the deferred deletion and its deletionTimestamp",
     )
-    .await
-    .expect("leader gauges");
+    .await;
     let m = guard_metrics(&survivor).await.expect("metrics");
     assert_eq!(metric(&m, "mosc_guard_leader"), Some(0.0));
     assert_eq!(metric(&m, oldest), Some(0.0), "only the leader reports");
@@ -551,18 +562,12 @@ async fn defer_leader_killed_while_a_deletion_is_deferred() {
     // The leader dies without giving the Lease up, while the deletion is deferred.
     leader.kill();
     let took_over = wait_leader(&survivor, true, Duration::from_secs(60)).await;
-    wait_for(
-        || async {
-            let m = guard_metrics(&survivor).await?;
-            Ok((metric(&m, "mosc_guard_deferred_deletions") == Some(1.0)
-                && metric(&m, oldest) == Some(since))
-            .then_some(()))
-        },
-        STEP_TIMEOUT,
+    wait_deferred_gauges(
+        &survivor,
+        since,
         "the new leader to export the same deletionTimestamp",
     )
-    .await
-    .expect("new leader's gauges");
+    .await;
     let held = mosc(cluster, "worker").await;
     assert!(
         held.metadata

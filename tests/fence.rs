@@ -35,6 +35,17 @@ subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: fence-cache}
 ";
 
+/// Waits until the node cache completed its first list.
+async fn synced(cache: &NodeCache) {
+    wait_for(
+        || async { Ok(cache.ready().then_some(())) },
+        Duration::from_secs(60),
+        "node cache synced",
+    )
+    .await
+    .expect("synced");
+}
+
 fn desired_of(cache: &NodeCache, node: &str) -> Option<String> {
     cache
         .nodes(None, mosc_guard::policy::PolicyMode::InFlight)
@@ -70,13 +81,7 @@ async fn the_fence_holds_until_a_lagging_node_watch_delivers_the_change() {
             .expect("kubeconfig");
     let lagging = client_from_kubeconfig(&kubeconfig).await.expect("client");
     let cache = NodeCache::start(lagging, Duration::from_secs(30));
-    wait_for(
-        || async { Ok(cache.ready().then_some(())) },
-        Duration::from_secs(30),
-        "node cache synced",
-    )
-    .await
-    .expect("synced");
+    synced(&cache).await;
     assert_eq!(desired_of(&cache, node), None);
 
     // MCO targets the node while the cache's watch lags; the fence revision is read after the
@@ -134,13 +139,7 @@ async fn a_later_node_change_carries_the_cache_past_an_earlier_revision() {
     .await
     .expect("nodes");
     let cache = NodeCache::start(cp.client(), Duration::from_secs(30));
-    wait_for(
-        || async { Ok(cache.ready().then_some(())) },
-        Duration::from_secs(30),
-        "node cache synced",
-    )
-    .await
-    .expect("synced");
+    synced(&cache).await;
     // Writes of another kind move the revision past everything the node watch has seen.
     for i in 0..3 {
         let out = cp
@@ -191,13 +190,7 @@ async fn node_lists_page_through_every_node() {
         .expect("nodes");
     }
     let cache = NodeCache::start(cp.client(), Duration::from_secs(30));
-    wait_for(
-        || async { Ok(cache.ready().then_some(())) },
-        Duration::from_secs(60),
-        "node cache synced",
-    )
-    .await
-    .expect("synced");
+    synced(&cache).await;
     assert_eq!(cache.sizes().0, NODES, "the cache listed every page");
 
     let pool: mosc_guard::model::MachineConfigPool = serde_json::from_value(json!({
@@ -216,4 +209,69 @@ async fn node_lists_page_through_every_node() {
         [("node-role.kubernetes.io/worker", "")],
         "only the selector's label is kept"
     );
+}
+
+/// The confirmation's two ways to nodes, through `Caches::fresh`: on a quiet cluster (no node
+/// event after the fence revision) it lists every node after `--fence-wait-ms`; after a node
+/// change the node cache passes the fence. Either way the nodes it hands the policy hold every
+/// change committed before the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmation_lists_nodes_on_a_quiet_cluster_and_sees_every_prior_change() {
+    use mosc_guard::cache::Caches;
+    use mosc_guard::view::{ClusterView, FreshNodes};
+
+    let cp = ControlPlane::start().await.expect("control plane");
+    let names: Vec<String> = (0..3).map(|i| format!("quiet-{i}")).collect();
+    create_nodes(
+        &cp.client(),
+        &names,
+        "node-role.kubernetes.io/worker",
+        "rendered-worker-0",
+    )
+    .await
+    .expect("nodes");
+    let caches = Caches::start(cp.client(), Duration::from_secs(30))
+        .with_fence_wait(Duration::from_millis(50));
+    wait_for(
+        || async { Ok(caches.ready().then_some(())) },
+        Duration::from_secs(60),
+        "caches synced",
+    )
+    .await
+    .expect("synced");
+
+    // A write of another kind moves the revision past the node cache; no node event follows.
+    let out = cp
+        .kubectl(["create", "namespace", "quiet"])
+        .await
+        .expect("kubectl");
+    assert!(out.success(), "{out:?}");
+    let fresh = tokio::time::timeout(Duration::from_secs(10), caches.fresh())
+        .await
+        .expect("a quiet cluster's confirmation ends (by listing)")
+        .expect("confirming read");
+    match &fresh.nodes {
+        FreshNodes::Listed(nodes) => assert_eq!(nodes.len(), names.len()),
+        FreshNodes::Cached => panic!("no node event passed the fence: the nodes must be listed"),
+    }
+
+    // A node change just before the call is in the nodes, whichever way they came.
+    mco::nodes(&cp.client())
+        .patch(
+            "quiet-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {DESIRED_IMAGE: IMAGE}}})),
+        )
+        .await
+        .expect("target the node");
+    let fresh = caches.fresh().await.expect("confirming read");
+    let nodes = match &fresh.nodes {
+        FreshNodes::Listed(nodes) => nodes.clone(),
+        FreshNodes::Cached => caches.nodes(None, mosc_guard::policy::PolicyMode::InFlight),
+    };
+    let targeted = nodes
+        .iter()
+        .find(|n| n.name() == "quiet-1")
+        .expect("the node is there");
+    assert_eq!(targeted.desired_image(), Some(IMAGE));
 }
