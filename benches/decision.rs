@@ -52,17 +52,31 @@ fn parse<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Arc<T> {
     Arc::new(serde_json::from_value(v).expect("bench fixture"))
 }
 
-/// A cluster of `n` nodes in three pools: two thirds layered and settled on an older
-/// image, three nodes rolling to the new one, the rest not layered. Node metadata is
-/// shaped like a real node's (labels, MCO annotations), without managedFields.
-fn cluster(n: usize) -> (Snapshot, MachineOSConfig) {
+/// Where the worker pool's rollout of its config's newest image stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Two thirds of the nodes layered and settled on an older image, three nodes rolling to
+    /// the new one, the rest not layered: the deletion is denied.
+    Rolling,
+    /// Every worker runs the new image, infra nodes are not layered: the deletion is allowed,
+    /// which only a pass over every node can show.
+    Settled,
+}
+
+/// A cluster of `n` nodes in pools worker and infra (two workers for one infra node), at
+/// `shape`. Node metadata is shaped like a real node's (labels, MCO annotations), without
+/// managedFields.
+fn cluster(n: usize, shape: Shape) -> (Snapshot, MachineOSConfig) {
     let new = format!("{REPO}@sha256:{}", digest(1));
     let old = format!("{REPO}@sha256:{}", digest(2));
     let node = |i: usize| {
-        let (desired, current, state) = match i {
-            0..=2 => (Some(&new), Some(&old), "Working"),
-            _ if i.is_multiple_of(3) => (None, None, "Done"),
-            _ => (Some(&old), Some(&old), "Done"),
+        let worker = i % 3 != 1;
+        let (desired, current, state) = match (shape, i) {
+            (Shape::Settled, _) if worker => (Some(&new), Some(&new), "Done"),
+            (Shape::Settled, _) => (None, None, "Done"),
+            (Shape::Rolling, 0..=2) => (Some(&new), Some(&old), "Working"),
+            (Shape::Rolling, _) if i.is_multiple_of(3) => (None, None, "Done"),
+            (Shape::Rolling, _) => (Some(&old), Some(&old), "Done"),
         };
         let mut ann = serde_json::Map::new();
         ann.insert(node_annotations::STATE.into(), json!(state));
@@ -112,7 +126,7 @@ fn cluster(n: usize) -> (Snapshot, MachineOSConfig) {
                 "status": {"digestedImagePushSpec": format!("{REPO}@sha256:{}", digest(b))}
             })))
             .collect(),
-        // Pool worker reports Updating (three nodes are rolling), so the pool rule runs too.
+        // Pool worker reports Updating; the pool rule reads its nodes, not that.
         pools: ["master", "worker", "infra"]
             .iter()
             .map(|p| {
@@ -180,7 +194,19 @@ fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("decision");
     group.sample_size(20);
     for n in [5_000, 50_000] {
-        let (snapshot, mosc) = cluster(n);
+        // The settled pool, allowed: the decision when an admin leaves image mode.
+        let (snapshot, mosc) = cluster(n, Shape::Settled);
+        let (objects, index) = index_of(&snapshot);
+        let mode = PolicyMode::InFlight;
+        group.bench_with_input(BenchmarkId::new("settled-full-scan", n), &n, |b, _| {
+            b.iter(|| evaluate(black_box(&snapshot), Deletion::MachineOSConfig(&mosc), mode))
+        });
+        group.bench_with_input(BenchmarkId::new("settled-indexed", n), &n, |b, _| {
+            b.iter(|| indexed(black_box(&objects), &index, &mosc, mode))
+        });
+        drop((snapshot, objects, index));
+
+        let (snapshot, mosc) = cluster(n, Shape::Rolling);
         let (objects, index) = index_of(&snapshot);
         group.bench_with_input(BenchmarkId::new("baseline-scan", n), &n, |b, _| {
             b.iter(|| black_box(scan_only(black_box(&snapshot))))
@@ -208,29 +234,36 @@ fn benches(c: &mut Criterion) {
 /// p50/p99 of single in-flight decisions, and the heap a node snapshot and index hold.
 fn percentiles() {
     for n in [5_000, 50_000] {
+        let (snapshot, mosc) = cluster(n, Shape::Settled);
+        let (objects, index) = index_of(&snapshot);
+        let mode = PolicyMode::InFlight;
+        let settled = |f: &dyn Fn() -> Verdict| {
+            sample(&|| {
+                let v = f();
+                assert!(v.allowed, "the settled fixture is allowed");
+            })
+        };
+        println!(
+            "n={n}: settled, indexed decision {}; full scan {}",
+            settled(&|| indexed(&objects, &index, &mosc, mode)),
+            settled(&|| evaluate(&snapshot, Deletion::MachineOSConfig(&mosc), mode)),
+        );
+        drop((snapshot, objects, index));
+
         let before = LIVE.load(Ordering::Relaxed);
-        let (snapshot, mosc) = cluster(n);
+        let (snapshot, mosc) = cluster(n, Shape::Rolling);
         let held = LIVE.load(Ordering::Relaxed) - before;
         let before = LIVE.load(Ordering::Relaxed);
         let (objects, index) = index_of(&snapshot);
         let index_held = LIVE.load(Ordering::Relaxed) - before;
         let time = |f: &dyn Fn() -> Verdict| {
-            let mut samples: Vec<f64> = (0..1_000)
-                .map(|_| {
-                    let t = Instant::now();
-                    let v = f();
-                    let us = t.elapsed().as_secs_f64() * 1e6;
-                    assert_eq!(v.blocking.len(), 3, "fixture has three rolling nodes");
-                    us
-                })
-                .collect();
-            samples.sort_by(f64::total_cmp);
-            let at = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
-            format!("p50 {:.1} µs, p99 {:.1} µs", at(0.50), at(0.99))
+            sample(&|| {
+                let v = f();
+                assert_eq!(v.blocking.len(), 3, "fixture has three rolling nodes");
+            })
         };
-        let mode = PolicyMode::InFlight;
         println!(
-            "n={n}: indexed decision {}; full scan {}; snapshot heap {:.1} MiB ({} B/node), index {:.1} MiB",
+            "n={n}: rolling, indexed decision {}; full scan {}; snapshot heap {:.1} MiB ({} B/node), index {:.1} MiB",
             time(&|| indexed(&objects, &index, &mosc, mode)),
             time(&|| evaluate(&snapshot, Deletion::MachineOSConfig(&mosc), mode)),
             held as f64 / (1024.0 * 1024.0),
@@ -238,6 +271,20 @@ fn percentiles() {
             index_held as f64 / (1024.0 * 1024.0),
         );
     }
+}
+
+/// p50 and p99 of 1,000 timed calls of `f`.
+fn sample(f: &dyn Fn()) -> String {
+    let mut samples: Vec<f64> = (0..1_000)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    let at = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)];
+    format!("p50 {:.1} µs, p99 {:.1} µs", at(0.50), at(0.99))
 }
 
 fn main() {

@@ -50,10 +50,19 @@ pub fn denial(v: &Verdict) -> String {
                 out,
                 "Wait until those nodes report state Done on that image, then delete again, or override with:"
             );
-        } else {
+        } else if v.rolling.is_empty() {
             let _ = writeln!(
                 out,
                 "Wait until `oc get mcp {pools}` shows UPDATED=True, then delete again, or override with:"
+            );
+        } else {
+            let rolling: Vec<&str> = v.rolling.iter().map(|p| p.pool.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "Wait until `oc get mcp {pools}` shows UPDATED=True with every machine updated, then delete again; \
+                 or stop the rollout first (`oc patch mcp {} --type merge -p '{{\"spec\":{{\"paused\":true}}}}'`) \
+                 and delete once the nodes already updating are done; or override with:",
+                rolling.join(" ")
             );
         }
     } else {
@@ -250,12 +259,20 @@ fn headline(v: &Verdict) -> String {
 }
 
 fn pool_line(p: &RollingPool) -> String {
-    let progress = match (p.updated_machines, p.machines) {
-        (Some(u), Some(m)) => format!("{u} of {m} machines updated"),
-        _ => "progress unknown".to_string(),
+    let status = match (p.updated_machines, p.machines) {
+        (Some(u), Some(m)) => format!(" (pool status: {u} of {m} machines updated)"),
+        _ => String::new(),
+    };
+    let (nodes, next) = if p.pending_nodes == 1 {
+        ("1 node does".to_string(), "MCO updates it next")
+    } else {
+        (
+            format!("{} nodes do", p.pending_nodes),
+            "MCO updates them one after another",
+        )
     };
     format!(
-        "pool {} is rolling out {} ({progress}); MCO sends the next node to it within seconds",
+        "pool {} is rolling out {}: {nodes} not run it yet{status}; {next}",
         p.pool,
         abbreviate(&p.image)
     )

@@ -187,15 +187,10 @@ impl MachineConfigPool {
         self.metadata.name.as_deref().unwrap_or_default()
     }
 
-    /// Whether MCO is rolling the pool out: condition Updating is True and the pool is not
-    /// paused (a paused pool gets no new node targeted).
-    pub fn is_rolling(&self) -> bool {
-        self.spec.paused != Some(true)
-            && self
-                .status
-                .conditions
-                .iter()
-                .any(|c| c.type_ == "Updating" && c.status.eq_ignore_ascii_case("true"))
+    /// Whether the pool is paused: MCO then sends no further node to a new config or image
+    /// (nodes it already sent keep updating).
+    pub fn is_paused(&self) -> bool {
+        self.spec.paused == Some(true)
     }
 }
 

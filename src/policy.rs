@@ -118,15 +118,21 @@ pub struct BlockingNode {
     pub reason: BlockReason,
 }
 
-/// A pool MCO is still rolling out to one of the guarded images. Between two nodes of a
-/// rollout no node may need the image at that instant, but MCO targets the next node within
-/// seconds: deleting the image then degrades the pool just the same.
+/// A pool MCO has not finished rolling out to one of the guarded images: not paused, its
+/// MachineOSConfig's current image is guarded, and a node of it does not run that image yet.
+/// MCO sends those nodes to the image one after another; between two of them (or before the
+/// first, while the pool's status still reads `Updated`) no node may need the image at that
+/// instant, but deleting it then degrades the pool just the same.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RollingPool {
     pub pool: String,
     /// The guarded image the pool is rolling out (its MachineOSConfig's current image).
     pub image: String,
+    /// Nodes of the pool that do not run the image yet, counted from the nodes themselves.
+    pub pending_nodes: usize,
+    /// The pool's own progress report (`status.updatedMachineCount`, `status.machineCount`),
+    /// which lags the nodes.
     pub updated_machines: Option<i64>,
     pub machines: Option<i64>,
 }
@@ -145,7 +151,7 @@ pub struct Verdict {
     pub repository_fallback: Option<String>,
     /// Sorted by node name.
     pub blocking: Vec<BlockingNode>,
-    /// Pools still rolling out one of the images, sorted by name.
+    /// Pools not done rolling out one of the images, sorted by name.
     pub rolling: Vec<RollingPool>,
 }
 
@@ -188,7 +194,7 @@ pub fn guarded_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTre
     if guard.fallback.is_some() {
         return None;
     }
-    // A pool rolling out a guarded image blocks while any node of it has not reached the
+    // A pool with a guarded target image blocks while any node of it has not reached the
     // image, and such a node need not carry a guarded digest at all (not targeted yet): only
     // every node can tell.
     if !rolling_targets(snapshot, target, &guard).is_empty() {
@@ -344,16 +350,10 @@ impl Prefilter {
     }
 
     fn may_match(&self, spec: &str) -> bool {
-        let ends_with_digest = |hexes: &[String]| {
-            let spec = spec.trim_end().as_bytes();
-            hexes.iter().any(|hex| {
-                spec.len() >= hex.len()
-                    && spec[spec.len() - hex.len()..].eq_ignore_ascii_case(hex.as_bytes())
-            })
-        };
+        let any_digest = |hexes: &[String]| hexes.iter().any(|hex| ends_with_digest(spec, hex));
         match self {
-            Prefilter::DigestSuffix(h) => ends_with_digest(h),
-            Prefilter::WithRepo(h, name) => ends_with_digest(h) || spec.contains(name.as_str()),
+            Prefilter::DigestSuffix(h) => any_digest(h),
+            Prefilter::WithRepo(h, name) => any_digest(h) || spec.contains(name.as_str()),
             Prefilter::None => true,
         }
     }
@@ -369,7 +369,7 @@ fn blocking_nodes(snapshot: &Snapshot, guard: &Guard, mode: PolicyMode) -> Vec<B
         .iter()
         .filter_map(|node| {
             let mut blocked = check_node(node, guard, &prefilter, mode)?;
-            blocked.pool = pool_of(node, &snapshot.pools);
+            blocked.pool = pool_of(node, &snapshot.pools).map(str::to_string);
             Some(blocked)
         })
         .collect();
@@ -412,29 +412,32 @@ fn check_node(
     })
 }
 
-/// Pools MCO is still rolling out (see [`RollingPool`]) whose target, the current image of
-/// their MachineOSConfig, is one of the guarded images, and that still have a node not on it.
+/// Pools MCO has not finished rolling out (see [`RollingPool`]) to a guarded image.
 fn rolling_pools(snapshot: &Snapshot, target: Deletion<'_>, guard: &Guard) -> Vec<RollingPool> {
     let mut rolling: Vec<RollingPool> = rolling_targets(snapshot, target, guard)
         .into_iter()
-        // `Updating` alone is not enough: 4.20 also reports it while a new build runs or
-        // after one failed, with every node still on this image. Only a node of the pool
-        // that has not reached the image makes MCO target it again.
-        .filter(|(pool, current, _)| has_unreached_node(snapshot, pool.name(), current))
-        .map(|(pool, _, image)| RollingPool {
-            pool: pool.name().to_string(),
-            image: image.image,
-            updated_machines: pool.status.updated_machine_count,
-            machines: pool.status.machine_count,
+        // Only a node of the pool that has not reached the image makes MCO target it again;
+        // 4.20 reports `Updating` also while a new build runs or after one failed, with every
+        // node on this image, and still `Updated` for a moment after the config points at a
+        // new image, so the pool's status decides nothing here.
+        .filter_map(|(pool, current, image)| {
+            let pending_nodes = pending_nodes(snapshot, pool, &current);
+            (pending_nodes > 0).then(|| RollingPool {
+                pool: pool.name().to_string(),
+                image: image.image,
+                pending_nodes,
+                updated_machines: pool.status.updated_machine_count,
+                machines: pool.status.machine_count,
+            })
         })
         .collect();
     rolling.sort_by(|a, b| a.pool.cmp(&b.pool));
     rolling
 }
 
-/// Pools reporting `Updating` (not paused) whose MachineOSConfig's current image is guarded:
-/// each with that image as the config spells it and as the guard lists it. The MachineOSConfig
-/// being deleted is taken from the request, the others from the snapshot. Reads no node.
+/// Pools not paused whose MachineOSConfig's current image is guarded: each with that image as
+/// the config spells it and as the guard lists it. The MachineOSConfig being deleted is taken
+/// from the request, the others from the snapshot. Reads no node.
 fn rolling_targets<'s>(
     snapshot: &'s Snapshot,
     target: Deletion<'_>,
@@ -460,7 +463,7 @@ fn rolling_targets<'s>(
     snapshot
         .pools
         .iter()
-        .filter(|p| p.is_rolling())
+        .filter(|p| !p.is_paused())
         .filter_map(|p| {
             let current = config_of(p.name())?
                 .status
@@ -472,21 +475,66 @@ fn rolling_targets<'s>(
         .collect()
 }
 
-/// Whether some node of `pool` does not run `image` yet. It needs every node: which is why
-/// [`guarded_digests`] sends a decision with a rolling pool to a full scan.
-fn has_unreached_node(snapshot: &Snapshot, pool: &str, image: &str) -> bool {
-    snapshot.nodes.iter().any(|node| {
-        let reached = NodeImages::of(node)
-            .current
-            .is_some_and(|c| same_image(c, image));
-        !reached && pool_of(node, &snapshot.pools).as_deref() == Some(pool)
-    })
+/// Nodes of `pool` that do not run `image` yet. It needs every node: which is why
+/// [`guarded_digests`] sends a decision with such a pool to a full scan, and why the cheap
+/// tests (the image text, then the pool's own selector) run before the full ones.
+fn pending_nodes(snapshot: &Snapshot, pool: &MachineConfigPool, image: &str) -> usize {
+    let Some(selector) = pool.spec.node_selector.as_ref() else {
+        return 0;
+    };
+    let image = SameImage::new(image);
+    snapshot
+        .nodes
+        .iter()
+        .filter(|node| {
+            !NodeImages::of(node).current.is_some_and(|c| image.is(c))
+                && selector::matches(selector, node.as_ref())
+                && pool_of(node, &snapshot.pools) == Some(pool.name())
+        })
+        .count()
+}
+
+/// [`same_image`] against one fixed image, for many candidates: equal text first, then a
+/// digest suffix test, and only then a parse.
+struct SameImage<'a> {
+    text: &'a str,
+    key: ImageKey,
+    hex: Option<String>,
+}
+
+impl<'a> SameImage<'a> {
+    fn new(image: &'a str) -> Self {
+        let key = ImageKey::parse(image);
+        let hex = key.digest_hex().map(str::to_string);
+        SameImage {
+            text: image.trim(),
+            key,
+            hex,
+        }
+    }
+
+    fn is(&self, spec: &str) -> bool {
+        let spec = spec.trim();
+        spec == self.text
+            || (self
+                .hex
+                .as_deref()
+                .is_none_or(|h| ends_with_digest(spec, h))
+                && ImageKey::parse(spec) == self.key)
+    }
+}
+
+/// Whether `spec` ends with the digest hex `hex`, in any case: a digest is always the last
+/// part of a reference, so no spelling of an image with that digest fails this.
+fn ends_with_digest(spec: &str, hex: &str) -> bool {
+    let spec = spec.trim_end().as_bytes();
+    spec.len() >= hex.len() && spec[spec.len() - hex.len()..].eq_ignore_ascii_case(hex.as_bytes())
 }
 
 /// The pool a node belongs to: the one whose selector matches it; a custom pool wins
 /// over `worker` (MCO's rule), and ties go to the first name alphabetically.
-fn pool_of(node: &NodeMeta, pools: &[Arc<MachineConfigPool>]) -> Option<String> {
-    let mut matching: Vec<&str> = pools
+fn pool_of<'p>(node: &NodeMeta, pools: &'p [Arc<MachineConfigPool>]) -> Option<&'p str> {
+    pools
         .iter()
         .filter(|p| {
             p.spec
@@ -495,9 +543,7 @@ fn pool_of(node: &NodeMeta, pools: &[Arc<MachineConfigPool>]) -> Option<String> 
                 .is_some_and(|s| selector::matches(s, node))
         })
         .map(|p| p.name())
-        .collect();
-    matching.sort_by_key(|name| (*name == "worker", *name));
-    matching.first().map(|s| s.to_string())
+        .min_by_key(|name| (*name == "worker", *name))
 }
 
 #[cfg(test)]

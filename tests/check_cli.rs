@@ -167,8 +167,9 @@ fn rolling_pool_blocks_in_json() {
             "overridden": false,
             "images": [{"image": IMAGE, "machineOSBuild": MOSB}],
             "blockingNodes": [rolling_blocker(json!(MOSB))],
-            // The must-gather's pool reports Updating, 0 of 3 machines updated.
-            "rollingPools": [{"pool": "worker", "image": IMAGE, "updatedMachines": 0, "machines": 3}],
+            // None of the three workers runs the image yet; the must-gather's pool reports
+            // Updating, 0 of 3 machines updated.
+            "rollingPools": [{"pool": "worker", "image": IMAGE, "pendingNodes": 3, "updatedMachines": 0, "machines": 3}],
             "warnings": null,
         }),
         "{run:?}"
@@ -458,4 +459,73 @@ fn an_unreachable_api_server_or_a_bad_kubeconfig_is_an_error() {
         assert!(run.stderr.starts_with(want), "{run:?}");
         assert!(run.stdout.is_empty(), "{run:?}");
     }
+}
+
+/// The state the one degraded trial of the race soak hit (RELIABILITY.md, section 1): MCO has
+/// pointed the MachineOSConfig at a newly built image that no node runs or was sent to yet, and
+/// the pool still reports `Updated` from the previous rollout (its next status pass turns it
+/// `Updating`). Deleting the MachineOSConfig now lets MCO's node controller, still holding it in
+/// its cache, send nodes to the image the cleanup deletes: blocked, whatever the pool reports.
+#[test]
+fn a_config_pointing_at_an_image_no_node_has_yet_is_not_deletable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let image = |c: char| format!("registry.example/ocb@sha256:{}", c.to_string().repeat(64));
+    let (old, new) = (image('a'), image('b'));
+    let node = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
+            "labels": {"node-role.kubernetes.io/worker": ""},
+            "annotations": {
+                "machineconfiguration.openshift.io/desiredImage": old,
+                "machineconfiguration.openshift.io/currentImage": old,
+                "machineconfiguration.openshift.io/state": "Done"}}})
+    };
+    let build = |name: &str, image: &str| {
+        json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSBuild",
+            "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/machine-os-config": "worker"}},
+            "spec": {"machineOSConfig": {"name": "worker"}},
+            "status": {"digestedImagePushSpec": image}})
+    };
+    let pool = |paused: bool| {
+        json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+         "metadata": {"name": "worker"},
+         "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}}, "paused": paused},
+         "status": {"machineCount": 2, "updatedMachineCount": 2, "conditions": [
+             {"type": "Updated", "status": "True"}, {"type": "Updating", "status": "False"}]}})
+    };
+    let write = |paused: bool| {
+        let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+            pool(paused),
+            {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
+             "metadata": {"name": "worker",
+                          "annotations": {"machineconfiguration.openshift.io/current-machine-os-build": "worker-new"}},
+             "spec": {"machineConfigPool": {"name": "worker"},
+                      "renderedImagePushSpec": "registry.example/ocb:latest"},
+             "status": {"currentImagePullSpec": new}},
+            build("worker-old", &old),
+            build("worker-new", &new),
+            node("node-0"),
+            node("node-1"),
+        ]});
+        fs::write(dir.path().join("dump.json"), objects.to_string()).expect("write dump");
+    };
+
+    write(false);
+    let run = check_dir(dir.path(), "machineosconfig/worker", &["--output", "json"]);
+    assert_eq!(run.code, 1, "the pool is about to roll out {new}: {run:?}");
+    let report = run.json();
+    assert_eq!(report["rollingPools"][0]["pool"], "worker", "{run:?}");
+    assert_eq!(report["rollingPools"][0]["pendingNodes"], 2, "{run:?}");
+    assert_eq!(report["rollingPools"][0]["updatedMachines"], 2, "{run:?}");
+    let run = check_dir(dir.path(), "machineosconfig/worker", &[]);
+    assert!(
+        run.stdout
+            .contains("2 nodes do not run it yet (pool status: 2 of 2 machines updated)"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("oc patch mcp worker"), "{run:?}");
+
+    // Paused, MCO sends no node to it: the deletion is safe, as the denial says.
+    write(true);
+    let run = check_dir(dir.path(), "machineosconfig/worker", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
 }

@@ -566,10 +566,10 @@ async fn dry_run_delete(cp: &ControlPlane, name: &str) -> Result<(), String> {
 /// The guard runs as user `guard` and reaches the API server through a forwarder. Its grant on
 /// MachineConfigPools is revoked mid-run; an established watch is not cut by an RBAC change,
 /// so the forwarder then drops the guard's connections (as an API server restart would): every
-/// watch reconnects, and the pools watch fails with 403 from then on. Meanwhile the pool starts
-/// rolling out the MachineOSConfig's image, which the stale pool cache cannot see: a deletion
-/// must not be allowed from it. Restoring the grant brings the watch, readiness and the rolling
-/// pool's denial back.
+/// watch reconnects, and the pools watch fails with 403 from then on. Meanwhile the pool is
+/// unpaused, so MCO would send its node to the MachineOSConfig's image, which the stale pool
+/// cache (still paused) cannot see: a deletion must not be allowed from it. Restoring the grant
+/// brings the watch, readiness and the rolling pool's denial back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_watch_drops_readiness_and_never_allows_from_the_stale_cache() {
     let cp = ControlPlane::start().await.expect("control plane");
@@ -577,7 +577,7 @@ async fn a_failing_watch_drops_readiness_and_never_allows_from_the_stale_cache()
     support::scenario::create_pool(&client, "worker", "node-role.kubernetes.io/worker", 1)
         .await
         .expect("pool");
-    // One worker not on the image yet: once the pool reports Updating, MCO targets it next.
+    // One worker not on the image yet: once the pool is unpaused, MCO sends it there next.
     support::scenario::create_nodes(
         &client,
         &support::scenario::node_names(1),
@@ -586,9 +586,9 @@ async fn a_failing_watch_drops_readiness_and_never_allows_from_the_stale_cache()
     )
     .await
     .expect("node");
-    support::objects::set_pool_updating(&client, "worker", false)
+    support::objects::set_pool_paused(&client, "worker", true)
         .await
-        .expect("pool settled");
+        .expect("pool paused");
     let image = support::objects::image("ab");
     support::objects::create_built_mosc(&client, "worker", &image)
         .await
@@ -626,7 +626,7 @@ async fn a_failing_watch_drops_readiness_and_never_allows_from_the_stale_cache()
         .expect("webhook registered");
     dry_run_delete(&cp, "worker")
         .await
-        .expect("settled pool: the deletion is allowed");
+        .expect("paused pool, no node sent to the image: the deletion is allowed");
 
     // Revoke the pools grant, then cut the guard's connections so its watches reconnect.
     let out = cp
@@ -662,10 +662,11 @@ async fn a_failing_watch_drops_readiness_and_never_allows_from_the_stale_cache()
     );
     assert_eq!(guard.metric("mosc_guard_ready").await, Some(0.0));
 
-    // The pool starts rolling out the image; the guard's pool cache cannot see it.
-    support::objects::set_pool_updating(&client, "worker", true)
+    // The pool is unpaused, so MCO sends the node to the image; the guard's pool cache cannot
+    // see it.
+    support::objects::set_pool_paused(&client, "worker", false)
         .await
-        .expect("pool updating");
+        .expect("pool unpaused");
     let refused = dry_run_delete(&cp, "worker")
         .await
         .expect_err("no allow from the stale pool cache");
@@ -706,7 +707,7 @@ async fn a_failing_watch_drops_readiness_and_never_allows_from_the_stale_cache()
         .count();
     assert_eq!(
         allowed, 1,
-        "only the first, settled deletion was allowed:\n{log}"
+        "only the first deletion, of the paused pool, was allowed:\n{log}"
     );
 }
 

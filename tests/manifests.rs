@@ -1251,17 +1251,19 @@ async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
         .expect("read MOSC")
         .expect("MOSC worker still exists");
     assert!(deleting, "MOSC worker is held by the finalizer");
-    // ... and released (a patch removing the finalizer) once the node runs it.
-    mco::nodes(&client)
-        .patch(
-            &nodes[0],
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                CURRENT_IMAGE: worker_image, STATE: STATE_DONE,
-            }}})),
-        )
-        .await
-        .expect("node reached the image");
+    // ... and released (a patch removing the finalizer) once every node of the pool runs it.
+    for node in &nodes {
+        mco::nodes(&client)
+            .patch(
+                node,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {
+                    DESIRED_IMAGE: worker_image, CURRENT_IMAGE: worker_image, STATE: STATE_DONE,
+                }}})),
+            )
+            .await
+            .expect("node reached the image");
+    }
     support::scenario::wait_for(
         || async { Ok(finalizers("worker").await?.is_none().then_some(())) },
         Duration::from_secs(30),

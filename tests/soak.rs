@@ -346,7 +346,8 @@ impl Snapshot {
             .collect()
     }
 
-    /// The pool rule: Updating, not paused, rolling out one of `images`, a node not on it yet.
+    /// The pool rule: not paused, its MachineOSConfig's current image one of `images`, a node
+    /// not on it yet (whatever the pool's conditions say).
     fn pool_rolling(&self, images: &BTreeSet<String>) -> bool {
         let Some(pool) = &self.pool else { return false };
         let paused = pool
@@ -358,8 +359,7 @@ impl Snapshot {
         let Some(image) = self.mosc.as_ref().and_then(mosc_current_image) else {
             return false;
         };
-        mco::condition_true(pool, "Updating")
-            && !paused
+        !paused
             && images.contains(&image)
             && self
                 .nodes
@@ -1272,57 +1272,4 @@ async fn soak_deny_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_defer_mode() {
     soak(Mode::Defer).await;
-}
-
-/// The state the one degraded deny-mode trial most likely hit (RELIABILITY.md, section 1): MCO
-/// has pointed the MachineOSConfig at a newly built image that no node runs or was sent yet,
-/// and has not marked the pool Updating yet (its next status pass does that). Deleting the MOSC
-/// now lets MCO's node controller, still holding the MOSC in its cache, target nodes at the
-/// image the cleanup deletes. The guard allows it today: the pool rule reads `Updating`.
-#[test]
-#[ignore = "policy gap reported in RELIABILITY.md, section 1: a MOSC pointing at an image no node has yet, before the pool turns Updating, may be deleted"]
-fn a_mosc_pointing_at_an_image_no_node_has_yet_is_not_deletable() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let image = |c: char| format!("registry.example/ocb@sha256:{}", c.to_string().repeat(64));
-    let (old, new) = (image('a'), image('b'));
-    let node = |name: &str| {
-        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
-            "labels": {"node-role.kubernetes.io/worker": ""},
-            "annotations": {DESIRED_IMAGE: old, CURRENT_IMAGE: old, STATE: STATE_DONE}}})
-    };
-    let build = |name: &str, image: &str| {
-        json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSBuild",
-            "metadata": {"name": name, "labels": {LABEL_MOSC: "worker"}},
-            "spec": {"machineOSConfig": {"name": "worker"}},
-            "status": {"digestedImagePushSpec": image}})
-    };
-    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
-         "metadata": {"name": "worker"},
-         "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}}, "paused": false},
-         "status": {"machineCount": 2, "updatedMachineCount": 2, "conditions": [
-             {"type": "Updated", "status": "True"}, {"type": "Updating", "status": "False"}]}},
-        {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
-         "metadata": {"name": "worker",
-                      "annotations": {mco::CURRENT_MOSB: "worker-new"}},
-         "spec": {"machineConfigPool": {"name": "worker"},
-                  "renderedImagePushSpec": "registry.example/ocb:latest"},
-         "status": {"currentImagePullSpec": new}},
-        build("worker-old", &old),
-        build("worker-new", &new),
-        node("node-0"),
-        node("node-1"),
-    ]});
-    std::fs::write(dir.path().join("dump.json"), objects.to_string()).expect("write dump");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mosc-guard"))
-        .args(["check", "machineosconfig/worker", "--from-dir"])
-        .arg(dir.path())
-        .output()
-        .expect("run mosc-guard check");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "the pool is about to roll out {new}, which the deletion removes: {stdout}"
-    );
 }

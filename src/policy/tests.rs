@@ -127,6 +127,7 @@ fn table() {
         &'static str,
         PolicyMode,
         Vec<&'static str>,
+        Vec<&'static str>,
     );
     let settled = || Cluster {
         nodes: vec![
@@ -148,12 +149,14 @@ fn table() {
             "worker",
             InFlight,
             vec![NODE],
+            vec!["worker"],
         ),
         (
             "settled pool is safe to leave",
             settled(),
             "worker",
             InFlight,
+            vec![],
             vec![],
         ),
         (
@@ -162,6 +165,7 @@ fn table() {
             "worker",
             InUse,
             vec![NODE, "worker-b"],
+            vec![],
         ),
         (
             "a node of another pool still needing the image blocks",
@@ -178,6 +182,7 @@ fn table() {
             "worker",
             InFlight,
             vec!["infra-a"],
+            vec![],
         ),
         (
             "builds already gone: repository fallback",
@@ -189,6 +194,7 @@ fn table() {
             "worker",
             InFlight,
             vec![NODE],
+            vec![],
         ),
         (
             "tag and digest spelling of the same image",
@@ -208,6 +214,7 @@ fn table() {
             "worker",
             InFlight,
             vec![NODE],
+            vec!["worker"],
         ),
         (
             "current image spelled differently still counts as reached",
@@ -223,6 +230,7 @@ fn table() {
             },
             "worker",
             InFlight,
+            vec![],
             vec![],
         ),
         (
@@ -240,6 +248,7 @@ fn table() {
             "worker",
             InFlight,
             vec![NODE],
+            vec!["worker"],
         ),
         (
             "another config's pool rolling does not block this one",
@@ -257,6 +266,7 @@ fn table() {
             "worker",
             InFlight,
             vec![],
+            vec![],
         ),
         (
             "older build of the same config still being rolled blocks",
@@ -271,6 +281,7 @@ fn table() {
             "worker",
             InFlight,
             vec![NODE],
+            vec!["worker"],
         ),
         (
             "deleting the build being rolled blocks",
@@ -278,6 +289,7 @@ fn table() {
             "worker-8f2a1c",
             InFlight,
             vec![NODE],
+            vec!["worker"],
         ),
         (
             "deleting an unrelated build of the same config is allowed",
@@ -291,6 +303,7 @@ fn table() {
             "worker-old",
             InFlight,
             vec![],
+            vec![],
         ),
         (
             "a config that never built guards nothing, not even its repository",
@@ -301,9 +314,10 @@ fn table() {
             "infra",
             InUse,
             vec![],
+            vec![],
         ),
         (
-            "non-layered nodes never block",
+            "a non-layered node blocks nothing itself, but its pool has yet to roll it",
             Cluster {
                 nodes: vec![node(NODE, &["worker"], None, None, "Done")],
                 ..Cluster::report()
@@ -311,12 +325,15 @@ fn table() {
             "worker",
             InUse,
             vec![],
+            vec!["worker"],
         ),
     ];
-    for (name, cluster, target, mode, want) in cases {
+    for (name, cluster, target, mode, want, rolling) in cases {
         let v = decide(&cluster, target, mode);
         assert_eq!(blocking_names(&v), want, "{name}");
-        assert_eq!(v.allowed, want.is_empty(), "{name}");
+        let pools: Vec<&str> = v.rolling.iter().map(|p| p.pool.as_str()).collect();
+        assert_eq!(pools, rolling, "{name}");
+        assert_eq!(v.allowed, want.is_empty() && rolling.is_empty(), "{name}");
         assert_eq!(v.mode, mode, "{name}");
     }
 }
@@ -421,9 +438,12 @@ fn denial_message_is_actionable() {
     let msg = message::denial(&v);
     let want = format!(
         "machineosconfig \"worker\" cannot be deleted yet: 1 node still needs an image built from it.\n  \
-         {NODE} (pool worker, state Working): desired .../ocb-image@sha256:01971adebd63..., current <none>\n\
+         {NODE} (pool worker, state Working): desired .../ocb-image@sha256:01971adebd63..., current <none>\n  \
+         pool worker is rolling out .../ocb-image@sha256:01971adebd63...: 2 nodes do not run it yet; MCO updates them one after another\n\
          Deleting it now removes that image from the registry and the node fails \"manifest unknown\" (the pool goes Degraded).\n\
-         Wait until `oc get mcp worker` shows UPDATED=True, then delete again, or override with:\n  \
+         Wait until `oc get mcp worker` shows UPDATED=True with every machine updated, then delete again; \
+         or stop the rollout first (`oc patch mcp worker --type merge -p '{{\"spec\":{{\"paused\":true}}}}'`) \
+         and delete once the nodes already updating are done; or override with:\n  \
          oc annotate machineosconfig worker mosc-guard.dev/allow-deletion=\"<reason>\""
     );
     assert_eq!(msg, want);
@@ -547,6 +567,7 @@ fn a_pool_still_rolling_out_the_image_blocks_between_two_nodes() {
         vec![RollingPool {
             pool: "worker".into(),
             image: img(NEW),
+            pending_nodes: 1,
             updated_machines: Some(1),
             machines: Some(2),
         }]
@@ -556,13 +577,19 @@ fn a_pool_still_rolling_out_the_image_blocks_between_two_nodes() {
         msg.starts_with("machineosconfig \"worker\" cannot be deleted yet: pool worker is still rolling out an image built from it."),
         "{msg}"
     );
-    assert!(msg.contains("pool worker is rolling out .../ocb-image@sha256:01971adebd63... (1 of 2 machines updated)"), "{msg}");
+    assert!(msg.contains("pool worker is rolling out .../ocb-image@sha256:01971adebd63...: 1 node does not run it yet (pool status: 1 of 2 machines updated); MCO updates it next"), "{msg}");
     assert!(
         msg.contains("the pool's next node fails \"manifest unknown\""),
         "{msg}"
     );
     assert!(
-        msg.contains("Wait until `oc get mcp worker` shows UPDATED=True"),
+        msg.contains(
+            "Wait until `oc get mcp worker` shows UPDATED=True with every machine updated"
+        ),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(r#"or stop the rollout first (`oc patch mcp worker --type merge -p '{"spec":{"paused":true}}'`)"#),
         "{msg}"
     );
 
@@ -572,17 +599,53 @@ fn a_pool_still_rolling_out_the_image_blocks_between_two_nodes() {
     assert!(!v.allowed && v.rolling.len() == 1, "{v:?}");
 }
 
+/// The gap the race soak found: the config already points at the new image (its build
+/// succeeded), no node has been sent to it yet, and the pool still reports `Updated` from the
+/// previous rollout. MCO's node controller sends the first node within seconds, still holding
+/// the config in its cache, to the image the cleanup deletes.
 #[test]
-fn a_settled_or_paused_pool_or_another_image_does_not_block() {
-    for (updating, paused) in [(false, false), (true, true)] {
-        let snap = between_batches(updating, paused);
+fn a_pool_blocks_once_its_config_points_at_the_image_before_it_reports_updating() {
+    let snap = between_batches(false, false);
+    let mosc = snap.machine_os_config("worker").expect("worker");
+    let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
+    assert!(!v.allowed && v.blocking.is_empty(), "{v:?}");
+    assert_eq!(v.rolling.len(), 1, "{v:?}");
+    assert_eq!(v.rolling[0].pending_nodes, 1, "{v:?}");
+}
+
+#[test]
+fn a_paused_pool_or_another_image_does_not_block() {
+    for updating in [false, true] {
+        let snap = between_batches(updating, true);
         let mosc = snap.machine_os_config("worker").expect("worker");
         let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
         assert!(
             v.allowed && v.rolling.is_empty(),
-            "updating {updating}, paused {paused}: {v:?}"
+            "paused, updating {updating}: {v:?}"
         );
     }
+    // Paused, a node MCO already sent to the image still blocks by itself.
+    let mut snap = between_batches(true, true);
+    snap.nodes = arcs(&[node(
+        NODE,
+        &["worker"],
+        Some(&img(NEW)),
+        Some(&img(OLD)),
+        "Working",
+    )]);
+    let config = snap.machine_os_config("worker").expect("worker");
+    let v = evaluate(
+        &snap,
+        Deletion::MachineOSConfig(config),
+        PolicyMode::InFlight,
+    );
+    assert_eq!(blocking_names(&v), vec![NODE], "{v:?}");
+    assert!(v.rolling.is_empty(), "{v:?}");
+    assert!(
+        message::denial(&v)
+            .contains("Wait until `oc get mcp worker` shows UPDATED=True, then delete again, or override with:"),
+        "{v:?}"
+    );
     // An older build of the same config: the pool is rolling out a different image.
     let mut snap = between_batches(true, false);
     snap.machine_os_builds
@@ -699,26 +762,39 @@ fn an_updating_pool_blocks_only_while_one_of_its_nodes_has_not_reached_the_image
 }
 
 #[test]
-fn a_pool_rolling_out_a_guarded_image_needs_every_node_not_the_index() {
-    // Pool worker Updating toward the config's current image: the index cannot name a node
-    // not targeted yet, so the decision must scan every node.
-    let snap = updating_with(vec![node(
-        NODE,
-        &["worker"],
-        Some(&img(NEW)),
-        Some(&img(NEW)),
-        "Done",
-    )]);
-    let mosc = snap.machine_os_config("worker").expect("worker");
+fn a_pool_with_a_guarded_target_needs_every_node_not_the_index() {
+    // Pool worker (not paused) targets the config's current image: only every node can show
+    // that none of the pool is left to update, settled or not, so the decision scans them all.
+    for nodes in [
+        vec![node(
+            NODE,
+            &["worker"],
+            Some(&img(NEW)),
+            Some(&img(NEW)),
+            "Done",
+        )],
+        vec![node(NODE, &["worker"], Some(&img(NEW)), None, "Working")],
+    ] {
+        let snap = updating_with(nodes);
+        let mosc = snap.machine_os_config("worker").expect("worker");
+        assert_eq!(
+            guarded_digests(&snap, Deletion::MachineOSConfig(mosc)),
+            None
+        );
+    }
+    // Paused, or an older build no pool targets: the index suffices.
+    let paused = between_batches(false, true);
+    let mosc = paused.machine_os_config("worker").expect("worker");
     assert_eq!(
-        guarded_digests(&snap, Deletion::MachineOSConfig(mosc)),
-        None
-    );
-    // Settled, the index suffices: the guarded digests are named.
-    let settled = Cluster::report().snapshot();
-    let mosc = settled.machine_os_config("worker").expect("worker");
-    assert_eq!(
-        guarded_digests(&settled, Deletion::MachineOSConfig(mosc)),
+        guarded_digests(&paused, Deletion::MachineOSConfig(mosc)),
         Some([NEW.to_string()].into())
+    );
+    let mut snap = Cluster::report().snapshot();
+    snap.machine_os_builds
+        .push(arcs(&[mosb("worker-old", "worker", OLD)]).remove(0));
+    let old = snap.machine_os_build("worker-old").expect("old build");
+    assert_eq!(
+        guarded_digests(&snap, Deletion::MachineOSBuild(old)),
+        Some([OLD.to_string()].into())
     );
 }

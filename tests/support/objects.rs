@@ -71,26 +71,14 @@ pub async fn create_built_mosc(client: &kube::Client, pool: &str, image: &str) -
     Ok(())
 }
 
-/// Sets the pool's `Updating` condition (and `Updated`, its opposite), with machine counts.
-pub async fn set_pool_updating(client: &kube::Client, pool: &str, updating: bool) -> Result<()> {
-    let now = "2026-11-30T00:00:00Z";
-    let (u, d) = if updating {
-        ("True", "False")
-    } else {
-        ("False", "True")
-    };
+/// Pauses or unpauses the pool (`spec.paused`): a paused pool gets no further node sent to a
+/// new image, which is what the pool rule reads.
+pub async fn set_pool_paused(client: &kube::Client, pool: &str, paused: bool) -> Result<()> {
     mco::mcps(client)
-        .patch_status(
+        .patch(
             pool,
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "machineCount": 3,
-                "updatedMachineCount": if updating { 1 } else { 3 },
-                "conditions": [
-                    {"type": "Updating", "status": u, "reason": "", "message": "", "lastTransitionTime": now},
-                    {"type": "Updated", "status": d, "reason": "", "message": "", "lastTransitionTime": now},
-                ],
-            }})),
+            &Patch::Merge(json!({"spec": {"paused": paused}})),
         )
         .await?;
     Ok(())
