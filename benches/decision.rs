@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion};
 use mosc_guard::model::{MachineOSConfig, NodeMeta, node_annotations};
+use mosc_guard::node::{Interner, WireNode};
 use mosc_guard::node_index::NodeIndex;
 use mosc_guard::policy::{Deletion, PolicyMode, Verdict, evaluate, guarded_digests};
 use mosc_guard::snapshot::Snapshot;
@@ -138,7 +139,17 @@ fn cluster(n: usize, shape: Shape) -> (Snapshot, MachineOSConfig) {
                 }))
             })
             .collect(),
-        nodes: (0..n).map(|i| parse(node(i))).collect(),
+        // One interner for all nodes, as the node cache of `serve` builds them: nodes share
+        // their label strings and image references.
+        nodes: {
+            let mut interner = Interner::default();
+            (0..n)
+                .map(|i| {
+                    let wire: WireNode = serde_json::from_value(node(i)).expect("bench fixture");
+                    Arc::new(NodeMeta::from_wire(wire.metadata, &mut interner, |_| true))
+                })
+                .collect()
+        },
     };
     (snapshot, mosc)
 }

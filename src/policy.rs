@@ -364,43 +364,57 @@ fn blocking_nodes(snapshot: &Snapshot, guard: &Guard, mode: PolicyMode) -> Vec<B
         return Vec::new();
     }
     let prefilter = Prefilter::for_guard(guard);
-    let mut blocking: Vec<BlockingNode> = snapshot
-        .nodes
-        .iter()
-        .filter_map(|node| {
-            let mut blocked = check_node(node, guard, &prefilter, mode)?;
+    let mut memo = Memo::default();
+    let mut blocking = Vec::new();
+    for node in &snapshot.nodes {
+        let images = NodeImages::of(node);
+        let key = (StrId::of(images.desired), StrId::of(images.current));
+        let hit = memo.get_or(key, || classify(images, guard, &prefilter, mode));
+        if let Some((image, reason)) = hit {
+            let mut blocked = blocking_node(node, images, image, reason);
             blocked.pool = pool_of(node, &snapshot.pools).map(str::to_string);
-            Some(blocked)
-        })
-        .collect();
+            blocking.push(blocked);
+        }
+    }
     blocking.sort_by(|a, b| a.node.cmp(&b.node));
     blocking
 }
 
-fn check_node(
-    node: &NodeMeta,
+/// Whether a node with these images blocks, and on which guarded image.
+fn classify(
+    images: NodeImages<'_>,
     guard: &Guard,
     prefilter: &Prefilter,
     mode: PolicyMode,
-) -> Option<BlockingNode> {
+) -> Option<(GuardedImage, BlockReason)> {
     let NodeImages {
-        desired,
-        current,
-        state,
-    } = NodeImages::of(node);
+        desired, current, ..
+    } = images;
     let in_flight = desired.and_then(|d| {
         let hit = guard.find(d, prefilter)?;
         let reached = current.is_some_and(|c| same_image(c, d));
         (!reached).then_some((hit, BlockReason::InFlight))
     });
-    let hit = in_flight.or_else(|| match mode {
+    in_flight.or_else(|| match mode {
         PolicyMode::InUse => current
             .and_then(|c| guard.find(c, prefilter))
             .map(|hit| (hit, BlockReason::InUse)),
         PolicyMode::InFlight => None,
-    });
-    let (image, reason) = hit?;
-    Some(BlockingNode {
+    })
+}
+
+fn blocking_node(
+    node: &NodeMeta,
+    images: NodeImages<'_>,
+    image: GuardedImage,
+    reason: BlockReason,
+) -> BlockingNode {
+    let NodeImages {
+        desired,
+        current,
+        state,
+    } = images;
+    BlockingNode {
         node: node.name().to_string(),
         pool: None,
         current_image: current.map(str::to_string),
@@ -409,7 +423,54 @@ fn check_node(
         image: image.image,
         machine_os_build: image.machine_os_build,
         reason,
-    })
+    }
+}
+
+/// Identity of a string slice by address and length. The node cache interns image
+/// references, so nodes on the same image share one allocation: keyed by identity, a scan
+/// compares and parses each distinct reference once instead of once per node. Sound while
+/// the strings are borrowed, as all nodes are for the length of a decision.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct StrId(usize, usize);
+
+impl StrId {
+    fn of(s: Option<&str>) -> StrId {
+        s.map_or(StrId(0, 0), |s| StrId(s.as_ptr() as usize, s.len()))
+    }
+}
+
+/// A few recent results by key: enough for the handful of distinct images a cluster runs,
+/// bounded so that nodes that share nothing (a directory dump) cost a short search each.
+struct Memo<K, V> {
+    entries: Vec<(K, V)>,
+    next: usize,
+}
+
+impl<K, V> Default for Memo<K, V> {
+    fn default() -> Self {
+        Memo {
+            entries: Vec::new(),
+            next: 0,
+        }
+    }
+}
+
+impl<K: PartialEq + Copy, V: Clone> Memo<K, V> {
+    const CAPACITY: usize = 8;
+
+    fn get_or(&mut self, key: K, compute: impl FnOnce() -> V) -> V {
+        if let Some((_, v)) = self.entries.iter().find(|(k, _)| *k == key) {
+            return v.clone();
+        }
+        let value = compute();
+        if self.entries.len() < Self::CAPACITY {
+            self.entries.push((key, value.clone()));
+        } else {
+            self.entries[self.next] = (key, value.clone());
+            self.next = (self.next + 1) % Self::CAPACITY;
+        }
+        value
+    }
 }
 
 /// Pools MCO has not finished rolling out (see [`RollingPool`]) to a guarded image.
@@ -483,15 +544,19 @@ fn pending_nodes(snapshot: &Snapshot, pool: &MachineConfigPool, image: &str) -> 
         return 0;
     };
     let image = SameImage::new(image);
-    snapshot
-        .nodes
-        .iter()
-        .filter(|node| {
-            !NodeImages::of(node).current.is_some_and(|c| image.is(c))
-                && selector::matches(selector, node.as_ref())
-                && pool_of(node, &snapshot.pools) == Some(pool.name())
-        })
-        .count()
+    let mut reached = Memo::default();
+    let mut pending = 0;
+    for node in &snapshot.nodes {
+        let current = NodeImages::of(node).current;
+        let on_image = reached.get_or(StrId::of(current), || current.is_some_and(|c| image.is(c)));
+        if !on_image
+            && selector::matches(selector, node.as_ref())
+            && pool_of(node, &snapshot.pools) == Some(pool.name())
+        {
+            pending += 1;
+        }
+    }
+    pending
 }
 
 /// [`same_image`] against one fixed image, for many candidates: equal text first, then a

@@ -798,3 +798,55 @@ fn a_pool_with_a_guarded_target_needs_every_node_not_the_index() {
         Some([OLD.to_string()].into())
     );
 }
+
+/// The scan keys its memo on string identity: nodes built through one interner (as the node
+/// cache builds them) share their image strings, and more distinct pairs than the memo holds
+/// evict each other. The verdict must still be each node's own.
+#[test]
+fn shared_image_strings_and_a_full_memo_give_each_node_its_own_verdict() {
+    use crate::node::{Interner, WireNode};
+    let hexes: Vec<String> = (0..6).map(|i| format!("{i:x}").repeat(64)).collect();
+    let mut interner = Interner::default();
+    let mut nodes = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..60 {
+        let (d, c) = (&hexes[i % 6], &hexes[(i / 6) % 6]);
+        let name = format!("node-{i:02}");
+        let wire: WireNode = serde_json::from_value(node(
+            &name,
+            &["infra"],
+            Some(&img(d)),
+            Some(&img(c)),
+            "Working",
+        ))
+        .expect("fixture decodes");
+        nodes.push(Arc::new(NodeMeta::from_wire(
+            wire.metadata,
+            &mut interner,
+            |_| true,
+        )));
+        // The config's builds are hexes 0 to 2: a node blocks while its desired image is
+        // one of them and its current image differs.
+        if i % 6 < 3 && d != c {
+            want.push(name);
+        }
+    }
+    let mut snap = Cluster::report().snapshot();
+    snap.machine_os_builds = arcs(&[
+        mosb("worker-0", "worker", &hexes[0]),
+        mosb("worker-1", "worker", &hexes[1]),
+        mosb("worker-2", "worker", &hexes[2]),
+    ]);
+    snap.machine_os_configs = arcs(&[mosc("worker", None)]);
+    snap.nodes = nodes;
+    let mosc = snap.machine_os_config("worker").expect("worker");
+    let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
+    assert_eq!(blocking_names(&v), want);
+    for b in &v.blocking {
+        let i: usize = b.node["node-".len()..].parse().expect("index");
+        assert_eq!(
+            b.desired_image.as_deref(),
+            Some(img(&hexes[i % 6]).as_str())
+        );
+    }
+}
