@@ -95,7 +95,7 @@ soak: deps binaries
 	echo "+ load (as make load)"; \
 	$(LOAD_CMD) 2>&1 | tee -a $(SOAK_LOG) || status=1; \
 	echo "== soak summary ($(SOAK_LOG)) =="; \
-	grep -E 'property [a-z_]+: |^  [^ 0-9]|^soak [a-z]+: |^chaos [a-z-]+|^test [a-z_]+ \.\.\. FAILED|^load: |^through the API server|^test result: ' $(SOAK_LOG); \
+	grep -E 'property [a-z_]+: |^  (decoded|blocked|false-denial reasons|denial reasons|failed requests|Deny|Allow|Malformed|guard RSS|rotations)|^soak [a-z]+: |^chaos [a-z-]+|^test [a-z_]+ \.\.\. FAILED|^load: |^through the API server|^test result: ' $(SOAK_LOG); \
 	exit $$status
 
 ## Load against a guard on a real API server (RELIABILITY.md): directly over HTTPS, LOAD_RATE
