@@ -18,7 +18,9 @@ use criterion::{BenchmarkId, Criterion};
 use mosc_guard::model::{MachineOSConfig, NodeMeta, node_annotations};
 use mosc_guard::node::{Interner, WireNode};
 use mosc_guard::node_index::NodeIndex;
-use mosc_guard::policy::{Deletion, PolicyMode, Verdict, evaluate, guarded_digests};
+use mosc_guard::policy::{
+    Deletion, PolicyMode, Verdict, blocking_digests, evaluate, evaluate_blocked, guarded_digests,
+};
 use mosc_guard::snapshot::Snapshot;
 use serde_json::json;
 
@@ -171,16 +173,28 @@ fn indexed(
 ) -> Verdict {
     let target = Deletion::MachineOSConfig(mosc);
     let mut snapshot = objects.clone();
-    // As `serve` does: candidate names from the index, objects from the store; every node
-    // when the policy needs them all (a pool rolling out a guarded image).
-    snapshot.nodes = match guarded_digests(objects, target) {
-        Some(d) => index
-            .candidates(&d, mode)
+    // As `serve` does (`Reviewer::cached`): candidate names from the index, objects from the
+    // store. When the pool rule needs every node, the candidates of the node rule first: one
+    // of them blocking decides a denial; otherwise every node.
+    let candidates = |d: &std::collections::BTreeSet<String>| -> Vec<Arc<NodeMeta>> {
+        index
+            .candidates(d, mode)
             .iter()
             .filter_map(|name| store.get(name.as_ref()).cloned())
-            .collect(),
-        None => store.values().cloned().collect(),
+            .collect()
     };
+    match guarded_digests(objects, target) {
+        Some(d) => snapshot.nodes = candidates(&d),
+        None => {
+            if let Some(d) = blocking_digests(objects, target) {
+                snapshot.nodes = candidates(&d);
+                if let Some(denied) = evaluate_blocked(&snapshot, target, mode) {
+                    return denied;
+                }
+            }
+            snapshot.nodes = store.values().cloned().collect();
+        }
+    }
     evaluate(&snapshot, target, mode)
 }
 

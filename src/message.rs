@@ -263,19 +263,22 @@ fn pool_line(p: &RollingPool) -> String {
         (Some(u), Some(m)) => format!(" (pool status: {u} of {m} machines updated)"),
         _ => String::new(),
     };
-    let (nodes, next) = if p.pending_nodes == 1 {
-        ("1 node does".to_string(), "MCO updates it next")
-    } else {
-        (
-            format!("{} nodes do", p.pending_nodes),
-            "MCO updates them one after another",
-        )
-    };
-    format!(
-        "pool {} is rolling out {}: {nodes} not run it yet{status}; {next}",
-        p.pool,
-        abbreviate(&p.image)
-    )
+    let image = abbreviate(&p.image);
+    match p.pending_nodes {
+        Some(1) => format!(
+            "pool {} is rolling out {image}: 1 node does not run it yet{status}; MCO updates it next",
+            p.pool
+        ),
+        Some(n) => format!(
+            "pool {} is rolling out {image}: {n} nodes do not run it yet{status}; MCO updates them one after another",
+            p.pool
+        ),
+        // Decided from the index's candidates: some node of the pool is known not to run it.
+        None => format!(
+            "pool {} is rolling out {image}{status}; MCO updates its nodes one after another",
+            p.pool
+        ),
+    }
 }
 
 fn node_line(b: &BlockingNode) -> String {

@@ -129,8 +129,10 @@ pub struct RollingPool {
     pub pool: String,
     /// The guarded image the pool is rolling out (its MachineOSConfig's current image).
     pub image: String,
-    /// Nodes of the pool that do not run the image yet, counted from the nodes themselves.
-    pub pending_nodes: usize,
+    /// Nodes of the pool that do not run the image yet, counted from the nodes themselves;
+    /// `None` when the verdict was decided from the index's candidates (see
+    /// [`evaluate_blocked`]), where at least one of them is known not to.
+    pub pending_nodes: Option<usize>,
     /// The pool's own progress report (`status.updatedMachineCount`, `status.machineCount`),
     /// which lags the nodes.
     pub updated_machines: Option<i64>,
@@ -171,6 +173,54 @@ pub fn evaluate(snapshot: &Snapshot, target: Deletion<'_>, mode: PolicyMode) -> 
     let (kind, meta, guard) = guard_for(snapshot, target);
     let blocking = blocking_nodes(snapshot, &guard, mode);
     let rolling = rolling_pools(snapshot, target, &guard);
+    verdict(kind, meta, mode, &guard, blocking, rolling)
+}
+
+/// The digests a node's images must carry for the node to block by itself (the node rule,
+/// without the pool rule), or `None` when only a scan of every node can find such nodes.
+/// Candidates an index names for them feed [`evaluate_blocked`].
+pub fn blocking_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTreeSet<String>> {
+    let (_, _, guard) = guard_for(snapshot, target);
+    if guard.fallback.is_some() {
+        return None;
+    }
+    guard.digests()
+}
+
+/// The verdict when a node among `snapshot.nodes` blocks by itself, `None` otherwise. The nodes
+/// may be only candidates, a superset of the nodes that block by themselves (as the digest index
+/// names for [`blocking_digests`]): a deletion such a node blocks is refused whatever the pool
+/// rule adds, so the full scan that rule needs would change only the report. The blocking nodes
+/// are exactly [`evaluate`]'s; the pools are those of its pools that have a candidate not on
+/// the image, reported without a count (`pending_nodes: None`).
+pub fn evaluate_blocked(
+    snapshot: &Snapshot,
+    target: Deletion<'_>,
+    mode: PolicyMode,
+) -> Option<Verdict> {
+    let (kind, meta, guard) = guard_for(snapshot, target);
+    let blocking = blocking_nodes(snapshot, &guard, mode);
+    if blocking.is_empty() {
+        return None;
+    }
+    let rolling = rolling_pools(snapshot, target, &guard)
+        .into_iter()
+        .map(|p| RollingPool {
+            pending_nodes: None,
+            ..p
+        })
+        .collect();
+    Some(verdict(kind, meta, mode, &guard, blocking, rolling))
+}
+
+fn verdict(
+    kind: TargetKind,
+    meta: &ObjectMeta,
+    mode: PolicyMode,
+    guard: &Guard,
+    blocking: Vec<BlockingNode>,
+    rolling: Vec<RollingPool>,
+) -> Verdict {
     let override_reason = override_reason(meta).map(str::to_string);
     Verdict {
         kind,
@@ -486,7 +536,7 @@ fn rolling_pools(snapshot: &Snapshot, target: Deletion<'_>, guard: &Guard) -> Ve
             (pending_nodes > 0).then(|| RollingPool {
                 pool: pool.name().to_string(),
                 image: image.image,
-                pending_nodes,
+                pending_nodes: Some(pending_nodes),
                 updated_machines: pool.status.updated_machine_count,
                 machines: pool.status.machine_count,
             })

@@ -195,10 +195,20 @@ impl<V: ClusterView> Reviewer<V> {
         decided
     }
 
-    /// The verdict from the caches alone.
+    /// The verdict from the caches alone. When the pool rule needs every node (an unpaused
+    /// pool targets a guarded image), the index's candidates are tried first: a node among them
+    /// that blocks by itself decides a denial without the scan.
     pub fn cached(&self, target: Deletion<'_>) -> Verdict {
         let mut snapshot = self.view.objects();
         let digests = policy::guarded_digests(&snapshot, target);
+        if digests.is_none()
+            && let Some(blocking) = policy::blocking_digests(&snapshot, target)
+        {
+            snapshot.nodes = self.view.nodes(Some(&blocking), self.mode);
+            if let Some(denied) = policy::evaluate_blocked(&snapshot, target, self.mode) {
+                return denied;
+            }
+        }
         snapshot.nodes = self.view.nodes(digests.as_ref(), self.mode);
         policy::evaluate(&snapshot, target, self.mode)
     }

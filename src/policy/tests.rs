@@ -567,7 +567,7 @@ fn a_pool_still_rolling_out_the_image_blocks_between_two_nodes() {
         vec![RollingPool {
             pool: "worker".into(),
             image: img(NEW),
-            pending_nodes: 1,
+            pending_nodes: Some(1),
             updated_machines: Some(1),
             machines: Some(2),
         }]
@@ -610,7 +610,7 @@ fn a_pool_blocks_once_its_config_points_at_the_image_before_it_reports_updating(
     let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
     assert!(!v.allowed && v.blocking.is_empty(), "{v:?}");
     assert_eq!(v.rolling.len(), 1, "{v:?}");
-    assert_eq!(v.rolling[0].pending_nodes, 1, "{v:?}");
+    assert_eq!(v.rolling[0].pending_nodes, Some(1), "{v:?}");
 }
 
 #[test]
@@ -849,4 +849,50 @@ fn shared_image_strings_and_a_full_memo_give_each_node_its_own_verdict() {
             Some(img(&hexes[i % 6]).as_str())
         );
     }
+}
+
+/// A denial decided from the index's candidates: the same blocking nodes as the full scan, the
+/// rolling pool named without a count; nothing when no candidate blocks by itself.
+#[test]
+fn a_blocking_candidate_decides_a_denial_without_every_node() {
+    let snap = Cluster::report().snapshot();
+    let mosc = snap.machine_os_config("worker").expect("worker");
+    let target = Deletion::MachineOSConfig(mosc);
+    let full = evaluate(&snap, target, PolicyMode::InFlight);
+    assert_eq!(
+        guarded_digests(&snap, target),
+        None,
+        "the pool rule needs every node"
+    );
+    assert_eq!(
+        blocking_digests(&snap, target),
+        Some([NEW.to_string()].into())
+    );
+    // Only the rolling node carries the digest: the index names it alone.
+    let mut candidates = snap.clone();
+    candidates.nodes.retain(|n| n.name() == NODE);
+    let v = evaluate_blocked(&candidates, target, PolicyMode::InFlight).expect("blocked");
+    assert_eq!(v.blocking, full.blocking);
+    assert!(!v.allowed);
+    assert_eq!(full.rolling[0].pending_nodes, Some(2));
+    assert_eq!(v.rolling.len(), 1);
+    assert_eq!(v.rolling[0].pending_nodes, None);
+    let msg = message::denial(&v);
+    assert!(
+        msg.contains("pool worker is rolling out .../ocb-image@sha256:01971adebd63...; MCO updates its nodes one after another"),
+        "{msg}"
+    );
+    // Between two nodes nothing blocks by itself: only the full scan decides.
+    let between = between_batches(true, false);
+    let mosc = between.machine_os_config("worker").expect("worker");
+    let mut candidates = between.clone();
+    candidates.nodes.clear();
+    assert_eq!(
+        evaluate_blocked(
+            &candidates,
+            Deletion::MachineOSConfig(mosc),
+            PolicyMode::InFlight
+        ),
+        None
+    );
 }
