@@ -605,11 +605,23 @@ fn a_pool_still_rolling_out_the_image_blocks_between_two_nodes() {
 /// the config in its cache, to the image the cleanup deletes.
 #[test]
 fn a_pool_blocks_once_its_config_points_at_the_image_before_it_reports_updating() {
-    let snap = between_batches(false, false);
+    // Pool `worker` reports Updated; both of its nodes run the previous build's image.
+    let mut snap = between_batches(false, false);
+    let on_old = |name: &str| node(name, &["worker"], Some(&img(OLD)), Some(&img(OLD)), "Done");
+    snap.nodes = arcs(&[on_old(NODE), on_old("worker-b")]);
+    snap.machine_os_builds
+        .push(arcs(&[mosb("worker-old", "worker", OLD)]).remove(0));
     let mosc = snap.machine_os_config("worker").expect("worker");
     let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
     assert!(!v.allowed && v.blocking.is_empty(), "{v:?}");
     assert_eq!(v.rolling.len(), 1, "{v:?}");
+    assert_eq!(v.rolling[0].image, img(NEW), "{v:?}");
+    assert_eq!(v.rolling[0].pending_nodes, Some(2), "{v:?}");
+    // The same moment between two nodes (one already on the image) blocks as well.
+    let snap = between_batches(false, false);
+    let mosc = snap.machine_os_config("worker").expect("worker");
+    let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
+    assert!(!v.allowed && v.blocking.is_empty(), "{v:?}");
     assert_eq!(v.rolling[0].pending_nodes, Some(1), "{v:?}");
 }
 
