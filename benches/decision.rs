@@ -18,9 +18,7 @@ use criterion::{BenchmarkId, Criterion};
 use mosc_guard::model::{MachineOSConfig, NodeMeta, node_annotations};
 use mosc_guard::node::{Interner, WireNode};
 use mosc_guard::node_index::NodeIndex;
-use mosc_guard::policy::{
-    Deletion, PolicyMode, Verdict, blocking_digests, evaluate, evaluate_blocked, guarded_digests,
-};
+use mosc_guard::policy::{Deletion, PolicyMode, Verdict, evaluate, evaluate_indexed};
 use mosc_guard::snapshot::Snapshot;
 use serde_json::json;
 
@@ -171,31 +169,21 @@ fn indexed(
     mosc: &MachineOSConfig,
     mode: PolicyMode,
 ) -> Verdict {
-    let target = Deletion::MachineOSConfig(mosc);
-    let mut snapshot = objects.clone();
-    // As `serve` does (`Reviewer::cached`): candidate names from the index, objects from the
-    // store. When the pool rule needs every node, the candidates of the node rule first: one
-    // of them blocking decides a denial; otherwise every node.
-    let candidates = |d: &std::collections::BTreeSet<String>| -> Vec<Arc<NodeMeta>> {
-        index
-            .candidates(d, mode)
-            .iter()
-            .filter_map(|name| store.get(name.as_ref()).cloned())
-            .collect()
-    };
-    match guarded_digests(objects, target) {
-        Some(d) => snapshot.nodes = candidates(&d),
-        None => {
-            if let Some(d) = blocking_digests(objects, target) {
-                snapshot.nodes = candidates(&d);
-                if let Some(denied) = evaluate_blocked(&snapshot, target, mode) {
-                    return denied;
-                }
-            }
-            snapshot.nodes = store.values().cloned().collect();
-        }
-    }
-    evaluate(&snapshot, target, mode)
+    // As `serve` does (`Reviewer::cached`): candidate names from the index, nodes from the
+    // store, or every node when the policy needs them all.
+    evaluate_indexed(
+        objects,
+        Deletion::MachineOSConfig(mosc),
+        mode,
+        |digests| match digests {
+            Some(d) => index
+                .candidates(d, mode)
+                .iter()
+                .filter_map(|name| store.get(name.as_ref()).cloned())
+                .collect(),
+            None => store.values().cloned().collect(),
+        },
+    )
 }
 
 /// Stand-in for the reflector store's name lookup.

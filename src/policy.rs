@@ -213,6 +213,31 @@ pub fn evaluate_blocked(
     Some(verdict(kind, meta, mode, &guard, blocking, rolling))
 }
 
+/// [`evaluate`] over nodes an index supplies: `nodes(Some(digests))` must return a superset of
+/// the nodes carrying those digests (candidates), `nodes(None)` every node. The candidates of
+/// [`guarded_digests`] decide alone; when the pool rule needs every node, the candidates of
+/// [`blocking_digests`] are tried first and decide a denial by a node ([`evaluate_blocked`]).
+/// What the webhook's cache uses, and the decision benchmark with it.
+pub fn evaluate_indexed(
+    objects: &Snapshot,
+    target: Deletion<'_>,
+    mode: PolicyMode,
+    nodes: impl Fn(Option<&BTreeSet<String>>) -> Vec<Arc<NodeMeta>>,
+) -> Verdict {
+    let mut snapshot = objects.clone();
+    let digests = guarded_digests(objects, target);
+    if digests.is_none()
+        && let Some(blocking) = blocking_digests(objects, target)
+    {
+        snapshot.nodes = nodes(Some(&blocking));
+        if let Some(denied) = evaluate_blocked(&snapshot, target, mode) {
+            return denied;
+        }
+    }
+    snapshot.nodes = nodes(digests.as_ref());
+    evaluate(&snapshot, target, mode)
+}
+
 fn verdict(
     kind: TargetKind,
     meta: &ObjectMeta,

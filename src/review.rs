@@ -199,18 +199,9 @@ impl<V: ClusterView> Reviewer<V> {
     /// pool targets a guarded image), the index's candidates are tried first: a node among them
     /// that blocks by itself decides a denial without the scan.
     pub fn cached(&self, target: Deletion<'_>) -> Verdict {
-        let mut snapshot = self.view.objects();
-        let digests = policy::guarded_digests(&snapshot, target);
-        if digests.is_none()
-            && let Some(blocking) = policy::blocking_digests(&snapshot, target)
-        {
-            snapshot.nodes = self.view.nodes(Some(&blocking), self.mode);
-            if let Some(denied) = policy::evaluate_blocked(&snapshot, target, self.mode) {
-                return denied;
-            }
-        }
-        snapshot.nodes = self.view.nodes(digests.as_ref(), self.mode);
-        policy::evaluate(&snapshot, target, self.mode)
+        policy::evaluate_indexed(&self.view.objects(), target, self.mode, |digests| {
+            self.view.nodes(digests, self.mode)
+        })
     }
 
     /// The verdict from the caches, with every would-be allow confirmed by a fresh read of
