@@ -586,6 +586,27 @@ async fn the_mutating_webhook_adds_one_finalizer_and_restores_it() {
         format!(r#"["example.com/keep","{FINALIZER}"]"#)
     );
 
+    // A write that leaves the finalizer alone is let through untouched. The test makes this write
+    // itself: the simulator's own annotation lands only when the build ends, which on a slow
+    // machine is after the deletion below.
+    let out = kubectl(
+        &cluster,
+        [
+            "annotate",
+            "machineosconfig",
+            "infra",
+            "example.com/touched=yes",
+            "-o",
+            "jsonpath={.metadata.finalizers}",
+        ],
+    )
+    .await;
+    assert!(out.success(), "{out:?}");
+    assert_eq!(
+        out.stdout.trim(),
+        format!(r#"["example.com/keep","{FINALIZER}"]"#)
+    );
+
     // An object being deleted is left alone: clearing its finalizers is not undone.
     mco::moscs(&cluster.client)
         .delete("infra", &DeleteParams::default())
