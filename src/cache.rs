@@ -17,6 +17,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::live;
@@ -27,12 +28,14 @@ use crate::snapshot::Snapshot;
 use crate::view::{ClusterView, Fresh, FreshNodes};
 
 /// Whether a watch is failing, and since when: a watch that has failed continuously for
-/// `--stale-after` leaves its cache stale (the webhook is then not ready). Data the watch
-/// delivers again, or a probe that can list and watch the resource again, clears it.
+/// `--stale-after` leaves its cache stale (the webhook is then not ready). Only the cache's
+/// own data clears it (a completed list, an accepted watch): a probe that reaches the API
+/// server again wakes the cache's driver (`reachable`) instead of waiting out its backoff.
 #[derive(Default)]
 pub(crate) struct WatchHealth {
     failing: Mutex<Option<Failing>>,
     probing: AtomicBool,
+    reachable: Notify,
 }
 
 struct Failing {
@@ -81,8 +84,14 @@ impl WatchHealth {
         !self.probing.swap(true, Ordering::AcqRel)
     }
 
-    fn probe_done(&self) {
-        self.probing.store(false, Ordering::Release);
+    /// Sleeps for `delay`, or less if a probe finds the API server reachable meanwhile: a
+    /// backoff grown during an outage (up to 30 s) would otherwise hold a cache stale that long
+    /// after the outage ended.
+    pub(crate) async fn back_off(&self, delay: Duration) {
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = self.reachable.notified() => {}
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Failing>> {
@@ -101,39 +110,53 @@ pub(crate) fn recovered(health: &WatchHealth, what: &'static str, how: &'static 
     }
 }
 
-/// While a watch is failing: every second, tries what the watcher needs (a list and a watch
-/// of the resource, each bounded) until both work, then marks the watch healthy. A watch
-/// that was re-established quietly delivers no event, so its stream alone cannot tell a
-/// recovery; a transient error (a pooled connection that was closed) thus clears within a
-/// second, while a persistent one (RBAC, an API server that refuses or hangs) keeps failing.
-async fn probe<K>(api: Api<K>, what: &'static str, health: Arc<WatchHealth>)
+/// Starts a probe of a failing watch's resource unless one is running: every second it tries
+/// `attempt` (what the watch needs: a list and a watch, each small) until it works, then wakes
+/// the cache's driver (`WatchHealth::reachable`) to list or watch again at once. The probe
+/// itself clears nothing: a cache is healthy again only once its own list or watch succeeds,
+/// so `/readyz` does not turn 200 while the data is still behind.
+pub(crate) fn probe<F, Fut>(health: &Arc<WatchHealth>, what: &'static str, attempt: F)
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), kube::Error>> + Send,
+{
+    if !health.start_probe() {
+        return;
+    }
+    let health = Arc::clone(health);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(PROBE_INTERVAL).await;
+            if !health.is_failing() {
+                break;
+            }
+            match tokio::time::timeout(PROBE_TIMEOUT, attempt()).await {
+                Ok(Ok(())) => {
+                    tracing::info!(cache = what, "the API server answers again; retrying now");
+                    // Done before the driver wakes, so its next failure starts a new probe.
+                    health.probing.store(false, Ordering::Release);
+                    health.reachable.notify_one();
+                    return;
+                }
+                Ok(Err(e)) => tracing::debug!(cache = what, error = %e, "probe failed"),
+                Err(_) => tracing::debug!(cache = what, "probe timed out"),
+            }
+        }
+        health.probing.store(false, Ordering::Release);
+    });
+}
+
+/// A list and a watch of `api`'s resource, one item and one second.
+async fn list_and_watch<K>(api: Api<K>) -> Result<(), kube::Error>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    loop {
-        tokio::time::sleep(PROBE_INTERVAL).await;
-        let attempt = async {
-            api.list(&kube::api::ListParams::default().limit(1)).await?;
-            let watch = api
-                .watch(&kube::api::WatchParams::default().timeout(1), "0")
-                .await?;
-            drop(watch);
-            Ok::<_, kube::Error>(())
-        };
-        match tokio::time::timeout(PROBE_TIMEOUT, attempt).await {
-            Ok(Ok(())) => {
-                recovered(&health, what, "it can be listed and watched again");
-                health.probe_done();
-                return;
-            }
-            Ok(Err(e)) => tracing::debug!(cache = what, error = %e, "probe failed"),
-            Err(_) => tracing::debug!(cache = what, "probe timed out"),
-        }
-        if !health.is_failing() {
-            health.probe_done();
-            return;
-        }
-    }
+    api.list(&kube::api::ListParams::default().limit(1)).await?;
+    let watch = api
+        .watch(&kube::api::WatchParams::default().timeout(1), "0")
+        .await?;
+    drop(watch);
+    Ok(())
 }
 
 /// One reflector store, whether its first list completed, and its watch's health.
@@ -148,46 +171,53 @@ impl<K> Cached<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    /// Starts watching `api` into a new store; `observe` sees every event after the store
-    /// applied it. Returns the store and the driving tasks.
+    /// Starts watching `api` into a new store. Returns the store and the driving tasks.
     fn start(
         api: Api<K>,
         what: &'static str,
         stale_after: Duration,
-        mut observe: impl FnMut(&watcher::Event<K>) + Send + 'static,
     ) -> (Self, Vec<JoinHandle<()>>) {
-        let (store, writer) = reflector::store();
+        let (store, mut writer) = reflector::store();
         let ready = Arc::new(AtomicBool::new(false));
         let health = Arc::new(WatchHealth::default());
-        let probe_api = api.clone();
-        let stream = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(|o: &mut K| o.meta_mut().managed_fields = None)
-            .reflect(writer);
         let watch_health = Arc::clone(&health);
         let driver = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(item) = stream.next().await {
-                match item {
-                    Ok(event) => {
-                        // `Init` only announces a relist; the data that follows shows the
-                        // watch works.
-                        if !matches!(event, watcher::Event::Init) {
-                            recovered(&watch_health, what, "the watch delivers again");
+            // Each pass is one watcher: a fresh one lists first, and the store swaps in the
+            // list's result whole (`InitDone`). A probe that reaches the API server again ends
+            // the pass, so the cache lists at once rather than after the watcher's backoff.
+            loop {
+                let stream = watcher(api.clone(), watcher::Config::default())
+                    .default_backoff()
+                    .modify(|o: &mut K| o.meta_mut().managed_fields = None);
+                let mut stream = std::pin::pin!(stream);
+                loop {
+                    let item = tokio::select! {
+                        item = stream.next() => item,
+                        () = watch_health.reachable.notified() => break,
+                    };
+                    let Some(item) = item else { break };
+                    match item {
+                        Ok(event) => {
+                            writer.apply_watcher_event(&event);
+                            // The store holds current data again once a list is swapped in
+                            // or a change arrives; `Init` and `InitApply` only fill the side
+                            // buffer.
+                            if !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_))
+                            {
+                                recovered(&watch_health, what, "the watch delivers again");
+                            }
                         }
-                        observe(&event)
-                    }
-                    Err(e) => {
-                        tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff");
-                        if watch_health.failed(Instant::now(), e.to_string(), stale_after) {
-                            tracing::warn!(
-                                cache = what,
-                                stale_after = ?stale_after,
-                                "cache stale: its watch has been failing since; /readyz answers 503 until it recovers"
-                            );
-                        }
-                        if watch_health.start_probe() {
-                            tokio::spawn(probe(probe_api.clone(), what, Arc::clone(&watch_health)));
+                        Err(e) => {
+                            tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff");
+                            if watch_health.failed(Instant::now(), e.to_string(), stale_after) {
+                                tracing::warn!(
+                                    cache = what,
+                                    stale_after = ?stale_after,
+                                    "cache stale: its watch has been failing since; /readyz answers 503 until it recovers"
+                                );
+                            }
+                            let api = api.clone();
+                            probe(&watch_health, what, move || list_and_watch(api.clone()));
                         }
                     }
                 }
@@ -258,26 +288,11 @@ impl Caches {
     /// has failed continuously for `stale_after` makes the view not ready until it recovers.
     pub fn start(client: Client, stale_after: Duration) -> Self {
         let mut tasks = Vec::new();
-        let (configs, t) = Cached::start(
-            Api::all(client.clone()),
-            "machineosconfigs",
-            stale_after,
-            |_| {},
-        );
+        let (configs, t) = Cached::start(Api::all(client.clone()), "machineosconfigs", stale_after);
         tasks.extend(t);
-        let (builds, t) = Cached::start(
-            Api::all(client.clone()),
-            "machineosbuilds",
-            stale_after,
-            |_| {},
-        );
+        let (builds, t) = Cached::start(Api::all(client.clone()), "machineosbuilds", stale_after);
         tasks.extend(t);
-        let (pools, t) = Cached::start(
-            Api::all(client.clone()),
-            "machineconfigpools",
-            stale_after,
-            |_| {},
-        );
+        let (pools, t) = Cached::start(Api::all(client.clone()), "machineconfigpools", stale_after);
         tasks.extend(t);
         let nodes = NodeCache::start(client.clone(), stale_after);
         Self {
@@ -479,5 +494,51 @@ mod tests {
         assert!(!health.failed(t0 + Duration::from_secs(50), "timeout".into(), after));
         assert_eq!(health.stale(t0 + Duration::from_secs(79), after), None);
         assert!(health.stale(t0 + Duration::from_secs(80), after).is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_that_reaches_the_api_server_cuts_the_backoff_short_but_clears_nothing() {
+        use std::sync::atomic::AtomicUsize;
+        let health = Arc::new(WatchHealth::default());
+        health.failed(
+            Instant::now(),
+            "connection refused".into(),
+            Duration::from_secs(30),
+        );
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&attempts);
+        let attempt = move || {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n < 2 {
+                    Err(kube::Error::LinesCodecMaxLineLengthExceeded)
+                } else {
+                    Ok(())
+                }
+            }
+        };
+        probe(&health, "nodes", attempt.clone());
+        probe(&health, "nodes", attempt);
+        let started = tokio::time::Instant::now();
+        health.back_off(Duration::from_secs(30)).await;
+        let waited = started.elapsed();
+        // Two failed probes and a good one, a second apart: woken after 3 s, not 30 s, and by
+        // one probe only (the second call found it running).
+        assert_eq!(waited, Duration::from_secs(3));
+        assert_eq!(attempts.load(Ordering::SeqCst), 3);
+        assert!(
+            health.is_failing(),
+            "only the cache's own list or watch clears it"
+        );
+        // The next failure may start a new probe.
+        assert!(health.start_probe());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_probe_the_backoff_runs_its_course() {
+        let health = WatchHealth::default();
+        let started = tokio::time::Instant::now();
+        health.back_off(Duration::from_secs(4)).await;
+        assert_eq!(started.elapsed(), Duration::from_secs(4));
     }
 }

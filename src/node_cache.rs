@@ -24,7 +24,7 @@ use kube::core::WatchEvent;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cache::{WatchHealth, recovered};
+use crate::cache::{self, WatchHealth, recovered};
 use crate::live::{self, NODES};
 use crate::model::NodeMeta;
 use crate::node::{Interner, WireMeta, WireNode};
@@ -217,7 +217,7 @@ impl Driver {
                 Ok(revision) => revision,
                 Err(e) => {
                     self.failed(e, down_since);
-                    tokio::time::sleep(delay).await;
+                    self.health.back_off(delay).await;
                     delay = (delay * 2).min(BACKOFF_MAX);
                     continue;
                 }
@@ -232,7 +232,7 @@ impl Driver {
                     Ended::Relist => break,
                     Ended::Failed(e) => {
                         self.failed(e, down_since);
-                        tokio::time::sleep(delay).await;
+                        self.health.back_off(delay).await;
                         delay = (delay * 2).min(BACKOFF_MAX);
                     }
                 }
@@ -354,6 +354,8 @@ impl Driver {
         if !self.health.is_failing() {
             self.health.failed(since, error.clone(), self.stale_after);
         }
+        let client = self.client.clone();
+        cache::probe(&self.health, "nodes", move || probe_nodes(client.clone()));
         if self.health.failed(Instant::now(), error, self.stale_after) {
             tracing::warn!(
                 cache = "nodes",
@@ -362,4 +364,16 @@ impl Driver {
             );
         }
     }
+}
+
+/// What the node watch needs, in small: a list of one node's metadata and a watch of it.
+async fn probe_nodes(client: Client) -> Result<(), kube::Error> {
+    let api = kube::Api::<k8s_openapi::api::core::v1::Node>::all(client);
+    api.list_metadata(&kube::api::ListParams::default().limit(1))
+        .await?;
+    let watch = api
+        .watch_metadata(&WatchParams::default().timeout(1), "0")
+        .await?;
+    drop(watch);
+    Ok(())
 }
