@@ -42,6 +42,10 @@ struct Failing {
     since: Instant,
     error: String,
     reported: bool,
+    /// A probe already woke the driver in this streak: from then on its retries follow their
+    /// backoff, so an API server that answers probes but fails the cache's own (possibly
+    /// large) list is not asked for it every second.
+    woken: bool,
 }
 
 impl WatchHealth {
@@ -59,6 +63,7 @@ impl WatchHealth {
             since: now,
             error: String::new(),
             reported: false,
+            woken: false,
         });
         f.error = error;
         let newly_stale = !f.reported && now.saturating_duration_since(f.since) >= stale_after;
@@ -79,9 +84,23 @@ impl WatchHealth {
         self.lock().is_some()
     }
 
-    /// True if no probe was running (the caller starts one).
+    /// True if the watch is failing, no probe is running, and none woke the driver yet in this
+    /// streak (the caller starts one).
     fn start_probe(&self) -> bool {
+        if self.lock().as_ref().is_none_or(|f| f.woken) {
+            return false;
+        }
         !self.probing.swap(true, Ordering::AcqRel)
+    }
+
+    /// A probe got through: wakes the driver, once per failing streak.
+    fn wake(&self) {
+        if let Some(f) = self.lock().as_mut() {
+            f.woken = true;
+        }
+        // Before the driver wakes, so a failure after the streak ends can start a new probe.
+        self.probing.store(false, Ordering::Release);
+        self.reachable.notify_one();
     }
 
     /// Sleeps for `delay`, or less if a probe finds the API server reachable meanwhile: a
@@ -110,11 +129,12 @@ pub(crate) fn recovered(health: &WatchHealth, what: &'static str, how: &'static 
     }
 }
 
-/// Starts a probe of a failing watch's resource unless one is running: every second it tries
-/// `attempt` (what the watch needs: a list and a watch, each small) until it works, then wakes
-/// the cache's driver (`WatchHealth::reachable`) to list or watch again at once. The probe
-/// itself clears nothing: a cache is healthy again only once its own list or watch succeeds,
-/// so `/readyz` does not turn 200 while the data is still behind.
+/// Starts a probe of a failing watch's resource unless one is running or one already woke
+/// the driver in this failing streak: every second it tries `attempt` (what the watch needs: a
+/// list and a watch, each small) until it works, then wakes the cache's driver
+/// (`WatchHealth::reachable`) to list or watch again at once. The probe itself clears nothing:
+/// a cache is healthy again only once its own list or watch succeeds, so `/readyz` does not
+/// turn 200 while the data is still behind.
 pub(crate) fn probe<F, Fut>(health: &Arc<WatchHealth>, what: &'static str, attempt: F)
 where
     F: Fn() -> Fut + Send + 'static,
@@ -133,9 +153,7 @@ where
             match tokio::time::timeout(PROBE_TIMEOUT, attempt()).await {
                 Ok(Ok(())) => {
                     tracing::info!(cache = what, "the API server answers again; retrying now");
-                    // Done before the driver wakes, so its next failure starts a new probe.
-                    health.probing.store(false, Ordering::Release);
-                    health.reachable.notify_one();
+                    health.wake();
                     return;
                 }
                 Ok(Err(e)) => tracing::debug!(cache = what, error = %e, "probe failed"),
@@ -530,8 +548,22 @@ mod tests {
             health.is_failing(),
             "only the cache's own list or watch clears it"
         );
-        // The next failure may start a new probe.
-        assert!(health.start_probe());
+        // Once per failing streak: a retry that fails again follows its backoff.
+        probe(&health, "nodes", || async { Ok(()) });
+        let started = tokio::time::Instant::now();
+        health.back_off(Duration::from_secs(30)).await;
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
+        // A new streak may be cut short again.
+        assert!(health.succeeded().is_some());
+        health.failed(
+            Instant::now(),
+            "connection refused".into(),
+            Duration::from_secs(30),
+        );
+        probe(&health, "nodes", || async { Ok(()) });
+        let started = tokio::time::Instant::now();
+        health.back_off(Duration::from_secs(30)).await;
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
     }
 
     #[tokio::test(start_paused = true)]
