@@ -566,7 +566,8 @@ async fn the_mutating_webhook_adds_one_finalizer_and_restores_it() {
     );
 
     // Removing it by hand from a live object: the webhook puts it back in the same request.
-    let out = kubectl(
+    let both = format!(r#"["example.com/keep","{FINALIZER}"]"#);
+    let after = finalizers_after(
         &cluster,
         [
             "patch",
@@ -575,44 +576,32 @@ async fn the_mutating_webhook_adds_one_finalizer_and_restores_it() {
             "--type=json",
             "-p",
             r#"[{"op":"remove","path":"/metadata/finalizers/1"}]"#,
-            "-o",
-            "jsonpath={.metadata.finalizers}",
         ],
     )
     .await;
-    assert!(out.success(), "{out:?}");
-    assert_eq!(
-        out.stdout.trim(),
-        format!(r#"["example.com/keep","{FINALIZER}"]"#)
-    );
+    assert_eq!(after, both);
 
     // A write that leaves the finalizer alone is let through untouched. The test makes this write
     // itself: the simulator's own annotation lands only when the build ends, which on a slow
     // machine is after the deletion below.
-    let out = kubectl(
+    let after = finalizers_after(
         &cluster,
         [
             "annotate",
             "machineosconfig",
             "infra",
             "example.com/touched=yes",
-            "-o",
-            "jsonpath={.metadata.finalizers}",
         ],
     )
     .await;
-    assert!(out.success(), "{out:?}");
-    assert_eq!(
-        out.stdout.trim(),
-        format!(r#"["example.com/keep","{FINALIZER}"]"#)
-    );
+    assert_eq!(after, both);
 
     // An object being deleted is left alone: clearing its finalizers is not undone.
     mco::moscs(&cluster.client)
         .delete("infra", &DeleteParams::default())
         .await
         .expect("delete accepted");
-    let out = kubectl(
+    let after = finalizers_after(
         &cluster,
         [
             "patch",
@@ -621,15 +610,12 @@ async fn the_mutating_webhook_adds_one_finalizer_and_restores_it() {
             "--type=merge",
             "-p",
             r#"{"metadata":{"finalizers":null}}"#,
-            "-o",
-            "jsonpath={.metadata.finalizers}",
         ],
     )
     .await;
-    assert!(out.success(), "{out:?}");
     assert!(
-        !out.stdout.contains(FINALIZER),
-        "not re-added while terminating: {out:?}"
+        !after.contains(FINALIZER),
+        "not re-added while terminating: {after:?}"
     );
     wait_gone(&cluster, "infra", STEP_TIMEOUT).await;
     let metrics = guard_metrics(&guard).await.expect("metrics");
@@ -640,6 +626,16 @@ async fn the_mutating_webhook_adds_one_finalizer_and_restores_it() {
     ] {
         assert!(metrics.contains(want), "missing {want:?} in\n{metrics}");
     }
+}
+
+/// Runs a kubectl write and returns the finalizers of the object it wrote, as the API server
+/// stored them (after the mutating webhook).
+async fn finalizers_after<const N: usize>(cluster: &Cluster, args: [&str; N]) -> String {
+    let mut with_output: Vec<&str> = args.to_vec();
+    with_output.extend(["-o", "jsonpath={.metadata.finalizers}"]);
+    let out = cluster.cp.kubectl(with_output).await.expect("kubectl runs");
+    assert!(out.success(), "{out:?}");
+    out.stdout.trim().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
