@@ -282,7 +282,6 @@ mod tests {
             allowed,
             override_reason: override_reason.map(str::to_string),
             images: Vec::new(),
-            repository_fallback: None,
             rolling: Vec::new(),
             blocking: blocking
                 .iter()

@@ -3,7 +3,12 @@
 //! MCO writes digested pull specs (`repo@sha256:X`) on nodes and builds, but admins and
 //! other tools may write `repo:tag@sha256:X`, upper-case hex or Docker Hub short names.
 //! Two specs are the same image when registry, repository and digest agree; the tag is
-//! ignored once a digest is present. Parsing is done by `oci_spec`'s reference parser.
+//! ignored once a digest is present, the registry host is compared without case and `:443`
+//! equals no port. Parsing is done by `oci_spec`'s reference parser.
+//!
+//! This is registry identity: "is this one of the images a deletion removes". Whether a node
+//! has *reached* an image is another question, which MCO answers by exact string equality
+//! (see `policy`).
 
 use std::fmt;
 
@@ -46,7 +51,7 @@ impl ImageKey {
                 };
                 ImageKey {
                     repo: RepoKey {
-                        registry: r.registry().to_string(),
+                        registry: registry_host(r.registry()),
                         repository: r.repository().to_string(),
                     },
                     version,
@@ -76,6 +81,16 @@ impl ImageKey {
             Version::Digest(d) => d.split_once(':').map(|(_, hex)| hex),
             _ => None,
         }
+    }
+}
+
+/// A registry host as a registry serves it: host names are case-insensitive, and `:443` is
+/// the port HTTPS uses when none is given.
+fn registry_host(host: &str) -> String {
+    let host = host.to_ascii_lowercase();
+    match host.strip_suffix(":443") {
+        Some(bare) if !bare.is_empty() => bare.to_string(),
+        _ => host,
     }
 }
 
@@ -144,6 +159,21 @@ mod tests {
             (
                 format!("{repo}@sha256:{HEX}"),
                 format!("registry.example.com/openshift/ocb-image@sha256:{HEX}"),
+                false,
+            ),
+            (
+                format!("{repo}@sha256:{HEX}"),
+                format!("QUAY.io/openshift/ocb-image@sha256:{HEX}"),
+                true,
+            ),
+            (
+                format!("{repo}@sha256:{HEX}"),
+                format!("quay.io:443/openshift/ocb-image@sha256:{HEX}"),
+                true,
+            ),
+            (
+                format!("{repo}@sha256:{HEX}"),
+                format!("quay.io:5000/openshift/ocb-image@sha256:{HEX}"),
                 false,
             ),
             (format!("{repo}:a"), format!("{repo}:b"), false),

@@ -264,13 +264,20 @@ fn pool_line(p: &RollingPool) -> String {
         _ => String::new(),
     };
     let image = abbreviate(&p.image);
+    let next = match (p.pending_nodes, p.next_nodes.as_slice()) {
+        (_, []) => String::new(),
+        (Some(n), names) if n > names.len() => {
+            format!(": {} and {} more", names.join(", "), n - names.len())
+        }
+        (_, names) => format!(": {}", names.join(", ")),
+    };
     match p.pending_nodes {
         Some(1) => format!(
-            "pool {} is rolling out {image}: 1 node does not run it yet{status}; MCO updates it next",
+            "pool {} is rolling out {image}{status}: 1 node does not run it yet{next}; MCO updates it next",
             p.pool
         ),
         Some(n) => format!(
-            "pool {} is rolling out {image}: {n} nodes do not run it yet{status}; MCO updates them one after another",
+            "pool {} is rolling out {image}{status}: {n} nodes do not run it yet{next}; MCO updates them one after another",
             p.pool
         ),
         // Decided from the index's candidates: some node of the pool is known not to run it.

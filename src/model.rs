@@ -28,6 +28,10 @@ pub mod node_annotations {
 
 /// Label MCO puts on every MachineOSBuild, naming its MachineOSConfig.
 pub const LABEL_MACHINE_OS_CONFIG: &str = "machineconfiguration.openshift.io/machine-os-config";
+/// Label MCO puts on every MachineOSBuild, naming the pool it was built for.
+pub const LABEL_TARGET_POOL: &str = "machineconfiguration.openshift.io/target-machine-config-pool";
+/// Node label kubelet sets to the node's operating system; MCO manages no `windows` node.
+pub const LABEL_NODE_OS: &str = "kubernetes.io/os";
 /// Annotation on a MachineOSConfig naming its current MachineOSBuild.
 pub const ANNOTATION_CURRENT_MOSB: &str =
     "machineconfiguration.openshift.io/current-machine-os-build";
@@ -89,6 +93,10 @@ pub struct MachineOSBuild {
 pub struct MachineOSBuildSpec {
     #[serde(default, rename = "machineOSConfig")]
     pub machine_os_config: Option<NameRef>,
+    /// The rendered MachineConfig it was built from.
+    #[serde(default)]
+    pub machine_config: Option<NameRef>,
+    /// `<repo>:<mosb-name>`: the tag MCO deletes the image by.
     #[serde(default)]
     pub rendered_image_push_spec: Option<String>,
 }
@@ -98,6 +106,8 @@ pub struct MachineOSBuildSpec {
 pub struct MachineOSBuildStatus {
     #[serde(default)]
     pub digested_image_push_spec: Option<String>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
 }
 
 /// MachineConfigPool: names the pool a node belongs to, and says whether MCO is still
@@ -119,22 +129,25 @@ pub struct MachineConfigPoolSpec {
     pub node_selector: Option<LabelSelector>,
     #[serde(default)]
     pub paused: Option<bool>,
+    /// The rendered MachineConfig the pool targets (MCO's render controller sets it).
+    #[serde(default)]
+    pub configuration: Option<NameRef>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineConfigPoolStatus {
     #[serde(default)]
-    pub conditions: Vec<PoolCondition>,
+    pub conditions: Vec<Condition>,
     #[serde(default)]
     pub machine_count: Option<i64>,
     #[serde(default)]
     pub updated_machine_count: Option<i64>,
 }
 
-/// One entry of a pool's `status.conditions` (only what the policy reads).
+/// One entry of `status.conditions` (only what the policy reads).
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-pub struct PoolCondition {
+pub struct Condition {
     #[serde(default, rename = "type")]
     pub type_: String,
     #[serde(default)]
@@ -144,6 +157,19 @@ pub struct PoolCondition {
 impl MachineOSConfig {
     pub fn name(&self) -> &str {
         self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.uid`, when the object carries one (every object a cluster serves does).
+    pub fn uid(&self) -> Option<&str> {
+        self.metadata.uid.as_deref().filter(|u| !u.is_empty())
+    }
+
+    /// `status.currentImagePullSpec` as written (MCO compares it as an exact string).
+    pub fn current_image(&self) -> Option<&str> {
+        self.status
+            .current_image_pull_spec
+            .as_deref()
+            .filter(|s| !s.is_empty())
     }
 
     /// The pool it opts into image mode (its name must equal the pool's; the spec says which).
@@ -173,12 +199,70 @@ impl MachineOSBuild {
     /// True when this build belongs to the named MachineOSConfig, by spec or by label
     /// (MCO itself finds a config's builds by the label).
     pub fn belongs_to(&self, mosc: &str) -> bool {
-        let by_spec = self
-            .spec
+        self.config_by_spec() == Some(mosc) || self.config_label() == Some(mosc)
+    }
+
+    /// `spec.machineOSConfig.name`.
+    pub fn config_by_spec(&self) -> Option<&str> {
+        self.spec
             .machine_os_config
             .as_ref()
-            .is_some_and(|r| r.name == mosc);
-        by_spec || label(&self.metadata, LABEL_MACHINE_OS_CONFIG) == Some(mosc)
+            .map(|r| r.name.as_str())
+            .filter(|n| !n.is_empty())
+    }
+
+    /// The `machine-os-config` label: without it MCO's MOSB-delete handler deletes no image.
+    pub fn config_label(&self) -> Option<&str> {
+        label(&self.metadata, LABEL_MACHINE_OS_CONFIG)
+    }
+
+    /// The `target-machine-config-pool` label.
+    pub fn pool_label(&self) -> Option<&str> {
+        label(&self.metadata, LABEL_TARGET_POOL)
+    }
+
+    /// `spec.machineConfig.name`: the rendered config it was built from.
+    pub fn rendered_config(&self) -> Option<&str> {
+        self.spec
+            .machine_config
+            .as_ref()
+            .map(|r| r.name.as_str())
+            .filter(|n| !n.is_empty())
+    }
+
+    /// Whether condition `Failed` or `Interrupted` is True: the build ended without an image.
+    pub fn failed(&self) -> bool {
+        self.status
+            .conditions
+            .iter()
+            .any(|c| (c.type_ == "Failed" || c.type_ == "Interrupted") && c.status == "True")
+    }
+
+    /// The uid of its controller ownerReference (`metav1.GetControllerOf`).
+    pub fn controller_uid(&self) -> Option<&str> {
+        self.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.uid.as_str())
+    }
+
+    /// Whether an ownerReference names `uid`: the garbage collector deletes the build once
+    /// its owners are gone.
+    pub fn owned_by(&self, uid: &str) -> bool {
+        self.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == uid)
+    }
+
+    /// Whether every ownerReference names `uid` (and there is one): once that owner is gone
+    /// the garbage collector deletes the build.
+    pub fn only_owner_is(&self, uid: &str) -> bool {
+        let mut owners = self.metadata.owner_references.iter().flatten().peekable();
+        owners.peek().is_some() && owners.all(|o| o.uid == uid)
     }
 }
 
@@ -191,6 +275,15 @@ impl MachineConfigPool {
     /// (nodes it already sent keep updating).
     pub fn is_paused(&self) -> bool {
         self.spec.paused == Some(true)
+    }
+
+    /// `spec.configuration.name`: the rendered config the pool targets, when known.
+    pub fn rendered_config(&self) -> Option<&str> {
+        self.spec
+            .configuration
+            .as_ref()
+            .map(|r| r.name.as_str())
+            .filter(|n| !n.is_empty())
     }
 }
 
@@ -209,6 +302,12 @@ impl<'a> NodeImages<'a> {
             current: trimmed(node.current_image()),
             state: trimmed(node.state()),
         }
+    }
+
+    /// Whether the node runs its desired image, as MCO's daemon tests it: the two annotations
+    /// are the same string (one spelled differently is rebased to, and pulled, again).
+    pub fn reached(&self) -> bool {
+        self.desired.is_some() && self.desired == self.current
     }
 }
 

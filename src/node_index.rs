@@ -10,7 +10,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::image::{ImageKey, same_image};
+use crate::image::ImageKey;
 use crate::model::{NodeImages, NodeMeta};
 use crate::policy::PolicyMode;
 
@@ -118,10 +118,7 @@ impl NodeIndex {
     fn classify(&mut self, node: &NodeMeta) -> Filed {
         let images = NodeImages::of(node);
         let mut filed = Filed::default();
-        let reached = images
-            .desired
-            .zip(images.current)
-            .is_some_and(|(d, c)| same_image(d, c));
+        let reached = images.reached();
         match images.desired.map(|d| self.digest(d)) {
             Some(Some(hex)) if !reached => filed.in_flight = Some(hex),
             Some(None) => filed.unindexed = true,
@@ -187,9 +184,11 @@ mod tests {
         idx.upsert(&node("settled", Some(A), Some(A)));
         idx.upsert(&node("respelled", Some(A), Some(&A.replace("@", ":t@"))));
         idx.upsert(&node("plain", None, None));
+        // A current image spelled otherwise has not reached the desired one (MCO compares
+        // strings): the daemon rebases, and pulls, again.
         assert_eq!(
             names(idx.candidates(&digests(&[A]), PolicyMode::InFlight)),
-            ["rolling"]
+            ["respelled", "rolling"]
         );
         assert_eq!(
             names(idx.candidates(&digests(&[A]), PolicyMode::InUse)),
