@@ -101,6 +101,11 @@ pub struct SourceArgs {
     /// output) instead of a live cluster.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["kubeconfig", "context"])]
     pub from_dir: Option<PathBuf>,
+    /// With --from-dir: decide on what could be read even when a file that holds Nodes, pools,
+    /// MachineOSConfigs or MachineOSBuilds could not be read whole (or the dump has nodes but
+    /// no pools), listing what could not. Without it such a dump is an error (exit 2).
+    #[arg(long, requires = "from_dir")]
+    pub allow_incomplete: bool,
     /// in-flight: block while a node has not reached an image of the object;
     /// in-use: also while a node runs one (a settled pool then needs the override).
     #[arg(long, value_enum, default_value_t = PolicyMode::InFlight)]
@@ -254,13 +259,22 @@ pub async fn check(args: CheckArgs) -> ExitCode {
 
 async fn run_check(args: &CheckArgs) -> Result<bool, String> {
     let (kind, name) = parse_target(&args.target)?;
-    let (snapshot, notes, source) = match &args.source.from_dir {
+    let (snapshots, notes, source) = match &args.source.from_dir {
         Some(dir) => {
-            let loaded = dump::load_dir(dir).map_err(|e| e.to_string())?;
-            for w in &loaded.warnings {
-                eprintln!("warning: {w}");
+            let loaded = read_dump(dir, args.source.allow_incomplete)?;
+            let mut notes = loaded.warnings.clone();
+            notes.extend(
+                loaded
+                    .incomplete
+                    .iter()
+                    .map(|i| format!("not read whole: {i}")),
+            );
+            notes.extend(loaded.variant_note());
+            for n in &notes {
+                eprintln!("warning: {n}");
             }
-            (loaded.snapshot, loaded.warnings, dir.display().to_string())
+            let snapshots: Vec<Snapshot> = loaded.snapshots().cloned().collect();
+            (snapshots, notes, dir.display().to_string())
         }
         None => {
             let client = args.source.cluster.client().await?;
@@ -272,10 +286,25 @@ async fn run_check(args: &CheckArgs) -> Result<bool, String> {
             for n in &notes {
                 eprintln!("warning: {n}");
             }
-            (snapshot, notes, "the cluster".to_string())
+            (vec![snapshot], notes, "the cluster".to_string())
         }
     };
-    let target = find(&snapshot, kind, name).ok_or_else(|| {
+    // Where copies of an object disagree, the most cautious verdict over the combinations.
+    let verdicts = snapshots.iter().filter_map(|snapshot| {
+        let target = find(snapshot, kind, name)?;
+        Some(policy::evaluate(snapshot, target, args.source.policy))
+    });
+    let mut verdict: Option<policy::Verdict> = None;
+    for v in verdicts {
+        let refused = !v.allowed;
+        if verdict.is_none() || refused {
+            verdict = Some(v);
+        }
+        if refused {
+            break;
+        }
+    }
+    let verdict = verdict.ok_or_else(|| {
         let api = format!("{}s.", kind.cli_name());
         let hint = notes
             .iter()
@@ -284,7 +313,6 @@ async fn run_check(args: &CheckArgs) -> Result<bool, String> {
             .unwrap_or_default();
         format!("{} \"{name}\" not found in {source}{hint}", kind.cli_name())
     })?;
-    let verdict = policy::evaluate(&snapshot, target, args.source.policy);
     match args.output {
         Output::Text => println!("{}", report::text(&verdict)),
         Output::Json => {
@@ -294,6 +322,24 @@ async fn run_check(args: &CheckArgs) -> Result<bool, String> {
         }
     }
     Ok(verdict.allowed)
+}
+
+/// Reads a dump; one that could not be read whole is an error unless `allow_incomplete`.
+fn read_dump(dir: &Path, allow_incomplete: bool) -> Result<dump::Loaded, String> {
+    let loaded = dump::load_dir(dir).map_err(|e| e.to_string())?;
+    if loaded.incomplete.is_empty() || allow_incomplete {
+        return Ok(loaded);
+    }
+    let mut msg = format!(
+        "{} is incomplete, so no verdict can say a deletion is safe; what could not be read:",
+        dir.display()
+    );
+    for i in &loaded.incomplete {
+        msg.push_str("\n  ");
+        msg.push_str(i);
+    }
+    msg.push_str("\nCollect it again (oc adm must-gather, or oc get ... -o yaml), or pass --allow-incomplete to decide on what could be read.");
+    Err(msg)
 }
 
 fn find<'a>(snapshot: &'a Snapshot, kind: TargetKind, name: &str) -> Option<Deletion<'a>> {
@@ -454,7 +500,7 @@ async fn run_serve(args: ServeArgs) -> Result<(), String> {
         }
         return Ok(());
     };
-    let view = StaticView(Arc::new(load_static(dir)?));
+    let view = StaticView(Arc::new(load_static(dir, args.source.allow_incomplete)?));
     let reviewer = Arc::new(Reviewer::new(view, args.source.policy, metrics, confirm));
     serve_and_drain(
         reviewer,
@@ -523,10 +569,22 @@ fn default_identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-fn load_static(dir: &Path) -> Result<Snapshot, String> {
-    let loaded = dump::load_dir(dir).map_err(|e| e.to_string())?;
-    for w in &loaded.warnings {
+/// The dump `serve --from-dir` decides from: one snapshot, so disagreeing copies (like an
+/// incomplete dump) need --allow-incomplete, and then the copy read last of each is served.
+fn load_static(dir: &Path, allow_incomplete: bool) -> Result<Snapshot, String> {
+    let loaded = read_dump(dir, allow_incomplete)?;
+    for w in loaded.warnings.iter().chain(&loaded.incomplete) {
         tracing::warn!("{w}");
+    }
+    if let Some(note) = loaded.variant_note() {
+        if !allow_incomplete {
+            return Err(format!(
+                "{}: {note}, but serve --from-dir decides from one snapshot; pass --allow-incomplete \
+                 to serve the copy read last of each",
+                dir.display()
+            ));
+        }
+        tracing::warn!("{note}; serving the copy read last of each");
     }
     Ok(loaded.snapshot)
 }

@@ -109,8 +109,13 @@ pub fn override_warnings(v: &Verdict) -> Vec<String> {
             .map(|p| clip(format!("mosc-guard: {}", pool_line(p)))),
     );
     if v.kind == TargetKind::MachineOSConfig {
+        // MCO's MOSC-delete path deletes each build's image before it tries the build: the
+        // guard refusing the builds' deletions does not keep their images.
+        warnings.push(
+            "mosc-guard: the images go all the same: MCO deletes each image from the registry before it tries to delete its MachineOSBuild, which mosc-guard keeps refusing while a node needs it (the builds stay behind)".to_string(),
+        );
         warnings.push(clip(format!(
-            "mosc-guard: its MachineOSBuilds stay protected while a node needs their image; to let them go too: oc annotate machineosbuild -l {LABEL_MACHINE_OS_CONFIG}={} {OVERRIDE_ANNOTATION}=\"<reason>\"",
+            "mosc-guard: to let the builds go too: oc annotate machineosbuild -l {LABEL_MACHINE_OS_CONFIG}={} {OVERRIDE_ANNOTATION}=\"<reason>\"",
             v.name
         )));
     }
