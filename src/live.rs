@@ -1,7 +1,6 @@
 //! Direct reads from the API server: the `check` command's source, and the fresh read
 //! that confirms a cache allow before the webhook answers it.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +14,6 @@ use serde::de::DeserializeOwned;
 
 use crate::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig, NodeMeta};
 use crate::node::{Interner, WireMeta, WireNode};
-use crate::selector;
 use crate::snapshot::Snapshot;
 
 /// Page size for list calls of the MCO kinds (a handful of objects each).
@@ -128,18 +126,14 @@ pub async fn decision_objects(client: &Client) -> Result<Snapshot, LiveError> {
 }
 
 /// Every node, listed now and kept lean: besides the name and image annotations, only the
-/// labels that `pools`' selectors read (all a decision needs to place a node in its pool;
+/// labels membership reads (`policy::membership_labels`: all a decision needs to place a node in its pool;
 /// [`decision_objects`] must have read `pools` first). Pages are decoded one at a time, so
 /// the read never holds more than one page of metadata. `None` if nodes are not served.
 pub async fn nodes_for(
     client: &Client,
     pools: &[Arc<MachineConfigPool>],
 ) -> Result<Option<Vec<Arc<NodeMeta>>>, LiveError> {
-    let keys: BTreeSet<&str> = pools
-        .iter()
-        .filter_map(|p| p.spec.node_selector.as_ref())
-        .flat_map(selector::keys)
-        .collect();
+    let keys = crate::policy::membership_labels(pools);
     let mut interner = Interner::default();
     let mut nodes = Vec::new();
     let listed = list_nodes(client, |page| {

@@ -39,8 +39,8 @@ use mosc_guard::admission::{self, Classified};
 use mosc_guard::image::{ImageKey, same_image};
 use mosc_guard::metrics::Metrics;
 use mosc_guard::model::{
-    GROUP, LABEL_MACHINE_OS_CONFIG, MachineConfigPool, MachineOSBuild, MachineOSConfig, NodeMeta,
-    OVERRIDE_ANNOTATION, node_annotations,
+    GROUP, LABEL_MACHINE_OS_CONFIG, LABEL_TARGET_POOL, MachineConfigPool, MachineOSBuild,
+    MachineOSConfig, NodeMeta, OVERRIDE_ANNOTATION, node_annotations,
 };
 use mosc_guard::node_index::NodeIndex;
 use mosc_guard::policy::{Deletion, PolicyMode, evaluate};
@@ -173,6 +173,8 @@ struct NodeSpec {
     current: Option<String>,
     state: Option<&'static str>,
     role: &'static str,
+    /// Another role, or "windows" for the OS label.
+    extra: &'static str,
 }
 
 /// A node's images: independent, or the current one the same image as the desired one
@@ -185,8 +187,11 @@ fn node_spec() -> impl Strategy<Value = NodeSpec> {
         0..SPELLINGS,
         prop::sample::select(&["Done", "Working", "Degraded", " "][..]),
         prop::sample::select(POOLS),
+        // A second role (a custom pool beside worker, a compact cluster's master), or a
+        // Windows node (in no pool).
+        prop::sample::select(&["", "", "", "worker", "infra", "custom", "windows"][..]),
     )
-        .prop_map(|(desired, other, relation, spelling, state, role)| {
+        .prop_map(|(desired, other, relation, spelling, state, role, extra)| {
             let current = match (&desired, relation) {
                 (Some(d), 0) => Some(d.render()),
                 (Some(d), 1) => Some(d.respelled(spelling).render()),
@@ -197,6 +202,7 @@ fn node_spec() -> impl Strategy<Value = NodeSpec> {
                 current,
                 state: Some(state),
                 role,
+                extra,
             }
         })
 }
@@ -212,9 +218,20 @@ fn node(name: &str, spec: &NodeSpec) -> NodeMeta {
     if let Some(s) = spec.state {
         annotations.insert(node_annotations::STATE.into(), json!(s));
     }
+    let mut labels = serde_json::Map::new();
+    labels.insert(format!("node-role.kubernetes.io/{}", spec.role), json!(""));
+    let os = match spec.extra {
+        "windows" => "windows",
+        "" => "linux",
+        role => {
+            labels.insert(format!("node-role.kubernetes.io/{role}"), json!(""));
+            "linux"
+        }
+    };
+    labels.insert("kubernetes.io/os".into(), json!(os));
     serde_json::from_value(json!({"metadata": {
         "name": name,
-        "labels": {format!("node-role.kubernetes.io/{}", spec.role): "", "kubernetes.io/os": "linux"},
+        "labels": labels,
         "annotations": annotations,
     }}))
     .expect("node fixture")
@@ -249,7 +266,7 @@ fn config() -> impl Strategy<Value = Value> {
             json!({
                 "apiVersion": format!("{GROUP}/v1"),
                 "kind": "MachineOSConfig",
-                "metadata": {"name": name, "annotations": annotations},
+                "metadata": {"name": name, "uid": format!("uid-{name}"), "annotations": annotations},
                 "spec": {"machineConfigPool": {"name": name}, "renderedImagePushSpec": rendered},
                 "status": {"currentImagePullSpec": current}
             })
@@ -259,23 +276,47 @@ fn config() -> impl Strategy<Value = Value> {
 fn build() -> impl Strategy<Value = Value> {
     (
         prop::sample::select(&["worker", "infra", "custom", "nobody"][..]),
-        any::<bool>(),
+        // Labels as MCO writes them (both), only the config's, or none (spec only).
+        prop::sample::select(&[2u8, 2, 2, 2, 2, 1, 0][..]),
+        // A controller reference to its config, to a recreated config of the same name, a
+        // plain owner reference, or none (an orphan).
+        prop::sample::select(
+            &[
+                "controller",
+                "controller",
+                "controller",
+                "controller",
+                "recreated",
+                "owner",
+                "none",
+            ][..],
+        ),
         spec(),
         prop::option::weighted(0.1, prop::sample::select(&["accepted risk", ""][..])),
     )
-        .prop_map(|(config, by_label, image, override_reason)| {
+        .prop_map(|(config, labels, owner, image, override_reason)| {
             let mut v = json!({
                 "apiVersion": format!("{GROUP}/v1"),
                 "kind": "MachineOSBuild",
                 "metadata": {},
-                "spec": {},
+                "spec": {"machineOSConfig": {"name": config}},
                 "status": {"digestedImagePushSpec": image}
             });
-            if by_label {
-                v["metadata"]["labels"] = json!({LABEL_MACHINE_OS_CONFIG: config});
-            } else {
-                v["spec"]["machineOSConfig"] = json!({"name": config});
-            }
+            v["metadata"]["labels"] = match labels {
+                2 => json!({LABEL_MACHINE_OS_CONFIG: config, LABEL_TARGET_POOL: config}),
+                1 => json!({LABEL_MACHINE_OS_CONFIG: config}),
+                _ => json!({}),
+            };
+            let reference = |uid: String, controller: bool| {
+                json!([{"apiVersion": format!("{GROUP}/v1"), "kind": "MachineOSConfig",
+                        "name": config, "uid": uid, "controller": controller}])
+            };
+            v["metadata"]["ownerReferences"] = match owner {
+                "controller" => reference(format!("uid-{config}"), true),
+                "recreated" => reference(format!("uid-{config}-old"), true),
+                "owner" => reference(format!("uid-{config}"), false),
+                _ => json!([]),
+            };
             if let Some(r) = override_reason {
                 v["metadata"]["annotations"] = json!({OVERRIDE_ANNOTATION: r});
             }
@@ -319,11 +360,11 @@ fn world() -> impl Strategy<Value = World> {
         prop::collection::vec((0..24usize, node_spec()), 0..8),
         prop::collection::vec(node_spec(), 0..4),
         prop::collection::vec(config(), 1..4),
-        prop::collection::vec(build(), 0..6),
+        prop::collection::vec(build(), 1..8),
         prop::collection::vec(pool(), POOLS.len()),
         prop_oneof![
             2 => (0..4usize).prop_map(Target::Config),
-            2 => (0..6usize).prop_map(Target::Build),
+            2 => (0..8usize).prop_map(Target::Build),
             1 => config().prop_map(Target::Requested),
         ],
         prop::sample::select(&[PolicyMode::InFlight, PolicyMode::InUse][..]),
@@ -955,6 +996,7 @@ fn decode_cluster() -> Snapshot {
                     current: Some(b.clone()),
                     state: Some("Working"),
                     role: "worker",
+                    extra: "",
                 },
             )),
             Arc::new(node(
@@ -964,6 +1006,7 @@ fn decode_cluster() -> Snapshot {
                     current: Some(b),
                     state: Some("Done"),
                     role: "worker",
+                    extra: "",
                 },
             )),
         ],

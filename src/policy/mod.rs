@@ -22,7 +22,7 @@ use crate::snapshot::Snapshot;
 
 use images::Guard;
 pub use images::deleted_with;
-pub use pools::{Membership, NAMED_NEXT_NODES};
+pub use pools::{Membership, NAMED_NEXT_NODES, membership_labels};
 
 /// How strictly "a node still needs the image" is read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]

@@ -101,6 +101,17 @@ impl<'p> Membership<'p> {
     }
 }
 
+/// The node labels membership reads: the keys of the pools' selectors and the OS label. A node
+/// kept with only these is placed exactly as with all of its labels.
+pub fn membership_labels(pools: &[Arc<MachineConfigPool>]) -> std::collections::BTreeSet<&str> {
+    pools
+        .iter()
+        .filter_map(|p| p.spec.node_selector.as_ref())
+        .flat_map(selector::keys)
+        .chain([LABEL_NODE_OS])
+        .collect()
+}
+
 /// Pools MCO has not finished rolling out (see [`RollingPool`]) to a guarded image.
 pub(super) fn rolling_pools(
     snapshot: &Snapshot,
