@@ -15,11 +15,12 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion};
-use mosc_guard::model::{MachineOSConfig, NodeMeta, node_annotations};
-use mosc_guard::node::{Interner, WireNode};
-use mosc_guard::node_index::NodeIndex;
-use mosc_guard::policy::{Deletion, PolicyMode, Verdict, evaluate, evaluate_indexed};
-use mosc_guard::snapshot::Snapshot;
+use mosc_guard::core::model::{MachineOSConfig, node_annotations};
+use mosc_guard::core::node::NodeMeta;
+use mosc_guard::core::node::{Interner, WireNode};
+use mosc_guard::core::policy::{Deletion, PolicyMode, Verdict, evaluate, evaluate_indexed};
+use mosc_guard::core::snapshot::Snapshot;
+use mosc_guard::sources::node_index::NodeIndex;
 use serde_json::json;
 
 /// Counts live heap bytes so the bench can report what a snapshot holds.

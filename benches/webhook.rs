@@ -14,13 +14,14 @@ use axum::Router;
 use axum::response::Json;
 use axum::routing::post;
 use criterion::Criterion;
-use mosc_guard::metrics::Metrics;
-use mosc_guard::policy::PolicyMode;
-use mosc_guard::review::Reviewer;
-use mosc_guard::server::{self, Limits};
-use mosc_guard::snapshot::Snapshot;
-use mosc_guard::tls::{CertFiles, ReloadingResolver};
-use mosc_guard::view::StaticView;
+use mosc_guard::core::policy::PolicyMode;
+use mosc_guard::core::snapshot::Snapshot;
+use mosc_guard::sources::view::StaticView;
+use mosc_guard::telemetry::metrics::Metrics;
+use mosc_guard::webhook::listener::{self, Limits};
+use mosc_guard::webhook::review::Reviewer;
+use mosc_guard::webhook::routes;
+use mosc_guard::webhook::tls::{CertFiles, ReloadingResolver};
 use serde_json::{Value, json};
 use support::pki::Pki;
 
@@ -103,10 +104,10 @@ async fn serve(app: Router, tls: Arc<rustls::ServerConfig>) -> String {
         request_timeout: Duration::from_secs(5),
         shutdown_grace: Duration::from_secs(1),
         header_read_timeout: Duration::from_secs(5),
-        connection: server::ConnectionLimits::default(),
+        connection: listener::ConnectionLimits::default(),
     };
     tokio::spawn(async move {
-        server::serve(listener, tls, app, &limits, std::future::pending()).await
+        listener::serve(listener, tls, app, &limits, std::future::pending()).await
     });
     url
 }
@@ -130,7 +131,7 @@ fn main() {
         Duration::from_secs(5),
     );
     let guard_url = rt.block_on(serve(
-        server::router(reviewer, Duration::from_secs(5)),
+        routes::router(reviewer, Duration::from_secs(5)),
         Arc::clone(&tls),
     ));
     let noop_url = rt.block_on(serve(Router::new().route("/validate", post(noop)), tls));

@@ -1,39 +1,22 @@
 //! mosc-guard: keeps an OpenShift Image Mode pool from degrading when its
 //! MachineOSConfig (or a MachineOSBuild) is deleted while a node still needs the image.
 //!
-//! Functional core: [`policy::evaluate`] decides from a [`snapshot::Snapshot`] and
-//! [`message`] puts the verdict into words. Imperative shell: the webhook ([`server`],
-//! [`admission`], [`review`], [`tls`]), the reflector [`cache`], direct [`live`] reads,
-//! the [`dump`] directory reader and the [`cli`] only gather inputs and act on verdicts.
+//! One functional core, several imperative shells around it (docs/design.md draws the same
+//! tree):
+//! - [`core`]: the pure decision. [`core::policy::evaluate`] decides from a
+//!   [`core::snapshot::Snapshot`]; [`core::message`] and [`core::report`] put the verdict into
+//!   words; [`core::finalizer`] plans defer mode's finalizer patches. No I/O, no shell types.
+//! - [`sources`]: where snapshots come from: the watch caches, direct reads of the API
+//!   server, a directory dump, behind [`sources::view::ClusterView`].
+//! - [`webhook`]: the HTTPS admission server: decoding, one review per request, mutation.
+//! - [`defer`]: defer mode's finalizer controller, its leader election, and releasing
+//!   finalizers on uninstall.
+//! - [`telemetry`]: Prometheus metrics (every label set bounded) and Kubernetes Events.
+//! - [`cli`]: the command line, which wires the shells together.
 
-pub mod admission;
-pub mod cache;
-pub mod cert_expiry;
-pub mod certs;
 pub mod cli;
-pub mod coalesce;
-pub mod controller;
-pub mod dump;
-pub mod event_limiter;
-pub mod events;
-pub mod finalizer;
-pub mod image;
-pub mod leader;
-pub mod live;
-pub mod memory;
-pub mod message;
-pub mod metrics;
-pub mod model;
-pub mod mutation;
-pub mod node;
-pub mod node_cache;
-pub mod node_index;
-pub mod policy;
-pub mod report;
-pub mod review;
-pub mod selector;
-pub mod server;
-pub mod snapshot;
-pub mod tls;
-pub mod uninstall;
-pub mod view;
+pub mod core;
+pub mod defer;
+pub mod sources;
+pub mod telemetry;
+pub mod webhook;

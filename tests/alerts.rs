@@ -18,7 +18,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use mosc_guard::metrics::{Metrics, Outcome};
+use mosc_guard::telemetry::metrics::{Metrics, Outcome};
 use support::manifests::render;
 
 const PROMTOOL: &str = "promtool";

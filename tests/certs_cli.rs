@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use mosc_guard::tls::{CertFiles, ReloadingResolver};
+use mosc_guard::webhook::tls::{CertFiles, ReloadingResolver};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 

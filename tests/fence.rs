@@ -10,8 +10,8 @@ use std::time::Duration;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use mosc_guard::live;
-use mosc_guard::node_cache::NodeCache;
+use mosc_guard::sources::live;
+use mosc_guard::sources::node_cache::NodeCache;
 use support::controlplane::{ControlPlane, client_from_kubeconfig};
 use support::forwarder::Forwarder;
 use support::mco::{self, DESIRED_IMAGE};
@@ -48,7 +48,7 @@ async fn synced(cache: &NodeCache) {
 
 fn desired_of(cache: &NodeCache, node: &str) -> Option<String> {
     cache
-        .nodes(None, mosc_guard::policy::PolicyMode::InFlight)
+        .nodes(None, mosc_guard::core::policy::PolicyMode::InFlight)
         .iter()
         .find(|n| n.name() == node)
         .and_then(|n| n.desired_image().map(str::to_string))
@@ -193,7 +193,7 @@ async fn node_lists_page_through_every_node() {
     synced(&cache).await;
     assert_eq!(cache.sizes().0, NODES, "the cache listed every page");
 
-    let pool: mosc_guard::model::MachineConfigPool = serde_json::from_value(json!({
+    let pool: mosc_guard::core::model::MachineConfigPool = serde_json::from_value(json!({
         "metadata": {"name": "worker"},
         "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}}}
     }))
@@ -217,8 +217,8 @@ async fn node_lists_page_through_every_node() {
 /// change committed before the call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirmation_lists_nodes_on_a_quiet_cluster_and_sees_every_prior_change() {
-    use mosc_guard::cache::Caches;
-    use mosc_guard::view::{ClusterView, FreshNodes};
+    use mosc_guard::sources::caches::Caches;
+    use mosc_guard::sources::view::{ClusterView, FreshNodes};
 
     let cp = ControlPlane::start().await.expect("control plane");
     let names: Vec<String> = (0..3).map(|i| format!("quiet-{i}")).collect();
@@ -267,7 +267,7 @@ async fn a_confirmation_lists_nodes_on_a_quiet_cluster_and_sees_every_prior_chan
     let fresh = caches.fresh().await.expect("confirming read");
     let nodes = match &fresh.nodes {
         FreshNodes::Listed(nodes) => nodes.clone(),
-        FreshNodes::Cached => caches.nodes(None, mosc_guard::policy::PolicyMode::InFlight),
+        FreshNodes::Cached => caches.nodes(None, mosc_guard::core::policy::PolicyMode::InFlight),
     };
     let targeted = nodes
         .iter()

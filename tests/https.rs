@@ -7,14 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mosc_guard::metrics::Metrics;
-use mosc_guard::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
-use mosc_guard::policy::PolicyMode;
-use mosc_guard::review::{DeletionMode, Reviewer};
-use mosc_guard::server::{self, ConnectionLimits, Limits, MAX_BODY_BYTES};
-use mosc_guard::snapshot::Snapshot;
-use mosc_guard::tls::{CertFiles, ReloadingResolver};
-use mosc_guard::view::{ClusterView, Fresh, FreshNodes, StaticView};
+use mosc_guard::core::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
+use mosc_guard::core::policy::PolicyMode;
+use mosc_guard::core::snapshot::Snapshot;
+use mosc_guard::sources::view::{ClusterView, Fresh, FreshNodes, StaticView};
+use mosc_guard::telemetry::metrics::Metrics;
+use mosc_guard::webhook::listener::{self, ConnectionLimits, Limits};
+use mosc_guard::webhook::review::{DeletionMode, Reviewer};
+use mosc_guard::webhook::routes::{self, MAX_BODY_BYTES};
+use mosc_guard::webhook::tls::{CertFiles, ReloadingResolver};
 use serde_json::{Value, json};
 use support::pki::Pki;
 use tokio::sync::oneshot;
@@ -143,9 +144,9 @@ async fn start_limited<V: ClusterView>(
         connection,
     };
     let (stop, stopped) = oneshot::channel::<()>();
-    let app = server::router(reviewer, limits.request_timeout);
+    let app = routes::router(reviewer, limits.request_timeout);
     let task = tokio::spawn(async move {
-        server::serve(listener, tls, app, &limits, async {
+        listener::serve(listener, tls, app, &limits, async {
             let _ = stopped.await;
         })
         .await
@@ -762,7 +763,7 @@ impl ClusterView for LaggingView {
         &self,
         _: Option<&std::collections::BTreeSet<String>>,
         _: PolicyMode,
-    ) -> Vec<Arc<mosc_guard::model::NodeMeta>> {
+    ) -> Vec<Arc<mosc_guard::core::node::NodeMeta>> {
         Vec::new()
     }
 
@@ -1187,7 +1188,7 @@ impl ClusterView for CountingView {
         &self,
         _: Option<&std::collections::BTreeSet<String>>,
         _: PolicyMode,
-    ) -> Vec<Arc<mosc_guard::model::NodeMeta>> {
+    ) -> Vec<Arc<mosc_guard::core::node::NodeMeta>> {
         Vec::new()
     }
 

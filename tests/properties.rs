@@ -35,19 +35,22 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
 
-use mosc_guard::admission::{self, Classified};
-use mosc_guard::image::{ImageKey, same_image};
-use mosc_guard::metrics::Metrics;
-use mosc_guard::model::{
+use mosc_guard::core::finalizer;
+use mosc_guard::core::image::{ImageKey, same_image};
+use mosc_guard::core::message;
+use mosc_guard::core::model::{
     GROUP, LABEL_MACHINE_OS_CONFIG, LABEL_TARGET_POOL, MachineConfigPool, MachineOSBuild,
-    MachineOSConfig, NodeMeta, OVERRIDE_ANNOTATION, node_annotations,
+    MachineOSConfig, OVERRIDE_ANNOTATION, node_annotations,
 };
-use mosc_guard::node_index::NodeIndex;
-use mosc_guard::policy::{Deletion, PolicyMode, evaluate};
-use mosc_guard::review::Reviewer;
-use mosc_guard::snapshot::Snapshot;
-use mosc_guard::view::{ClusterView, Fresh, FreshNodes, StaticView};
-use mosc_guard::{dump, finalizer, message};
+use mosc_guard::core::node::NodeMeta;
+use mosc_guard::core::policy::{Deletion, PolicyMode, evaluate};
+use mosc_guard::core::snapshot::Snapshot;
+use mosc_guard::sources::dump;
+use mosc_guard::sources::node_index::NodeIndex;
+use mosc_guard::sources::view::{ClusterView, Fresh, FreshNodes, StaticView};
+use mosc_guard::telemetry::metrics::Metrics;
+use mosc_guard::webhook::admission::{self, Classified};
+use mosc_guard::webhook::review::Reviewer;
 
 // ---------------------------------------------------------------------------------------------
 // Running a property with a configurable number of cases.
@@ -525,7 +528,7 @@ fn indexed_verdict_equals_full_scan() {
             ),
         };
         let want = evaluate(&full, target, w.mode);
-        if mosc_guard::policy::guarded_digests(&full, target).is_some() {
+        if mosc_guard::core::policy::guarded_digests(&full, target).is_some() {
             indexed.fetch_add(1, Ordering::Relaxed);
         }
         let view = IndexedView {
@@ -557,7 +560,7 @@ fn indexed_verdict_equals_full_scan() {
                     want.rolling
                 );
             }
-            let strip = |v: &mosc_guard::policy::Verdict| mosc_guard::policy::Verdict {
+            let strip = |v: &mosc_guard::core::policy::Verdict| mosc_guard::core::policy::Verdict {
                 rolling: Vec::new(),
                 ..v.clone()
             };
@@ -1304,7 +1307,8 @@ fn image_identity_laws() {
         let redigested = format!("{}@sha256:{}", l.repo, l.other_hex);
         prop_assert_eq!(same_image(&digested, &redigested), l.other_hex == l.hex);
         let other = format!("{}@sha256:{}", l.other_repo, l.hex);
-        let same_repo = mosc_guard::image::repo_of(&digested) == mosc_guard::image::repo_of(&other);
+        let same_repo =
+            mosc_guard::core::image::repo_of(&digested) == mosc_guard::core::image::repo_of(&other);
         prop_assert_eq!(same_image(&digested, &other), same_repo);
         // A tag alone is not a digest: never the same as the digested image.
         let tag_only = format!("{}:{}", l.repo, l.tag);

@@ -1,0 +1,208 @@
+//! The command line as clap parses it: every subcommand's flags, with their help text. The
+//! subcommands' own modules validate and act on them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::cli::certs::CertsArgs;
+use crate::core::policy::PolicyMode;
+use crate::sources::live;
+use crate::webhook::review::DeletionMode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mosc-guard",
+    version,
+    about = "Keeps Image Mode pools from degrading when a MachineOSConfig or MachineOSBuild is deleted too early"
+)]
+pub struct Cli {
+    /// Log format on stderr: text, or json (one object per line, for log collectors).
+    #[arg(long, global = true, value_enum, env = "MOSC_GUARD_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+// Parsed once at start-up and matched once: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the admission webhook (HTTPS: /validate, /healthz, /readyz, /metrics).
+    Serve(ServeArgs),
+    /// Say whether deleting a MachineOSConfig or MachineOSBuild is safe now.
+    /// Exit status: 0 safe, 1 would be blocked, 2 error.
+    Check(CheckArgs),
+    /// Write a throwaway CA and a serving certificate for the webhook's Service (clusters
+    /// without service-ca or cert-manager, local runs); print the caBundle.
+    /// Exit status: 0 written, 2 error.
+    Certs(CertsArgs),
+    /// Remove mosc-guard's finalizer from every MachineOSConfig (uninstalling defer mode).
+    /// Deletions still deferred are kept unless --force.
+    /// Exit status: 0 none left, 1 some kept, 2 error (an object that could not be released
+    /// is named with the reason; the others are still released).
+    ReleaseFinalizers(ReleaseArgs),
+}
+
+/// Which cluster to talk to.
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    /// Kubeconfig file (default: in-cluster config, $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+impl ClusterArgs {
+    /// A client for the kubeconfig and context given (or inferred).
+    pub(super) async fn client(&self) -> Result<kube::Client, String> {
+        live::client(self.kubeconfig.as_deref(), self.context.as_deref())
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Also release deletions that nodes still need (the pool may degrade).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Where the cluster's objects come from.
+#[derive(Debug, Args)]
+pub struct SourceArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Read objects from YAML/JSON files below DIR (a must-gather, `oc get -o yaml`
+    /// output) instead of a live cluster.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["kubeconfig", "context"])]
+    pub from_dir: Option<PathBuf>,
+    /// With --from-dir: decide on what could be read even when a file that holds Nodes, pools,
+    /// MachineOSConfigs or MachineOSBuilds could not be read whole (or the dump has nodes but
+    /// no pools), listing what could not. Without it such a dump is an error (exit 2).
+    #[arg(long, requires = "from_dir")]
+    pub allow_incomplete: bool,
+    /// in-flight: block while a node has not reached an image of the object;
+    /// in-use: also while a node runs one (a settled pool then needs the override).
+    #[arg(long, value_enum, default_value_t = Policy::InFlight)]
+    pub policy: Policy,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// PEM certificate chain, re-read when it changes.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert_file: PathBuf,
+    /// PEM private key, re-read when it changes.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key_file: PathBuf,
+    /// PEM CA certificate(s): on --listen, require a client certificate this CA signed (the
+    /// API server's, given by its --admission-control-config-file); a caller without one fails
+    /// the TLS handshake. Needs --metrics-listen, since kubelet's probes and Prometheus cannot
+    /// present one.
+    #[arg(long, value_name = "FILE", requires = "metrics_listen")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Also serve /healthz, /readyz and /metrics (HTTPS, same certificate, no client
+    /// certificate) on this address, so probes and monitoring need not reach the webhook port.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Seconds between checks of the certificate files.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub tls_reload_interval: u64,
+    /// Deadline for one request, in seconds; keep it below the webhook's timeoutSeconds.
+    #[arg(long, default_value_t = 8, value_name = "SECONDS")]
+    pub request_timeout: u64,
+    /// Deadline for the fresh read that confirms an allow, in seconds.
+    #[arg(long, default_value_t = 5, value_name = "SECONDS")]
+    pub confirm_timeout: u64,
+    /// Seconds the server keeps accepting connections after SIGTERM, with /readyz answering
+    /// 503, so the endpoint is removed from the Service before the listener closes (keep the
+    /// pod's terminationGracePeriodSeconds above this plus --shutdown-grace).
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub shutdown_delay: u64,
+    /// Seconds in-flight requests get to finish once the server stopped accepting.
+    #[arg(long, default_value_t = 20, value_name = "SECONDS")]
+    pub shutdown_grace: u64,
+    /// Seconds a cache's watch may fail continuously before /readyz answers 503 naming it
+    /// (it recovers on its own when the watch does).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub stale_after: u64,
+    /// Milliseconds a confirming read waits for the node cache to catch up with the API
+    /// server before it also lists every node (the first to finish answers; see
+    /// docs/design.md). 0 lists at once, as a small cluster may prefer.
+    #[arg(long, default_value_t = 100, value_name = "MILLISECONDS")]
+    pub fence_wait_ms: u64,
+    /// deny: refuse a MachineOSConfig deletion while nodes need its images;
+    /// defer: accept it and hold the object with a finalizer until the rollout settles
+    /// (needs the mutating webhook, policy in-flight and a live cluster).
+    #[arg(long, value_enum, default_value_t = DeletionMode::Deny)]
+    pub deletion_mode: DeletionMode,
+    /// Defer mode: add no finalizers (draining before an uninstall); deferred deletions
+    /// still complete.
+    #[arg(long)]
+    pub no_new_finalizers: bool,
+    /// Namespace of the leader-election Lease (defer mode).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "mosc-guard")]
+    pub lease_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "mosc-guard")]
+    pub lease_name: String,
+    /// This replica's identity in the Lease and in Events (default: $POD_NAME, else the
+    /// host name and process id).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// machineosconfig/NAME (or mosc/NAME, or NAME) or machineosbuild/NAME (or mosb/NAME).
+    pub target: String,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+/// `--policy`: how strictly "a node still needs the image" is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Policy {
+    /// Block while a node's desired image is one of the images and not yet reached.
+    #[default]
+    InFlight,
+    /// Also block while a node runs one of the images (a settled pool then can never leave
+    /// image mode without the override).
+    InUse,
+}
+
+impl From<Policy> for PolicyMode {
+    fn from(p: Policy) -> Self {
+        match p {
+            Policy::InFlight => PolicyMode::InFlight,
+            Policy::InUse => PolicyMode::InUse,
+        }
+    }
+}

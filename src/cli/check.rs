@@ -1,0 +1,178 @@
+//! `check`: the verdict for one MachineOSConfig or MachineOSBuild, from the live cluster or a
+//! dump, as text or JSON. Exit status 0 safe, 1 blocked, 2 error.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::cli::args::{CheckArgs, Output};
+use crate::core::policy::{self, Deletion, TargetKind};
+use crate::core::report::{self, Report};
+use crate::core::snapshot::Snapshot;
+use crate::sources::{dump, live};
+
+/// Parses a `check` target.
+pub fn parse_target(target: &str) -> Result<(TargetKind, &str), String> {
+    let (kind, name) = match target.split_once('/') {
+        None => (TargetKind::MachineOSConfig, target),
+        Some((kind, name)) => {
+            let kind = match kind.to_ascii_lowercase().as_str() {
+                "machineosconfig" | "machineosconfigs" | "mosc" => TargetKind::MachineOSConfig,
+                "machineosbuild" | "machineosbuilds" | "mosb" => TargetKind::MachineOSBuild,
+                other => {
+                    return Err(format!(
+                        "unknown kind {other:?}: expected machineosconfig/NAME, mosc/NAME, machineosbuild/NAME or mosb/NAME"
+                    ));
+                }
+            };
+            (kind, name)
+        }
+    };
+    if name.is_empty() || name.contains('/') {
+        return Err(format!(
+            "invalid target {target:?}: expected KIND/NAME or NAME"
+        ));
+    }
+    Ok((kind, name))
+}
+
+/// Runs `check`; returns the exit status (0 safe, 1 blocked, 2 error).
+pub async fn check(args: CheckArgs) -> ExitCode {
+    match run_check(&args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run_check(args: &CheckArgs) -> Result<bool, String> {
+    let (kind, name) = parse_target(&args.target)?;
+    let (snapshots, notes, source) = match &args.source.from_dir {
+        Some(dir) => {
+            let loaded = read_dump(dir, args.source.allow_incomplete)?;
+            let mut notes = loaded.warnings.clone();
+            notes.extend(
+                loaded
+                    .incomplete
+                    .iter()
+                    .map(|i| format!("not read whole: {i}")),
+            );
+            notes.extend(loaded.variant_note());
+            for n in &notes {
+                eprintln!("warning: {n}");
+            }
+            let snapshots: Vec<Snapshot> = loaded.snapshots().cloned().collect();
+            (snapshots, notes, dir.display().to_string())
+        }
+        None => {
+            let client = args.source.cluster.client().await?;
+            let (snapshot, missing) = live::snapshot(&client).await.map_err(|e| e.to_string())?;
+            let notes: Vec<String> = missing
+                .iter()
+                .map(|m| format!("the cluster does not serve {m}; treated as empty"))
+                .collect();
+            for n in &notes {
+                eprintln!("warning: {n}");
+            }
+            (vec![snapshot], notes, "the cluster".to_string())
+        }
+    };
+    // Where copies of an object disagree, the most cautious verdict over the combinations.
+    let verdicts = snapshots.iter().filter_map(|snapshot| {
+        let target = find(snapshot, kind, name)?;
+        Some(policy::evaluate(
+            snapshot,
+            target,
+            args.source.policy.into(),
+        ))
+    });
+    let mut verdict: Option<policy::Verdict> = None;
+    for v in verdicts {
+        let refused = !v.allowed;
+        if verdict.is_none() || refused {
+            verdict = Some(v);
+        }
+        if refused {
+            break;
+        }
+    }
+    let verdict = verdict.ok_or_else(|| {
+        let api = format!("{}s.", kind.cli_name());
+        let hint = notes
+            .iter()
+            .find(|n| n.contains(&api))
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default();
+        format!("{} \"{name}\" not found in {source}{hint}", kind.cli_name())
+    })?;
+    match args.output {
+        Output::Text => println!("{}", report::text(&verdict)),
+        Output::Json => {
+            let json = serde_json::to_string_pretty(&Report::new(&verdict, notes))
+                .map_err(|e| format!("encoding the report: {e}"))?;
+            println!("{json}");
+        }
+    }
+    Ok(verdict.allowed)
+}
+
+/// Reads a dump; one that could not be read whole is an error unless `allow_incomplete`.
+pub(super) fn read_dump(dir: &Path, allow_incomplete: bool) -> Result<dump::Loaded, String> {
+    let loaded = dump::load_dir(dir).map_err(|e| e.to_string())?;
+    if loaded.incomplete.is_empty() || allow_incomplete {
+        return Ok(loaded);
+    }
+    let mut msg = format!(
+        "{} is incomplete, so no verdict can say a deletion is safe; what could not be read:",
+        dir.display()
+    );
+    for i in &loaded.incomplete {
+        msg.push_str("\n  ");
+        msg.push_str(i);
+    }
+    msg.push_str("\nCollect it again (oc adm must-gather, or oc get ... -o yaml), or pass --allow-incomplete to decide on what could be read.");
+    Err(msg)
+}
+
+fn find<'a>(snapshot: &'a Snapshot, kind: TargetKind, name: &str) -> Option<Deletion<'a>> {
+    match kind {
+        TargetKind::MachineOSConfig => snapshot
+            .machine_os_config(name)
+            .map(Deletion::MachineOSConfig),
+        TargetKind::MachineOSBuild => snapshot
+            .machine_os_build(name)
+            .map(Deletion::MachineOSBuild),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        let ok = [
+            ("worker", TargetKind::MachineOSConfig, "worker"),
+            ("mosc/worker", TargetKind::MachineOSConfig, "worker"),
+            (
+                "machineosconfig/worker",
+                TargetKind::MachineOSConfig,
+                "worker",
+            ),
+            (
+                "MachineOSBuild/worker-1",
+                TargetKind::MachineOSBuild,
+                "worker-1",
+            ),
+            ("mosb/worker-1", TargetKind::MachineOSBuild, "worker-1"),
+        ];
+        for (t, kind, name) in ok {
+            assert_eq!(parse_target(t), Ok((kind, name)), "{t}");
+        }
+        for bad in ["pod/x", "mosc/", "", "mosc/a/b"] {
+            assert!(parse_target(bad).is_err(), "{bad}");
+        }
+    }
+}

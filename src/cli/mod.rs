@@ -1,0 +1,14 @@
+//! The command line: [`args`] is what clap parses; each subcommand has a module that validates
+//! its flags and wires the shells together for it.
+
+pub mod args;
+pub mod certs;
+pub mod check;
+pub mod release;
+pub mod serve;
+
+pub use args::{Cli, Command, LogFormat};
+pub use certs::certs;
+pub use check::check;
+pub use release::release_finalizers;
+pub use serve::serve;

@@ -1,0 +1,457 @@
+//! `serve`: the flags validated into a [`ServeConfig`] (where the rules between flags live),
+//! then the webhook wired from it: TLS, listeners, the caches or a dump, the reviewer, and in
+//! both modes the Lease-holder's finalizer controller.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::args::{ClusterArgs, ServeArgs};
+use crate::cli::check::read_dump;
+use crate::core::policy::PolicyMode;
+use crate::core::snapshot::Snapshot;
+use crate::defer::controller;
+use crate::defer::leader::{self, LeaseSettings};
+use crate::sources::caches::Caches;
+use crate::sources::view::{ClusterView, StaticView};
+use crate::telemetry::events::Events;
+use crate::telemetry::metrics::Metrics;
+use crate::webhook::cert_expiry;
+use crate::webhook::listener::{self, ConnectionLimits, Limits};
+use crate::webhook::review::{DeletionMode, Reviewer};
+use crate::webhook::routes::{self, Draining};
+use crate::webhook::tls::{CertFiles, ReloadingResolver};
+
+/// Where `serve` reads the cluster from.
+#[derive(Debug)]
+pub enum Source {
+    Live(ClusterArgs),
+    /// A dump, for tests and demos: no finalizer controller, nothing written.
+    Dir {
+        path: PathBuf,
+        allow_incomplete: bool,
+    },
+}
+
+/// `serve`'s flags, validated: durations as durations, the sources seam chosen, and the
+/// combinations that cannot work refused before anything starts.
+#[derive(Debug)]
+pub struct ServeConfig {
+    pub source: Source,
+    pub policy: PolicyMode,
+    pub deletion_mode: DeletionMode,
+    pub no_new_finalizers: bool,
+    pub listen: SocketAddr,
+    pub metrics_listen: Option<SocketAddr>,
+    pub certs: CertFiles,
+    pub client_ca: Option<PathBuf>,
+    pub tls_reload: Duration,
+    pub limits: Limits,
+    pub shutdown_delay: Duration,
+    pub confirm_timeout: Duration,
+    pub stale_after: Duration,
+    pub fence_wait: Duration,
+    pub lease_namespace: String,
+    pub lease_name: String,
+    pub identity: String,
+}
+
+/// A combination of `serve` flags that cannot work.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error(
+        "--deletion-mode defer needs --policy in-flight: under in-use a settled pool's \
+         MachineOSConfig would never be released (its nodes run the image until it is deleted)"
+    )]
+    DeferNeedsInFlight,
+    #[error(
+        "--deletion-mode defer needs a live cluster (the finalizer controller writes to it), not --from-dir"
+    )]
+    DeferNeedsLiveCluster,
+}
+
+impl TryFrom<ServeArgs> for ServeConfig {
+    type Error = ConfigError;
+
+    fn try_from(args: ServeArgs) -> Result<Self, ConfigError> {
+        let policy = PolicyMode::from(args.source.policy);
+        let defer = args.deletion_mode == DeletionMode::Defer;
+        if defer && policy == PolicyMode::InUse {
+            return Err(ConfigError::DeferNeedsInFlight);
+        }
+        if defer && args.source.from_dir.is_some() {
+            return Err(ConfigError::DeferNeedsLiveCluster);
+        }
+        if args.no_new_finalizers && !defer {
+            tracing::info!(
+                "--no-new-finalizers has no effect in deny mode: it never adds the finalizer"
+            );
+        }
+        let secs = |s: u64| Duration::from_secs(s);
+        let source = match args.source.from_dir {
+            Some(path) => Source::Dir {
+                path,
+                allow_incomplete: args.source.allow_incomplete,
+            },
+            None => Source::Live(args.source.cluster),
+        };
+        Ok(ServeConfig {
+            source,
+            policy,
+            deletion_mode: args.deletion_mode,
+            no_new_finalizers: args.no_new_finalizers,
+            listen: args.listen,
+            metrics_listen: args.metrics_listen,
+            certs: CertFiles {
+                cert: args.tls_cert_file,
+                key: args.tls_key_file,
+            },
+            client_ca: args.client_ca_file,
+            tls_reload: secs(args.tls_reload_interval.max(1)),
+            limits: Limits {
+                request_timeout: secs(args.request_timeout.max(1)),
+                shutdown_grace: secs(args.shutdown_grace),
+                header_read_timeout: secs(10),
+                connection: ConnectionLimits::default(),
+            },
+            shutdown_delay: secs(args.shutdown_delay),
+            confirm_timeout: secs(args.confirm_timeout.max(1)),
+            stale_after: secs(args.stale_after),
+            fence_wait: Duration::from_millis(args.fence_wait_ms),
+            lease_namespace: args.lease_namespace,
+            lease_name: args.lease_name,
+            identity: args.identity.unwrap_or_else(default_identity),
+        })
+    }
+}
+
+/// Runs the webhook until SIGTERM or Ctrl-C.
+pub async fn serve(args: ServeArgs) -> ExitCode {
+    let result = match ServeConfig::try_from(args) {
+        Ok(config) => run(config).await,
+        Err(e) => Err(e.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The two listeners and their TLS: the webhook's (with the client CA, if any) and the ops
+/// one's (probes and metrics; never a client certificate).
+struct Listeners {
+    webhook: (tokio::net::TcpListener, Arc<rustls::ServerConfig>),
+    ops: (Option<tokio::net::TcpListener>, Arc<rustls::ServerConfig>),
+}
+
+async fn run(config: ServeConfig) -> Result<(), String> {
+    let resolver = ReloadingResolver::load(config.certs.clone()).map_err(|e| e.to_string())?;
+    let plain_tls = Arc::new(resolver.server_config().map_err(|e| e.to_string())?);
+    let tls = match &config.client_ca {
+        Some(ca) => Arc::new(
+            resolver
+                .server_config_with_client_ca(ca)
+                .map_err(|e| e.to_string())?,
+        ),
+        None => Arc::clone(&plain_tls),
+    };
+    let ops_listener = match config.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("listening on {addr} (--metrics-listen): {e}"))?,
+        ),
+        None => None,
+    };
+    let _reloader = resolver.spawn_reloader(config.tls_reload);
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("listening on {}: {e}", config.listen))?;
+    tracing::info!(
+        listen = %config.listen,
+        policy = %config.policy,
+        deletion_mode = ?config.deletion_mode,
+        no_new_finalizers = config.no_new_finalizers,
+        "mosc-guard serving"
+    );
+    let metrics = Arc::new(Metrics::default());
+    let _expiry_gauge = cert_expiry::spawn_gauge(
+        Arc::clone(&resolver),
+        Arc::clone(&metrics),
+        config.tls_reload,
+    );
+    let listeners = Listeners {
+        webhook: (listener, tls),
+        ops: (ops_listener, plain_tls),
+    };
+    match &config.source {
+        Source::Live(cluster) => {
+            let client = cluster.client().await?;
+            run_live(&config, client, metrics, listeners).await;
+        }
+        Source::Dir {
+            path,
+            allow_incomplete,
+        } => {
+            let view = StaticView(Arc::new(load_static(path, *allow_incomplete)?));
+            let reviewer = Reviewer::new(view, config.policy, metrics, config.confirm_timeout);
+            serve_and_drain(Arc::new(reviewer), listeners, &config, shutdown_signal()).await;
+        }
+    }
+    Ok(())
+}
+
+/// Serving from the caches, with the Lease holder's finalizer controller: in defer mode it adds
+/// and releases the finalizer; in deny mode it only releases finalizers left from defer mode,
+/// so switching modes strands no MachineOSConfig.
+async fn run_live(
+    config: &ServeConfig,
+    client: kube::Client,
+    metrics: Arc<Metrics>,
+    listeners: Listeners,
+) {
+    let events = Events::new(client.clone(), &config.identity);
+    let caches =
+        Caches::start(client.clone(), config.stale_after).with_fence_wait(config.fence_wait);
+    let mut reviewer = Reviewer::new(
+        caches,
+        config.policy,
+        Arc::clone(&metrics),
+        config.confirm_timeout,
+    )
+    .with_deletion_mode(config.deletion_mode)
+    .with_events(events.clone());
+    if config.no_new_finalizers {
+        reviewer = reviewer.without_new_finalizers();
+    }
+    let reviewer = Arc::new(reviewer);
+    let shutdown = CancellationToken::new();
+    let settings = LeaseSettings::new(
+        config.lease_namespace.clone(),
+        config.lease_name.clone(),
+        config.identity.clone(),
+    );
+    let add = reviewer.adds_finalizers();
+    let election = {
+        let (reviewer, metrics) = (Arc::clone(&reviewer), Arc::clone(&metrics));
+        tokio::spawn(leader::run(
+            client.clone(),
+            settings,
+            Arc::clone(&metrics),
+            shutdown.clone(),
+            move |term| {
+                controller::run(
+                    client.clone(),
+                    Arc::clone(&reviewer),
+                    events.clone(),
+                    Arc::clone(&metrics),
+                    add,
+                    term,
+                )
+            },
+        ))
+    };
+    let signal = shutdown.clone();
+    serve_and_drain(reviewer, listeners, config, async move {
+        shutdown_signal().await;
+        // The controller stops and gives the Lease up at once; serving goes on.
+        signal.cancel();
+    })
+    .await;
+    // Stops the controller and gives the Lease up so another replica takes over at once.
+    if tokio::time::timeout(Duration::from_secs(15), election)
+        .await
+        .is_err()
+    {
+        tracing::warn!("leader election did not stop within 15 s");
+    }
+}
+
+/// Serves the webhook, and probes and metrics on the ops listener if there is one, until
+/// `signal`; then drains (`/readyz` 503 on both at once, connections still accepted for the
+/// shutdown delay, in-flight requests finished). The ops listener answers until the webhook
+/// server has stopped.
+async fn serve_and_drain<V: ClusterView>(
+    reviewer: Arc<Reviewer<V>>,
+    listeners: Listeners,
+    config: &ServeConfig,
+    signal: impl std::future::Future<Output = ()>,
+) {
+    let Listeners {
+        webhook: (listener, tls),
+        ops: (ops_listener, ops_tls),
+    } = listeners;
+    let limits = &config.limits;
+    let draining = Draining::default();
+    let ops_stop = CancellationToken::new();
+    let ops = async {
+        if let Some(ops_listener) = ops_listener {
+            let app = routes::ops_router(Arc::clone(&reviewer), draining.clone());
+            listener::serve(ops_listener, ops_tls, app, limits, ops_stop.cancelled()).await;
+        }
+    };
+    let app = routes::router_with_drain(
+        Arc::clone(&reviewer),
+        limits.request_timeout,
+        draining.clone(),
+    );
+    let drained = routes::drain_after(signal, draining.clone(), config.shutdown_delay);
+    let main = async {
+        listener::serve(listener, tls, app, limits, drained).await;
+        ops_stop.cancel();
+    };
+    tokio::join!(main, ops);
+}
+
+/// The identity outside a pod: host name and process id.
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "mosc-guard".to_string());
+    format!("{host}-{}", std::process::id())
+}
+
+/// The dump `serve --from-dir` decides from: one snapshot, so disagreeing copies (like an
+/// incomplete dump) need --allow-incomplete, and then the copy read last of each is served.
+fn load_static(dir: &Path, allow_incomplete: bool) -> Result<Snapshot, String> {
+    let loaded = read_dump(dir, allow_incomplete)?;
+    for w in loaded.warnings.iter().chain(&loaded.incomplete) {
+        tracing::warn!("{w}");
+    }
+    if let Some(note) = loaded.variant_note() {
+        if !allow_incomplete {
+            return Err(format!(
+                "{}: {note}, but serve --from-dir decides from one snapshot; pass --allow-incomplete \
+                 to serve the copy read last of each",
+                dir.display()
+            ));
+        }
+        tracing::warn!("{note}; serving the copy read last of each");
+    }
+    Ok(loaded.snapshot)
+}
+
+/// Resolves on SIGTERM (kubelet stopping the pod) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown signal received");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::args::{Cli, Command};
+
+    #[test]
+    fn client_ca_needs_a_metrics_listener_for_probes() {
+        use clap::Parser as _;
+        let base = [
+            "mosc-guard",
+            "serve",
+            "--tls-cert-file",
+            "c",
+            "--tls-key-file",
+            "k",
+        ];
+        let with = |extra: &[&str]| Cli::try_parse_from(base.iter().chain(extra));
+        assert!(with(&["--client-ca-file", "ca.crt"]).is_err());
+        let parsed = with(&[
+            "--client-ca-file",
+            "ca.crt",
+            "--metrics-listen",
+            "0.0.0.0:9443",
+        ])
+        .expect("both flags");
+        let Command::Serve(args) = parsed.command else {
+            panic!("serve expected");
+        };
+        assert_eq!(
+            args.metrics_listen,
+            Some("0.0.0.0:9443".parse().expect("addr"))
+        );
+        assert!(with(&["--metrics-listen", "0.0.0.0:9443"]).is_ok());
+    }
+
+    fn serve_args(extra: &[&str]) -> ServeArgs {
+        use clap::Parser as _;
+        let base = [
+            "mosc-guard",
+            "serve",
+            "--tls-cert-file",
+            "c",
+            "--tls-key-file",
+            "k",
+        ];
+        match Cli::try_parse_from(base.iter().chain(extra)).map(|c| c.command) {
+            Ok(Command::Serve(args)) => args,
+            other => panic!("serve expected: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defer_mode_needs_in_flight_and_a_live_cluster() {
+        let config = |extra: &[&str]| ServeConfig::try_from(serve_args(extra)).map(|_| ());
+        assert_eq!(
+            config(&["--deletion-mode", "defer", "--policy", "in-use"]),
+            Err(ConfigError::DeferNeedsInFlight)
+        );
+        assert_eq!(
+            config(&["--deletion-mode", "defer", "--from-dir", "/tmp"]),
+            Err(ConfigError::DeferNeedsLiveCluster)
+        );
+        assert_eq!(config(&["--deletion-mode", "defer"]), Ok(()));
+        assert_eq!(
+            config(&["--policy", "in-use", "--from-dir", "/tmp"]),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn durations_are_validated_into_the_config() {
+        let c = ServeConfig::try_from(serve_args(&[
+            "--request-timeout",
+            "0",
+            "--fence-wait-ms",
+            "250",
+        ]))
+        .expect("valid");
+        assert_eq!(
+            c.limits.request_timeout,
+            Duration::from_secs(1),
+            "at least a second"
+        );
+        assert_eq!(c.fence_wait, Duration::from_millis(250));
+        assert!(matches!(c.source, Source::Live(_)));
+        assert!(!c.identity.is_empty());
+    }
+}

@@ -1,0 +1,365 @@
+//! Words for verdicts: the denial an admin reads on `kubectl delete`, the warnings an
+//! override produces, and the refusal when the guard cannot verify.
+//!
+//! Every front end renders through here, so the webhook and `check` say the same thing.
+
+use std::fmt::Write;
+
+use crate::core::image::abbreviate;
+use crate::core::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
+use crate::core::policy::{
+    BlockReason, BlockingNode, PolicyMode, RollingPool, TargetKind, Verdict,
+};
+
+/// Nodes listed by name before "and N more".
+pub const MAX_LISTED_NODES: usize = 5;
+/// The API server truncates longer warnings.
+const MAX_WARNING_LEN: usize = 256;
+
+/// The message for a blocked deletion (the verdict must have blocking nodes).
+pub fn denial(v: &Verdict) -> String {
+    let n = v.blocking.len();
+    let kind = v.kind.cli_name();
+    let mut out = format!(
+        "{kind} \"{}\" cannot be deleted yet: {}.\n",
+        v.name,
+        headline(v)
+    );
+    for node in v.blocking.iter().take(MAX_LISTED_NODES) {
+        let _ = writeln!(out, "  {}", node_line(node));
+    }
+    if n > MAX_LISTED_NODES {
+        let _ = writeln!(out, "  and {} more", n - MAX_LISTED_NODES);
+    }
+    for pool in &v.rolling {
+        let _ = writeln!(out, "  {}", pool_line(pool));
+    }
+    let in_flight =
+        !v.rolling.is_empty() || v.blocking.iter().any(|b| b.reason == BlockReason::InFlight);
+    if in_flight {
+        let (images, nodes, fail) = match n {
+            0 => ("that image", "the pool's next node", "fails"),
+            1 => ("that image", "the node", "fails"),
+            _ => ("those images", "the nodes", "fail"),
+        };
+        let _ = writeln!(
+            out,
+            "Deleting it now removes {images} from the registry and {nodes} {fail} \"manifest unknown\" (the pool goes Degraded)."
+        );
+        let pools = pools(v);
+        if pools.is_empty() {
+            let _ = writeln!(
+                out,
+                "Wait until those nodes report state Done on that image, then delete again, or override with:"
+            );
+        } else if v.rolling.is_empty() {
+            let _ = writeln!(
+                out,
+                "Wait until `oc get mcp {pools}` shows UPDATED=True, then delete again, or override with:"
+            );
+        } else {
+            let rolling: Vec<&str> = v.rolling.iter().map(|p| p.pool.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "Wait until `oc get mcp {pools}` shows UPDATED=True with every machine updated, then delete again; \
+                 or stop the rollout first (`oc patch mcp {} --type merge -p '{{\"spec\":{{\"paused\":true}}}}'`) \
+                 and delete once the nodes already updating are done; or override with:",
+                rolling.join(" ")
+            );
+        }
+    } else {
+        let _ = writeln!(
+            out,
+            "Policy in-use blocks while any node runs an image built from it, so this deletion stays blocked until those nodes move to another image. Override with:"
+        );
+    }
+    let _ = write!(
+        out,
+        "  oc annotate {kind} {} {OVERRIDE_ANNOTATION}=\"<reason>\"",
+        v.name
+    );
+    out
+}
+
+/// Warnings returned when the override let a blocked deletion through.
+pub fn override_warnings(v: &Verdict) -> Vec<String> {
+    if !v.overridden() {
+        return Vec::new();
+    }
+    let mut warnings = vec![clip(format!(
+        "mosc-guard: {} \"{}\" deleted by override ({OVERRIDE_ANNOTATION}=\"{}\") although {}; expect \"manifest unknown\" and a Degraded pool",
+        v.kind.cli_name(),
+        v.name,
+        v.override_reason.as_deref().unwrap_or_default(),
+        headline(v)
+    ))];
+    warnings.extend(
+        v.blocking
+            .iter()
+            .take(MAX_LISTED_NODES)
+            .map(|b| clip(format!("mosc-guard: {}", node_line(b)))),
+    );
+    if v.blocking.len() > MAX_LISTED_NODES {
+        warnings.push(format!(
+            "mosc-guard: and {} more nodes",
+            v.blocking.len() - MAX_LISTED_NODES
+        ));
+    }
+    warnings.extend(
+        v.rolling
+            .iter()
+            .map(|p| clip(format!("mosc-guard: {}", pool_line(p)))),
+    );
+    if v.kind == TargetKind::MachineOSConfig {
+        // MCO's MOSC-delete path deletes each build's image before it tries the build: the
+        // guard refusing the builds' deletions does not keep their images.
+        warnings.push(
+            "mosc-guard: the images go all the same: MCO deletes each image from the registry before it tries to delete its MachineOSBuild, which mosc-guard keeps refusing while a node needs it (the builds stay behind)".to_string(),
+        );
+        warnings.push(clip(format!(
+            "mosc-guard: to let the builds go too: oc annotate machineosbuild -l {LABEL_MACHINE_OS_CONFIG}={} {OVERRIDE_ANNOTATION}=\"<reason>\"",
+            v.name
+        )));
+    }
+    warnings
+}
+
+/// The refusal when a would-be allow could not be confirmed against the API server.
+pub fn unverified(kind: TargetKind, name: &str, why: &str) -> String {
+    format!(
+        "{} \"{name}\" cannot be deleted right now: mosc-guard could not verify that no node still needs its images ({why}). \
+         The guard fails closed because deleting an image a node still needs degrades the pool. \
+         Retry in a moment; if the API server stays unreachable, override with: oc annotate {} {name} {OVERRIDE_ANNOTATION}=\"<reason>\"",
+        kind.cli_name(),
+        kind.cli_name()
+    )
+}
+
+/// The warning when the override lets through a deletion the guard could not verify.
+pub fn unverified_override(kind: TargetKind, name: &str, why: &str, reason: &str) -> String {
+    clip(format!(
+        "mosc-guard: {} \"{name}\" deleted by override ({OVERRIDE_ANNOTATION}=\"{reason}\") without verification: {why}",
+        kind.cli_name()
+    ))
+}
+
+/// The warning kubectl prints when defer mode accepts a deletion that nodes still block.
+pub fn deferred(v: &Verdict) -> String {
+    clip(format!(
+        "mosc-guard: deletion of {} \"{}\" deferred: {} ({}); it completes when the rollout settles",
+        v.kind.cli_name(),
+        v.name,
+        headline(v),
+        node_names(v, 3)
+    ))
+}
+
+/// The note of the DeletionDeferred Event: which nodes the finalizer waits for.
+pub fn deferred_note(v: &Verdict) -> String {
+    let mut out = format!(
+        "Deletion deferred: {}; mosc-guard releases its finalizer ({}) when the rollout settles.",
+        headline(v),
+        crate::core::finalizer::FINALIZER
+    );
+    for node in v.blocking.iter().take(MAX_LISTED_NODES) {
+        let _ = write!(out, "\n  {}", node_line(node));
+    }
+    if v.blocking.len() > MAX_LISTED_NODES {
+        let _ = write!(out, "\n  and {} more", v.blocking.len() - MAX_LISTED_NODES);
+    }
+    for pool in &v.rolling {
+        let _ = write!(out, "\n  {}", pool_line(pool));
+    }
+    out
+}
+
+/// The note of the DeletionReleased Event.
+pub fn released_note(overridden_by: Option<&str>) -> String {
+    match overridden_by {
+        Some(reason) => format!(
+            "Finalizer {} released by override ({OVERRIDE_ANNOTATION}=\"{reason}\"); the deletion completes now",
+            crate::core::finalizer::FINALIZER
+        ),
+        None => format!(
+            "No node still needs its images; finalizer {} released and the deletion completes now",
+            crate::core::finalizer::FINALIZER
+        ),
+    }
+}
+
+/// Added to a denial in defer mode when the object does not carry the finalizer (created
+/// before mosc-guard and not adopted yet, or `--no-new-finalizers`), so it cannot wait.
+pub fn not_deferrable() -> String {
+    format!(
+        "\n(mosc-guard runs in defer mode, but this object does not carry the finalizer {} yet, so its deletion cannot be deferred; it is added within seconds unless mosc-guard is draining with --no-new-finalizers.)",
+        crate::core::finalizer::FINALIZER
+    )
+}
+
+/// Added to a refusal of an UPDATE that takes the finalizer off a MachineOSConfig being deleted.
+pub fn finalizer_release() -> String {
+    format!(
+        "\n(This update removes the finalizer {} from a MachineOSConfig being deleted, which completes its deletion now. mosc-guard releases it by itself when the rollout settles; `mosc-guard release-finalizers --force` or the override annotation release it earlier.)",
+        crate::core::finalizer::FINALIZER
+    )
+}
+
+/// "a, b, c and 2 more", or the rolling pools when no node blocks.
+fn node_names(v: &Verdict, max: usize) -> String {
+    if v.blocking.is_empty() {
+        let pools: Vec<String> = v
+            .rolling
+            .iter()
+            .map(|p| format!("pool {}", p.pool))
+            .collect();
+        return pools.join(", ");
+    }
+    let names: Vec<&str> = v
+        .blocking
+        .iter()
+        .take(max)
+        .map(|b| b.node.as_str())
+        .collect();
+    let mut out = names.join(", ");
+    if v.blocking.len() > max {
+        let _ = write!(out, " and {} more", v.blocking.len() - max);
+    }
+    out
+}
+
+/// How the images of a target are named in sentences.
+pub fn images_phrase(kind: TargetKind) -> &'static str {
+    match kind {
+        TargetKind::MachineOSConfig => "an image built from it",
+        TargetKind::MachineOSBuild => "its image",
+    }
+}
+
+fn headline(v: &Verdict) -> String {
+    let n = v.blocking.len();
+    if n == 0 && !v.rolling.is_empty() {
+        let pools: Vec<&str> = v.rolling.iter().map(|p| p.pool.as_str()).collect();
+        let (noun, verb) = if pools.len() == 1 {
+            ("pool", "is")
+        } else {
+            ("pools", "are")
+        };
+        return format!(
+            "{noun} {} {verb} still rolling out {}",
+            pools.join(", "),
+            images_phrase(v.kind)
+        );
+    }
+    let nodes = if n == 1 { "node" } else { "nodes" };
+    let verb = match (n == 1, v.mode) {
+        (true, PolicyMode::InFlight) => "still needs",
+        (false, PolicyMode::InFlight) => "still need",
+        (true, PolicyMode::InUse) => "still needs or runs",
+        (false, PolicyMode::InUse) => "still need or run",
+    };
+    let what = images_phrase(v.kind);
+    let policy = match v.mode {
+        PolicyMode::InFlight => "",
+        PolicyMode::InUse => " (policy in-use)",
+    };
+    format!("{n} {nodes} {verb} {what}{policy}")
+}
+
+fn pool_line(p: &RollingPool) -> String {
+    let status = match (p.updated_machines, p.machines) {
+        (Some(u), Some(m)) => format!(" (pool status: {u} of {m} machines updated)"),
+        _ => String::new(),
+    };
+    let image = abbreviate(&p.image);
+    let next = match (p.pending_nodes, p.next_nodes.as_slice()) {
+        (_, []) => String::new(),
+        (Some(n), names) if n > names.len() => {
+            format!(": {} and {} more", names.join(", "), n - names.len())
+        }
+        (_, names) => format!(": {}", names.join(", ")),
+    };
+    match p.pending_nodes {
+        Some(1) => format!(
+            "pool {} is rolling out {image}{status}: 1 node does not run it yet{next}; MCO updates it next",
+            p.pool
+        ),
+        Some(n) => format!(
+            "pool {} is rolling out {image}{status}: {n} nodes do not run it yet{next}; MCO updates them one after another",
+            p.pool
+        ),
+        // Decided from the index's candidates: some node of the pool is known not to run it.
+        None => format!(
+            "pool {} is rolling out {image}{status}; MCO updates its nodes one after another",
+            p.pool
+        ),
+    }
+}
+
+fn node_line(b: &BlockingNode) -> String {
+    let pool = b.pool.as_deref().unwrap_or("<none>");
+    let state = b.state.as_deref().unwrap_or("<none>");
+    let show = |s: &Option<String>| s.as_deref().map_or("<none>".to_string(), abbreviate);
+    match b.reason {
+        BlockReason::InFlight => format!(
+            "{} (pool {pool}, state {state}): desired {}, current {}",
+            b.node,
+            show(&b.desired_image),
+            show(&b.current_image)
+        ),
+        BlockReason::InUse => format!(
+            "{} (pool {pool}, state {state}): runs {}",
+            b.node,
+            show(&b.current_image)
+        ),
+    }
+}
+
+/// Distinct pools of the blocking nodes, for the `oc get mcp` hint.
+fn pools(v: &Verdict) -> String {
+    let mut pools: Vec<&str> = v
+        .blocking
+        .iter()
+        .filter_map(|b| b.pool.as_deref())
+        .chain(v.rolling.iter().map(|p| p.pool.as_str()))
+        .collect();
+    pools.sort_unstable();
+    pools.dedup();
+    pools.join(" ")
+}
+
+fn clip(s: String) -> String {
+    clip_to(s, MAX_WARNING_LEN)
+}
+
+/// `s` cut to at most `max` bytes on a character boundary, marked with "...".
+pub fn clip_to(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max.saturating_sub(3);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str("...");
+    }
+    s
+}
+
+/// A string from a request for a log field: as it is, except control characters (newlines,
+/// ANSI escape sequences' ESC), which are written escaped (`\n`, `\u{1b}`).
+pub struct Printable<'a>(pub &'a str);
+
+impl std::fmt::Display for Printable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        for c in self.0.chars() {
+            if c.is_control() {
+                for e in c.escape_default() {
+                    f.write_char(e)?;
+                }
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}

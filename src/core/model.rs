@@ -1,0 +1,388 @@
+//! Typed views of the MCO objects mosc-guard reads.
+//!
+//! Only the fields the policy uses are modelled; every field is optional and unknown
+//! fields are ignored, so a newer MCO (or a trimmed must-gather) still deserializes.
+//! Nodes are read as metadata only: the annotations MCO writes are all we need.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::core::{ClusterResourceScope, Resource};
+use serde::{Deserialize, Serialize};
+
+/// API group of every MCO object we read.
+pub const GROUP: &str = "machineconfiguration.openshift.io";
+/// API version of every MCO object we read.
+pub const VERSION: &str = "v1";
+
+/// Node annotations written by the MCO node controller and daemon.
+pub mod node_annotations {
+    /// Digested pull spec the node should boot.
+    pub const DESIRED_IMAGE: &str = "machineconfiguration.openshift.io/desiredImage";
+    /// Digested pull spec the node has booted.
+    pub const CURRENT_IMAGE: &str = "machineconfiguration.openshift.io/currentImage";
+    /// Done | Working | Degraded | Unreconcilable | Rebooting.
+    pub const STATE: &str = "machineconfiguration.openshift.io/state";
+}
+
+/// Label MCO puts on every MachineOSBuild, naming its MachineOSConfig.
+pub const LABEL_MACHINE_OS_CONFIG: &str = "machineconfiguration.openshift.io/machine-os-config";
+/// Label MCO puts on every MachineOSBuild, naming the pool it was built for.
+pub const LABEL_TARGET_POOL: &str = "machineconfiguration.openshift.io/target-machine-config-pool";
+/// Node label kubelet sets to the node's operating system; MCO manages no `windows` node.
+pub const LABEL_NODE_OS: &str = "kubernetes.io/os";
+/// Annotation on a MachineOSConfig naming its current MachineOSBuild.
+pub const ANNOTATION_CURRENT_MOSB: &str =
+    "machineconfiguration.openshift.io/current-machine-os-build";
+/// Annotation an admin sets (with a reason) to let a blocked deletion through.
+pub const OVERRIDE_ANNOTATION: &str = "mosc-guard.dev/allow-deletion";
+
+/// `{name: ...}` reference used throughout the MCO API.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct NameRef {
+    #[serde(default)]
+    pub name: String,
+}
+
+/// MachineOSConfig: opts one pool into image mode.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct MachineOSConfig {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: MachineOSConfigSpec,
+    #[serde(default)]
+    pub status: MachineOSConfigStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineOSConfigSpec {
+    #[serde(default)]
+    pub machine_config_pool: Option<NameRef>,
+    #[serde(default)]
+    pub rendered_image_push_spec: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineOSConfigStatus {
+    #[serde(default)]
+    pub current_image_pull_spec: Option<String>,
+    #[serde(default, rename = "machineOSBuild")]
+    pub machine_os_build: Option<NameRef>,
+}
+
+/// MachineOSBuild: one image build for one (MachineOSConfig, rendered config).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct MachineOSBuild {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: MachineOSBuildSpec,
+    #[serde(default)]
+    pub status: MachineOSBuildStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineOSBuildSpec {
+    #[serde(default, rename = "machineOSConfig")]
+    pub machine_os_config: Option<NameRef>,
+    /// The rendered MachineConfig it was built from.
+    #[serde(default)]
+    pub machine_config: Option<NameRef>,
+    /// `<repo>:<mosb-name>`: the tag MCO deletes the image by.
+    #[serde(default)]
+    pub rendered_image_push_spec: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineOSBuildStatus {
+    #[serde(default)]
+    pub digested_image_push_spec: Option<String>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// MachineConfigPool: names the pool a node belongs to, and says whether MCO is still
+/// rolling it out.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct MachineConfigPool {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: MachineConfigPoolSpec,
+    #[serde(default)]
+    pub status: MachineConfigPoolStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineConfigPoolSpec {
+    #[serde(default)]
+    pub node_selector: Option<LabelSelector>,
+    #[serde(default)]
+    pub paused: Option<bool>,
+    /// The rendered MachineConfig the pool targets (MCO's render controller sets it).
+    #[serde(default)]
+    pub configuration: Option<NameRef>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineConfigPoolStatus {
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    #[serde(default)]
+    pub machine_count: Option<i64>,
+    #[serde(default)]
+    pub updated_machine_count: Option<i64>,
+}
+
+/// One entry of `status.conditions` (only what the policy reads).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct Condition {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+}
+
+impl MachineOSConfig {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.uid`, when the object carries one (every object a cluster serves does).
+    pub fn uid(&self) -> Option<&str> {
+        self.metadata.uid.as_deref().filter(|u| !u.is_empty())
+    }
+
+    /// `status.currentImagePullSpec` as written (MCO compares it as an exact string).
+    pub fn current_image(&self) -> Option<&str> {
+        self.status
+            .current_image_pull_spec
+            .as_deref()
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The pool it opts into image mode (its name must equal the pool's; the spec says which).
+    pub fn pool_name(&self) -> &str {
+        self.spec
+            .machine_config_pool
+            .as_ref()
+            .map_or_else(|| self.name(), |p| p.name.as_str())
+    }
+
+    /// Name of the MachineOSBuild MOSC status (or MCO's annotation) calls current.
+    pub fn current_build_name(&self) -> Option<&str> {
+        self.status
+            .machine_os_build
+            .as_ref()
+            .map(|r| r.name.as_str())
+            .filter(|n| !n.is_empty())
+            .or_else(|| annotation(&self.metadata, ANNOTATION_CURRENT_MOSB))
+    }
+}
+
+impl MachineOSBuild {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// True when this build belongs to the named MachineOSConfig, by spec or by label
+    /// (MCO itself finds a config's builds by the label).
+    pub fn belongs_to(&self, mosc: &str) -> bool {
+        self.config_by_spec() == Some(mosc) || self.config_label() == Some(mosc)
+    }
+
+    /// `spec.machineOSConfig.name`.
+    pub fn config_by_spec(&self) -> Option<&str> {
+        self.spec
+            .machine_os_config
+            .as_ref()
+            .map(|r| r.name.as_str())
+            .filter(|n| !n.is_empty())
+    }
+
+    /// The `machine-os-config` label: without it MCO's MOSB-delete handler deletes no image.
+    pub fn config_label(&self) -> Option<&str> {
+        label(&self.metadata, LABEL_MACHINE_OS_CONFIG)
+    }
+
+    /// The `target-machine-config-pool` label.
+    pub fn pool_label(&self) -> Option<&str> {
+        label(&self.metadata, LABEL_TARGET_POOL)
+    }
+
+    /// `spec.machineConfig.name`: the rendered config it was built from.
+    pub fn rendered_config(&self) -> Option<&str> {
+        self.spec
+            .machine_config
+            .as_ref()
+            .map(|r| r.name.as_str())
+            .filter(|n| !n.is_empty())
+    }
+
+    /// Whether condition `Failed` or `Interrupted` is True: the build ended without an image.
+    pub fn failed(&self) -> bool {
+        self.status
+            .conditions
+            .iter()
+            .any(|c| (c.type_ == "Failed" || c.type_ == "Interrupted") && c.status == "True")
+    }
+
+    /// The uid of its controller ownerReference (`metav1.GetControllerOf`).
+    pub fn controller_uid(&self) -> Option<&str> {
+        self.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.uid.as_str())
+    }
+
+    /// Whether an ownerReference names `uid`: the garbage collector deletes the build once
+    /// its owners are gone.
+    pub fn owned_by(&self, uid: &str) -> bool {
+        self.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == uid)
+    }
+
+    /// Whether every ownerReference names `uid` (and there is one): once that owner is gone
+    /// the garbage collector deletes the build.
+    pub fn only_owner_is(&self, uid: &str) -> bool {
+        let mut owners = self.metadata.owner_references.iter().flatten().peekable();
+        owners.peek().is_some() && owners.all(|o| o.uid == uid)
+    }
+}
+
+impl MachineConfigPool {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// Whether the pool is paused: MCO then sends no further node to a new config or image
+    /// (nodes it already sent keep updating).
+    pub fn is_paused(&self) -> bool {
+        self.spec.paused == Some(true)
+    }
+
+    /// `spec.configuration.name`: the rendered config the pool targets, when known.
+    pub fn rendered_config(&self) -> Option<&str> {
+        self.spec
+            .configuration
+            .as_ref()
+            .map(|r| r.name.as_str())
+            .filter(|n| !n.is_empty())
+    }
+}
+
+/// A non-empty annotation value.
+pub fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    non_empty(meta.annotations.as_ref(), key)
+}
+
+/// A non-empty label value.
+pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    non_empty(meta.labels.as_ref(), key)
+}
+
+fn non_empty<'a>(map: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
+    trimmed(map.and_then(|m| m.get(key)).map(String::as_str))
+}
+
+/// A value without surrounding whitespace, `None` when empty.
+pub(crate) fn trimmed(value: Option<&str>) -> Option<&str> {
+    value.map(str::trim).filter(|v| !v.is_empty())
+}
+
+/// The override reason, if an admin set one on the object being deleted.
+pub fn override_reason(meta: &ObjectMeta) -> Option<&str> {
+    annotation(meta, OVERRIDE_ANNOTATION)
+}
+
+/// Implements `kube::Resource` for a cluster-scoped MCO kind, so `kube::Api` and the
+/// reflectors can list and watch it without a generated client.
+macro_rules! mco_resource {
+    ($ty:ty, $kind:literal, $plural:literal) => {
+        impl Resource for $ty {
+            type DynamicType = ();
+            type Scope = ClusterResourceScope;
+
+            fn kind(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($kind)
+            }
+            fn group(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(GROUP)
+            }
+            fn version(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(VERSION)
+            }
+            fn plural(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($plural)
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+mco_resource!(MachineOSConfig, "MachineOSConfig", "machineosconfigs");
+mco_resource!(MachineOSBuild, "MachineOSBuild", "machineosbuilds");
+mco_resource!(MachineConfigPool, "MachineConfigPool", "machineconfigpools");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_and_missing_fields_are_tolerated() {
+        let mosc: MachineOSConfig = serde_json::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineOSConfig",
+            "metadata": {"name": "worker"},
+            "spec": {"machineConfigPool": {"name": "worker"}, "imageBuilder": {"imageBuilderType": "Job"}},
+            "status": {"somethingNew": [1, 2]}
+        }))
+        .expect("tolerant decode");
+        assert_eq!(mosc.name(), "worker");
+        assert!(mosc.status.current_image_pull_spec.is_none());
+        let empty: MachineOSBuild = serde_json::from_value(json!({})).expect("empty object");
+        assert_eq!(empty.name(), "");
+    }
+
+    #[test]
+    fn build_membership_by_spec_or_label() {
+        let by_label: MachineOSBuild = serde_json::from_value(json!({
+            "metadata": {"name": "b", "labels": {LABEL_MACHINE_OS_CONFIG: "worker"}}
+        }))
+        .expect("decode");
+        let by_spec: MachineOSBuild = serde_json::from_value(json!({
+            "metadata": {"name": "b"}, "spec": {"machineOSConfig": {"name": "worker"}}
+        }))
+        .expect("decode");
+        assert!(by_label.belongs_to("worker") && by_spec.belongs_to("worker"));
+        assert!(!by_label.belongs_to("infra"));
+    }
+
+    #[test]
+    fn blank_override_is_not_an_override() {
+        let meta = ObjectMeta {
+            annotations: Some([(OVERRIDE_ANNOTATION.to_string(), "  ".to_string())].into()),
+            ..Default::default()
+        };
+        assert_eq!(override_reason(&meta), None);
+    }
+}

@@ -1,0 +1,148 @@
+//! What a deletion removes from the registry, as MCO's machine-os-builder decides it.
+//!
+//! The guard protects exactly those images, no more: an image MCO keeps can degrade no node,
+//! and guarding it anyway turns into a refusal that never ends (nothing will ever delete it).
+//!
+//! - A MachineOSConfig's deletion deletes the builds it controls (MCO's `deleteMachineOSConfig`:
+//!   the `machine-os-config` and `target-machine-config-pool` labels, then
+//!   `metav1.IsControlledBy`, the controller ownerReference's uid) and the builds the garbage
+//!   collector deletes once it is gone (an ownerReference to its uid and no other owner); the
+//!   MOSB-delete handler deletes their images, if they carry the `machine-os-config` label
+//!   (`deleteBuilderForMachineOSBuild` deletes none without it).
+//! - A MachineOSBuild's deletion deletes its image, under the same label condition.
+//! - MCO deletes an image by its tag (`spec.renderedImagePushSpec`, `<repo>:<mosb-name>`): the
+//!   registry resolves the tag and deletes that digest, with every other tag on it. The tag
+//!   points at the build's `status.digestedImagePushSpec` once it is built; before that (a
+//!   same-name rebuild) it still points at the previous build of that name, which is the
+//!   MachineOSConfig's current image when the config names this build as current.
+//! - A build that no longer exists has nothing left for MCO to delete.
+
+use std::collections::HashMap;
+
+use crate::core::image::ImageKey;
+use crate::core::model::{MachineOSBuild, MachineOSConfig};
+use crate::core::snapshot::Snapshot;
+
+use super::GuardedImage;
+
+/// The images a deletion would remove, and how to recognise them on nodes.
+#[derive(Default)]
+pub(super) struct Guard {
+    exact: HashMap<ImageKey, GuardedImage>,
+}
+
+impl Guard {
+    pub(super) fn is_empty(&self) -> bool {
+        self.exact.is_empty()
+    }
+
+    /// Digest hex of every image, or `None` if one has no digest.
+    pub(super) fn digests<C: FromIterator<String>>(&self) -> Option<C> {
+        self.exact
+            .keys()
+            .map(|k| k.digest_hex().map(str::to_string))
+            .collect()
+    }
+
+    /// The images, sorted by pull spec.
+    pub(super) fn listed(&self) -> Vec<GuardedImage> {
+        let mut images: Vec<_> = self.exact.values().cloned().collect();
+        images.sort_by(|a, b| a.image.cmp(&b.image));
+        images
+    }
+
+    fn add(&mut self, spec: &str, build: &str) {
+        let spec = spec.trim();
+        if spec.is_empty() {
+            return;
+        }
+        self.exact
+            .entry(ImageKey::parse(spec))
+            .or_insert_with(|| GuardedImage {
+                image: spec.to_string(),
+                machine_os_build: Some(build.to_string()),
+            });
+    }
+
+    /// The guarded image `spec` is (registry identity, see [`crate::core::image`]), if any. Nodes
+    /// almost always carry the exact text the build recorded, so that is tried before parsing.
+    pub(super) fn find(&self, spec: &str) -> Option<&GuardedImage> {
+        let spec = spec.trim();
+        self.exact
+            .values()
+            .find(|g| g.image == spec)
+            .or_else(|| self.exact.get(&ImageKey::parse(spec)))
+    }
+}
+
+/// The images deleting `mosc` removes: those of the builds it deletes.
+pub(super) fn of_config(snapshot: &Snapshot, mosc: &MachineOSConfig) -> Guard {
+    let mut guard = Guard::default();
+    for build in deleted_with(snapshot, mosc) {
+        if build.config_label().is_some()
+            && let Some(image) = tag_target(build, Some(mosc))
+        {
+            guard.add(image, build.name());
+        }
+    }
+    guard
+}
+
+/// The image deleting `mosb` removes (none without the `machine-os-config` label).
+pub(super) fn of_build(snapshot: &Snapshot, mosb: &MachineOSBuild) -> Guard {
+    let mut guard = Guard::default();
+    if let Some(config) = mosb.config_label() {
+        let config = snapshot.machine_os_config(config);
+        if let Some(image) = tag_target(mosb, config) {
+            guard.add(image, mosb.name());
+        }
+    }
+    guard
+}
+
+/// The builds that go with `mosc`: the ones MCO's cleanup deletes and the ones the garbage
+/// collector deletes. A config without a uid (a hand-written file) cannot be matched by
+/// ownerReference, so every build that names it counts, as 4.19's cleanup deletes them.
+pub fn deleted_with<'s>(
+    snapshot: &'s Snapshot,
+    mosc: &MachineOSConfig,
+) -> impl Iterator<Item = &'s MachineOSBuild> {
+    let uid = mosc.uid().map(str::to_string);
+    let (name, pool) = (mosc.name().to_string(), mosc.pool_name().to_string());
+    snapshot
+        .machine_os_builds
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(move |b| match uid.as_deref() {
+            Some(uid) => controlled_by(b, &name, &pool, uid) || b.only_owner_is(uid),
+            None => b.belongs_to(&name),
+        })
+}
+
+/// MCO's cleanup selection: `MachineOSBuildForPoolSelector` (both labels), then
+/// `metav1.IsControlledBy` (a recreated config of the same name keeps its own builds).
+fn controlled_by(build: &MachineOSBuild, config: &str, pool: &str, uid: &str) -> bool {
+    build.config_label() == Some(config)
+        && build.pool_label() == Some(pool)
+        && build.controller_uid() == Some(uid)
+}
+
+/// The image a build's tag points at, as far as the objects show: its own digest once built;
+/// before that, the config's current image when the config names this build as current (a
+/// same-name rebuild: the tag still points at the previous build of that name).
+fn tag_target<'a>(
+    build: &'a MachineOSBuild,
+    config: Option<&'a MachineOSConfig>,
+) -> Option<&'a str> {
+    let own = build
+        .status
+        .digested_image_push_spec
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    own.or_else(|| {
+        config
+            .filter(|c| c.current_build_name() == Some(build.name()))
+            .and_then(MachineOSConfig::current_image)
+    })
+}

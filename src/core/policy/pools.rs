@@ -1,0 +1,246 @@
+//! Which pool a node is in, and the pool rule: a pool MCO has not finished rolling out.
+//!
+//! Membership is MCO's own (`pkg/helpers/helpers.go`, `ListPools` and `GetPoolsForNode`), because
+//! the pool rule must count exactly the nodes MCO's node controller will update next:
+//! - a node labelled `kubernetes.io/os=windows` is in no pool (WMCO manages it, MCO never does);
+//! - a pool whose selector has no requirements selects no node (`selector.Empty()`);
+//! - an invalid selector on any pool makes `ListPools` fail for every node: MCO then updates none;
+//! - of the pools that select a node: two or more custom pools (neither `master` nor `worker`)
+//!   mean no pool; one custom pool and `master` mean `master`; one custom pool means that pool;
+//!   otherwise `master`, otherwise `worker`.
+
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use crate::core::model::{LABEL_NODE_OS, MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use crate::core::node::NodeImages;
+use crate::core::node::NodeMeta;
+use crate::core::selector::{self, Checked};
+use crate::core::snapshot::Snapshot;
+
+use super::images::Guard;
+use super::memo::{Memo, StrId};
+use super::{Deletion, GuardedImage, RollingPool};
+
+/// Pending nodes a [`RollingPool`] names (the rest are counted).
+pub const NAMED_NEXT_NODES: usize = 5;
+
+const MASTER: &str = "master";
+const WORKER: &str = "worker";
+
+/// The pools of a snapshot, ready to place nodes as MCO does.
+pub struct Membership<'p> {
+    /// Pools with a selector that selects something.
+    pools: Vec<(&'p MachineConfigPool, &'p LabelSelector)>,
+    /// Set when some pool's selector is invalid: MCO then places no node at all.
+    invalid: bool,
+}
+
+impl<'p> Membership<'p> {
+    pub fn new(pools: &'p [Arc<MachineConfigPool>]) -> Self {
+        let mut invalid = false;
+        let mut usable = Vec::new();
+        for pool in pools {
+            let Some(sel) = pool.spec.node_selector.as_ref() else {
+                continue; // nil selects nothing (`labels.Nothing()`)
+            };
+            match selector::check(sel) {
+                Checked::Invalid(_) => invalid = true,
+                Checked::Empty => {}
+                Checked::Valid => usable.push((pool.as_ref(), sel)),
+            }
+        }
+        Membership {
+            pools: usable,
+            invalid,
+        }
+    }
+
+    /// The node's pool as `GetPrimaryPoolForNode` returns it; `None` for a node MCO does not
+    /// manage.
+    pub fn primary(&self, node: &NodeMeta) -> Option<&'p str> {
+        if self.invalid || node.label(LABEL_NODE_OS) == Some("windows") {
+            return None;
+        }
+        let (mut master, mut worker) = (false, false);
+        let mut custom: Option<&'p str> = None;
+        let mut customs = 0;
+        for (pool, sel) in &self.pools {
+            if !selector::matches(sel, node) {
+                continue;
+            }
+            match pool.name() {
+                MASTER => master = true,
+                WORKER => worker = true,
+                name => {
+                    customs += 1;
+                    custom = Some(name);
+                }
+            }
+        }
+        match (customs, master, worker) {
+            (2.., _, _) => None,
+            (1, true, _) => Some(MASTER),
+            (1, false, _) => custom,
+            (_, true, _) => Some(MASTER),
+            (_, false, true) => Some(WORKER),
+            _ => None,
+        }
+    }
+
+    /// Whether `pool` is the node's pool, testing that pool's own selector first (cheap, and
+    /// false for most nodes of a cluster with several pools).
+    pub fn is_member(&self, node: &NodeMeta, pool: &str) -> bool {
+        let own = self.pools.iter().find(|(p, _)| p.name() == pool);
+        match own {
+            Some((_, sel)) if selector::matches(sel, node) => self.primary(node) == Some(pool),
+            _ => false,
+        }
+    }
+}
+
+/// The node labels membership reads: the keys of the pools' selectors and the OS label. A node
+/// kept with only these is placed exactly as with all of its labels.
+pub fn membership_labels(pools: &[Arc<MachineConfigPool>]) -> std::collections::BTreeSet<&str> {
+    pools
+        .iter()
+        .filter_map(|p| p.spec.node_selector.as_ref())
+        .flat_map(selector::keys)
+        .chain([LABEL_NODE_OS])
+        .collect()
+}
+
+/// Pools MCO has not finished rolling out (see [`RollingPool`]) to a guarded image.
+pub(super) fn rolling_pools(
+    snapshot: &Snapshot,
+    target: Deletion<'_>,
+    guard: &Guard,
+    members: &Membership<'_>,
+) -> Vec<RollingPool> {
+    let mut rolling: Vec<RollingPool> = rolling_targets(snapshot, target, guard)
+        .into_iter()
+        // Only a node of the pool that has not reached the image makes MCO target it again;
+        // 4.20 reports `Updating` also while a new build runs or after one failed, with every
+        // node on this image, and still `Updated` for a moment after the config points at a
+        // new image, so the pool's status decides nothing here.
+        .filter_map(|(pool, current, image)| {
+            let pending = pending_nodes(snapshot, pool, current, members);
+            (pending.count > 0).then(|| RollingPool {
+                pool: pool.name().to_string(),
+                image: image.image,
+                pending_nodes: Some(pending.count),
+                next_nodes: pending.first,
+                updated_machines: pool.status.updated_machine_count,
+                machines: pool.status.machine_count,
+            })
+        })
+        .collect();
+    rolling.sort_by(|a, b| a.pool.cmp(&b.pool));
+    rolling
+}
+
+/// Pools not paused whose MachineOSConfig's current image is guarded and which MCO may still
+/// roll it out to: each with that image as the config spells it and as the guard lists it.
+/// The MachineOSConfig being deleted is taken from the request, the others from the snapshot.
+/// Reads no node.
+pub(super) fn rolling_targets<'s>(
+    snapshot: &'s Snapshot,
+    target: Deletion<'s>,
+    guard: &Guard,
+) -> Vec<(&'s MachineConfigPool, &'s str, GuardedImage)> {
+    if guard.is_empty() {
+        return Vec::new();
+    }
+    let target_config = match target {
+        Deletion::MachineOSConfig(m) => Some(m),
+        Deletion::MachineOSBuild(_) => None,
+    };
+    // MCO's `getConfigAndBuild`: the config whose `spec.machineConfigPool.name` is the pool.
+    let config_of = |pool: &str| {
+        target_config.filter(|m| m.pool_name() == pool).or_else(|| {
+            snapshot
+                .machine_os_configs
+                .iter()
+                .map(Arc::as_ref)
+                .find(|m| m.pool_name() == pool)
+        })
+    };
+    snapshot
+        .pools
+        .iter()
+        .filter(|p| !p.is_paused())
+        .filter_map(|p| {
+            let config = config_of(p.name())?;
+            let current = config.current_image()?;
+            let image = guard.find(current)?;
+            (!build_failed(p, config, &snapshot.machine_os_builds))
+                .then(|| (p.as_ref(), current, image.clone()))
+        })
+        .collect()
+}
+
+/// Whether the build of `config` for the pool's current rendered config has failed (or was
+/// interrupted): MCO's `canLayeredContinue` then stops the rollout ("Image build failed"), and
+/// the config's current image, from an earlier rendered config, is sent to no further node.
+/// Anything less certain (no such build, one still running, fields missing) keeps the rule.
+fn build_failed(
+    pool: &MachineConfigPool,
+    config: &MachineOSConfig,
+    builds: &[Arc<MachineOSBuild>],
+) -> bool {
+    let Some(rendered) = pool.rendered_config() else {
+        return false;
+    };
+    let mut for_config = builds
+        .iter()
+        .filter(|b| {
+            b.config_by_spec() == Some(config.name()) && b.rendered_config() == Some(rendered)
+        })
+        .peekable();
+    for_config.peek().is_some() && for_config.all(|b| b.failed())
+}
+
+/// The nodes of a pool that do not run an image: how many, and the first few by name.
+struct Pending {
+    count: usize,
+    first: Vec<String>,
+}
+
+/// Nodes of `pool` (by [`Membership`]) whose `currentImage` is not `image` as MCO compares it:
+/// the exact string (a node whose annotation spells the image differently is sent to it again,
+/// and pulls it again). It needs every node: which is why `guarded_digests` sends a decision
+/// with such a pool to a full scan, and why the cheap tests (the image text, then the pool's own
+/// selector) run before the full ones.
+fn pending_nodes(
+    snapshot: &Snapshot,
+    pool: &MachineConfigPool,
+    image: &str,
+    members: &Membership<'_>,
+) -> Pending {
+    let mut on_image = Memo::default();
+    let mut count = 0;
+    // A max-heap of the smallest names seen: its top is the one to drop.
+    let mut first: BinaryHeap<&str> = BinaryHeap::new();
+    for node in &snapshot.nodes {
+        let current = NodeImages::of(node).current;
+        let reached = on_image.get_or(StrId::of(current), || current == Some(image.trim()));
+        if reached || !members.is_member(node, pool.name()) {
+            continue;
+        }
+        count += 1;
+        first.push(node.name());
+        if first.len() > NAMED_NEXT_NODES {
+            first.pop();
+        }
+    }
+    Pending {
+        count,
+        first: first
+            .into_sorted_vec()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+    }
+}

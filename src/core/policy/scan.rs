@@ -1,0 +1,124 @@
+//! The node rule: a node blocks while its desired image is one the deletion removes and it has
+//! not reached it, whatever pool it is in (MCO's daemon pulls it regardless of pools).
+//!
+//! "Reached" is MCO's test, exact string equality of the `currentImage` and `desiredImage`
+//! annotations (`pkg/daemon/daemon.go`; `LayeredNodeState.isNodeImageDone`): a node whose
+//! current image spells the desired one differently rebases again, and pulls again. Whether the
+//! desired image is one being deleted is registry identity ([`crate::core::image`]).
+
+use crate::core::node::NodeImages;
+use crate::core::node::NodeMeta;
+use crate::core::snapshot::Snapshot;
+
+use super::images::Guard;
+use super::memo::{Memo, StrId};
+use super::pools::Membership;
+use super::{BlockReason, BlockingNode, GuardedImage, PolicyMode};
+
+pub(super) fn blocking_nodes(
+    snapshot: &Snapshot,
+    guard: &Guard,
+    mode: PolicyMode,
+    members: &Membership<'_>,
+) -> Vec<BlockingNode> {
+    if guard.is_empty() {
+        return Vec::new();
+    }
+    let prefilter = Prefilter::for_guard(guard);
+    let mut memo = Memo::default();
+    let mut blocking = Vec::new();
+    for node in &snapshot.nodes {
+        let images = NodeImages::of(node);
+        let key = (StrId::of(images.desired), StrId::of(images.current));
+        let hit = memo.get_or(key, || classify(images, guard, &prefilter, mode));
+        if let Some((image, reason)) = hit {
+            let mut blocked = blocking_node(node, images, image, reason);
+            blocked.pool = members.primary(node).map(str::to_string);
+            blocking.push(blocked);
+        }
+    }
+    blocking.sort_by(|a, b| a.node.cmp(&b.node));
+    blocking
+}
+
+/// Whether a node with these images blocks, and on which guarded image.
+fn classify(
+    images: NodeImages<'_>,
+    guard: &Guard,
+    prefilter: &Prefilter,
+    mode: PolicyMode,
+) -> Option<(GuardedImage, BlockReason)> {
+    let find = |spec: &str| {
+        prefilter
+            .may_match(spec)
+            .then(|| guard.find(spec))
+            .flatten()
+    };
+    let in_flight = images
+        .desired
+        .filter(|_| !images.reached())
+        .and_then(find)
+        .map(|hit| (hit.clone(), BlockReason::InFlight));
+    in_flight.or_else(|| match mode {
+        PolicyMode::InUse => images
+            .current
+            .and_then(find)
+            .map(|hit| (hit.clone(), BlockReason::InUse)),
+        PolicyMode::InFlight => None,
+    })
+}
+
+fn blocking_node(
+    node: &NodeMeta,
+    images: NodeImages<'_>,
+    image: GuardedImage,
+    reason: BlockReason,
+) -> BlockingNode {
+    let NodeImages {
+        desired,
+        current,
+        state,
+    } = images;
+    BlockingNode {
+        node: node.name().to_string(),
+        pool: None,
+        current_image: current.map(str::to_string),
+        desired_image: desired.map(str::to_string),
+        state: state.map(str::to_string),
+        image: image.image,
+        machine_os_build: image.machine_os_build,
+        reason,
+    }
+}
+
+/// Cheap test run before full parsing, so a decision over 50,000 nodes parses only the
+/// few pull specs that can match. It never rejects a spec the full comparison accepts:
+/// a digest is always the last part of a reference.
+enum Prefilter {
+    /// Lower-case digest hex strings of the guarded images.
+    DigestSuffix(Vec<String>),
+    /// Nothing cheap applies (tag-only or unparseable guarded images): parse everything.
+    None,
+}
+
+impl Prefilter {
+    fn for_guard(guard: &Guard) -> Prefilter {
+        guard
+            .digests::<Vec<String>>()
+            .map_or(Prefilter::None, Prefilter::DigestSuffix)
+    }
+
+    fn may_match(&self, spec: &str) -> bool {
+        match self {
+            Prefilter::DigestSuffix(hexes) => hexes.iter().any(|hex| ends_with_digest(spec, hex)),
+            Prefilter::None => true,
+        }
+    }
+}
+
+/// Whether `spec` ends with the digest hex `hex`, in any case: a digest is always the last
+/// part of a reference, so no spelling of an image with that digest fails this.
+fn ends_with_digest(spec: &str, hex: &str) -> bool {
+    let spec = spec.trim_end().as_bytes();
+    spec.len() >= hex.len() && spec[spec.len() - hex.len()..].eq_ignore_ascii_case(hex.as_bytes())
+}

@@ -1,0 +1,75 @@
+//! The `check` command's output: the verdict as text (the webhook's own words) or as
+//! JSON with a stable schema (documented in README.md).
+
+use serde::Serialize;
+
+use crate::core::message;
+use crate::core::policy::{
+    BlockingNode, GuardedImage, PolicyMode, RollingPool, TargetKind, Verdict,
+};
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report<'a> {
+    pub target: Target<'a>,
+    pub allowed: bool,
+    pub policy: PolicyMode,
+    pub overridden: bool,
+    pub images: &'a [GuardedImage],
+    pub blocking_nodes: &'a [BlockingNode],
+    pub rolling_pools: &'a [RollingPool],
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Target<'a> {
+    pub kind: TargetKind,
+    pub name: &'a str,
+}
+
+impl<'a> Report<'a> {
+    /// `warnings` are notes about the source (e.g. APIs the cluster does not serve);
+    /// the override warnings the webhook would return are added here.
+    pub fn new(verdict: &'a Verdict, mut warnings: Vec<String>) -> Self {
+        warnings.extend(message::override_warnings(verdict));
+        Report {
+            target: Target {
+                kind: verdict.kind,
+                name: &verdict.name,
+            },
+            allowed: verdict.allowed,
+            policy: verdict.mode,
+            overridden: verdict.overridden(),
+            images: &verdict.images,
+            blocking_nodes: &verdict.blocking,
+            rolling_pools: &verdict.rolling,
+            warnings,
+        }
+    }
+}
+
+/// Human-readable verdict: the denial message when blocked, a one-line summary and any
+/// override warnings when allowed.
+pub fn text(verdict: &Verdict) -> String {
+    if !verdict.allowed {
+        return message::denial(verdict);
+    }
+    let kind = verdict.kind.cli_name();
+    let mut out = if verdict.overridden() {
+        format!(
+            "{kind} \"{}\" can be deleted: the override annotation allows it (policy {}).",
+            verdict.name, verdict.mode
+        )
+    } else {
+        let what = message::images_phrase(verdict.kind);
+        format!(
+            "{kind} \"{}\" can be deleted: no node still needs {what} and no pool is rolling one out (policy {}).",
+            verdict.name, verdict.mode
+        )
+    };
+    for w in message::override_warnings(verdict) {
+        out.push_str("\nwarning: ");
+        out.push_str(&w);
+    }
+    out
+}

@@ -1,0 +1,244 @@
+//! Label selector matching, as the API server defines it, for pool membership; and the
+//! checks `metav1.LabelSelectorAsSelector` makes, since MCO places no node at all while a pool's
+//! selector fails them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use crate::core::node::NodeMeta;
+
+/// Something with labels to match: a node, or a plain map.
+pub trait Labels {
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl Labels for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+impl Labels for NodeMeta {
+    fn label(&self, key: &str) -> Option<&str> {
+        NodeMeta::label(self, key)
+    }
+}
+
+/// True when `labels` satisfy `selector`. An empty selector matches everything;
+/// an operator we do not know matches nothing (never guess membership).
+pub fn matches<L: Labels + ?Sized>(selector: &LabelSelector, labels: &L) -> bool {
+    let by_labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.label(k) == Some(v.as_str()));
+    by_labels
+        && selector.match_expressions.iter().flatten().all(|e| {
+            let value = labels.label(&e.key);
+            let values = e.values.as_deref().unwrap_or_default();
+            match e.operator.as_str() {
+                "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
+                "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                _ => false,
+            }
+        })
+}
+
+/// What `metav1.LabelSelectorAsSelector` makes of a selector.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// No requirements: MCO's pools then select nothing (`selector.Empty()`).
+    Empty,
+    Valid,
+    /// A requirement it refuses (an unknown operator, values where none belong or none where
+    /// some must, an invalid label key or value), with the reason.
+    Invalid(String),
+}
+
+/// Checks a selector as `metav1.LabelSelectorAsSelector` does.
+pub fn check(selector: &LabelSelector) -> Checked {
+    let mut any = false;
+    for (key, value) in selector.match_labels.iter().flatten() {
+        any = true;
+        if let Err(e) = valid_key(key).and_then(|()| valid_value(value)) {
+            return Checked::Invalid(e);
+        }
+    }
+    for e in selector.match_expressions.iter().flatten() {
+        any = true;
+        let values = e.values.as_deref().unwrap_or_default();
+        let problem = match e.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => Some("needs at least one value"),
+            "Exists" | "DoesNotExist" if !values.is_empty() => Some("takes no values"),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => None,
+            _ => Some("is not a known operator"),
+        };
+        if let Some(p) = problem {
+            return Checked::Invalid(format!("operator {:?} on {:?} {p}", e.operator, e.key));
+        }
+        if let Err(err) =
+            valid_key(&e.key).and_then(|()| values.iter().try_for_each(|v| valid_value(v)))
+        {
+            return Checked::Invalid(err);
+        }
+    }
+    if any { Checked::Valid } else { Checked::Empty }
+}
+
+/// A label key: an optional DNS subdomain prefix and `/`, then a name of 1 to 63 characters.
+fn valid_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            })
+    });
+    if prefix_ok && !name.is_empty() && name_like(name) {
+        Ok(())
+    } else {
+        Err(format!("invalid label key {key:?}"))
+    }
+}
+
+/// A label value: empty, or 1 to 63 characters as a key's name part.
+fn valid_value(value: &str) -> Result<(), String> {
+    if value.is_empty() || name_like(value) {
+        Ok(())
+    } else {
+        Err(format!("invalid label value {value:?}"))
+    }
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, at most 63 characters.
+fn name_like(s: &str) -> bool {
+    let b = s.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_alphanumeric();
+    s.len() <= 63
+        && b.first().is_some_and(alnum)
+        && b.last().is_some_and(alnum)
+        && b.iter()
+            .all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// The label keys `selector` reads: a node's other labels cannot change whether it matches.
+pub fn keys(selector: &LabelSelector) -> impl Iterator<Item = &str> {
+    let by_labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, _)| k.as_str());
+    let by_expressions = selector
+        .match_expressions
+        .iter()
+        .flatten()
+        .map(|e| e.key.as_str());
+    by_labels.chain(by_expressions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn expr(key: &str, op: &str, values: &[&str]) -> LabelSelector {
+        LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: key.into(),
+                operator: op.into(),
+                values: Some(values.iter().map(|v| v.to_string()).collect()),
+            }]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn selector_semantics() {
+        let worker = labels(&[("node-role.kubernetes.io/worker", "")]);
+        let ml = LabelSelector {
+            match_labels: Some(labels(&[("node-role.kubernetes.io/worker", "")])),
+            ..Default::default()
+        };
+        let cases = [
+            (LabelSelector::default(), true),
+            (ml, true),
+            (expr("node-role.kubernetes.io/worker", "Exists", &[]), true),
+            (expr("node-role.kubernetes.io/infra", "Exists", &[]), false),
+            (
+                expr("node-role.kubernetes.io/infra", "DoesNotExist", &[]),
+                true,
+            ),
+            (
+                expr("node-role.kubernetes.io/worker", "In", &["", "x"]),
+                true,
+            ),
+            (
+                expr("node-role.kubernetes.io/worker", "NotIn", &[""]),
+                false,
+            ),
+            (expr("node-role.kubernetes.io/worker", "Gt", &["1"]), false),
+        ];
+        for (i, (sel, want)) in cases.into_iter().enumerate() {
+            assert_eq!(matches(&sel, &worker), want, "case {i}");
+        }
+    }
+
+    /// Mirrors `metav1.LabelSelectorAsSelector`'s errors, and `selector.Empty()`.
+    #[test]
+    fn checked_as_label_selector_as_selector() {
+        let ml = |k: &str, v: &str| LabelSelector {
+            match_labels: Some(labels(&[(k, v)])),
+            ..Default::default()
+        };
+        let cases = [
+            (LabelSelector::default(), Checked::Empty),
+            (
+                LabelSelector {
+                    match_labels: Some(BTreeMap::new()),
+                    match_expressions: Some(vec![]),
+                },
+                Checked::Empty,
+            ),
+            (ml("node-role.kubernetes.io/worker", ""), Checked::Valid),
+            (
+                expr("node-role.kubernetes.io/infra", "Exists", &[]),
+                Checked::Valid,
+            ),
+            (expr("a", "In", &["x"]), Checked::Valid),
+        ];
+        for (i, (sel, want)) in cases.into_iter().enumerate() {
+            assert_eq!(check(&sel), want, "case {i}");
+        }
+        for bad in [
+            expr("a", "Gt", &["1"]),
+            expr("a", "In", &[]),
+            expr("a", "Exists", &["x"]),
+            ml("bad key!", ""),
+            ml("-a", ""),
+            ml("a", "white space"),
+            ml("Upper.Case/a", ""),
+            ml(&"x".repeat(64), ""),
+        ] {
+            assert!(matches!(check(&bad), Checked::Invalid(_)), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! A point-in-time set of the objects the policy reads.
+//!
+//! Every front end (webhook caches, live list, must-gather directory) fills one of these;
+//! the policy never performs I/O itself. Objects are shared (`Arc`) so a snapshot taken
+//! from the reflector stores costs one reference count per object, not a deep copy.
+
+use std::sync::Arc;
+
+use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use crate::core::node::NodeMeta;
+
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub machine_os_configs: Vec<Arc<MachineOSConfig>>,
+    pub machine_os_builds: Vec<Arc<MachineOSBuild>>,
+    pub pools: Vec<Arc<MachineConfigPool>>,
+    pub nodes: Vec<Arc<NodeMeta>>,
+}
+
+impl Snapshot {
+    pub fn machine_os_config(&self, name: &str) -> Option<&MachineOSConfig> {
+        self.machine_os_configs
+            .iter()
+            .map(Arc::as_ref)
+            .find(|m| m.name() == name)
+    }
+
+    pub fn machine_os_build(&self, name: &str) -> Option<&MachineOSBuild> {
+        self.machine_os_builds
+            .iter()
+            .map(Arc::as_ref)
+            .find(|m| m.name() == name)
+    }
+}

@@ -1,0 +1,356 @@
+//! Leader election through a coordination.k8s.io Lease: every replica serves admission, only
+//! the holder of the Lease runs the finalizer controller.
+//!
+//! Leadership is about not doing the work twice (reads, Events), not about safety: every
+//! release is decided from a fresh read by the same policy and written with a patch guarded by
+//! resourceVersion, so two replicas that both believe they lead for a moment cannot release
+//! anything that one alone would not.
+//!
+//! Expiry follows client-go: a candidate takes over when the Lease's resourceVersion has not
+//! changed for a whole lease duration by its own clock, so clock skew between replicas and the
+//! API server does not matter.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, PostParams};
+use tokio_util::sync::CancellationToken;
+
+use crate::telemetry::metrics::Metrics;
+
+/// Where the Lease lives and how this replica takes part.
+#[derive(Clone, Debug)]
+pub struct LeaseSettings {
+    pub namespace: String,
+    pub name: String,
+    /// This replica's identity (the pod name).
+    pub identity: String,
+    /// How long a silent holder keeps the Lease; a dead leader is replaced after about this
+    /// plus one retry period.
+    pub duration: Duration,
+    /// How often the holder renews, and a candidate retries.
+    pub retry_period: Duration,
+    /// A holder that could not renew for this long steps down (before others take over).
+    pub renew_deadline: Duration,
+}
+
+impl LeaseSettings {
+    pub fn new(namespace: String, name: String, identity: String) -> Self {
+        Self {
+            namespace,
+            name,
+            identity,
+            duration: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            renew_deadline: Duration::from_secs(7),
+        }
+    }
+}
+
+/// What a replica does after reading the Lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Move {
+    /// It holds the Lease: renew it.
+    Renew,
+    /// Free, released or expired: take it.
+    TakeOver,
+    /// Someone else holds it and renewed within the lease duration.
+    Wait,
+}
+
+/// Decides from the Lease's spec and how long its resourceVersion has stayed unchanged.
+pub fn decide(spec: &LeaseSpec, me: &str, unchanged_for: Duration) -> Move {
+    match spec.holder_identity.as_deref() {
+        Some(holder) if holder == me => Move::Renew,
+        None | Some("") => Move::TakeOver,
+        Some(_) => {
+            let seconds = spec.lease_duration_seconds.unwrap_or(0).max(0);
+            let duration = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+            if unchanged_for >= duration {
+                Move::TakeOver
+            } else {
+                Move::Wait
+            }
+        }
+    }
+}
+
+/// One replica's side of the election.
+pub struct Elector {
+    api: Api<Lease>,
+    settings: LeaseSettings,
+    /// The Lease's last seen resourceVersion and when this replica first saw it.
+    observed: Option<(String, Instant)>,
+}
+
+impl Elector {
+    pub fn new(client: kube::Client, settings: LeaseSettings) -> Self {
+        Self {
+            api: Api::namespaced(client, &settings.namespace),
+            settings,
+            observed: None,
+        }
+    }
+
+    /// One attempt to hold the Lease (create, renew or take over); true when this replica holds
+    /// it afterwards. Losing a race is `Ok(false)`.
+    pub async fn try_hold(&mut self) -> Result<bool, kube::Error> {
+        let now = MicroTime(Timestamp::now());
+        let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.settings.name.clone()),
+                    namespace: Some(self.settings.namespace.clone()),
+                    ..Default::default()
+                },
+                spec: Some(self.spec(now.clone(), now, 0)),
+            };
+            return self.write(self.api.create(&PostParams::default(), &lease).await);
+        };
+        let rv = lease.metadata.resource_version.clone().unwrap_or_default();
+        let unchanged_for = self.unchanged_for(&rv);
+        let spec = lease.spec.clone().unwrap_or_default();
+        let next = match decide(&spec, &self.settings.identity, unchanged_for) {
+            Move::Wait => return Ok(false),
+            Move::Renew => LeaseSpec {
+                renew_time: Some(now),
+                lease_duration_seconds: Some(self.duration_seconds()),
+                ..spec
+            },
+            Move::TakeOver => {
+                let transitions = spec.lease_transitions.unwrap_or(0).saturating_add(1);
+                self.spec(now.clone(), now, transitions)
+            }
+        };
+        let updated = Lease {
+            spec: Some(next),
+            ..lease
+        };
+        let result = self
+            .api
+            .replace(&self.settings.name, &PostParams::default(), &updated)
+            .await;
+        self.write(result)
+    }
+
+    /// Gives the Lease up (on shutdown) so another replica takes over at once.
+    pub async fn release(&mut self) {
+        let Ok(Some(lease)) = self.api.get_opt(&self.settings.name).await else {
+            return;
+        };
+        let mut spec = lease.spec.clone().unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        let released = Lease {
+            spec: Some(spec),
+            ..lease
+        };
+        match self
+            .api
+            .replace(&self.settings.name, &PostParams::default(), &released)
+            .await
+        {
+            Ok(_) => tracing::info!(lease = %self.settings.name, "released the lease"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not release the lease; it expires by itself")
+            }
+        }
+    }
+
+    fn spec(&self, acquire: MicroTime, renew: MicroTime, transitions: i32) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(self.settings.identity.clone()),
+            lease_duration_seconds: Some(self.duration_seconds()),
+            acquire_time: Some(acquire),
+            renew_time: Some(renew),
+            lease_transitions: Some(transitions),
+            ..Default::default()
+        }
+    }
+
+    fn duration_seconds(&self) -> i32 {
+        i32::try_from(self.settings.duration.as_secs().max(1)).unwrap_or(i32::MAX)
+    }
+
+    fn unchanged_for(&mut self, rv: &str) -> Duration {
+        match &self.observed {
+            Some((seen, since)) if seen == rv => since.elapsed(),
+            _ => {
+                self.observed = Some((rv.to_string(), Instant::now()));
+                Duration::ZERO
+            }
+        }
+    }
+
+    /// Maps a create/replace result: conflicts mean another replica won.
+    fn write(&mut self, result: Result<Lease, kube::Error>) -> Result<bool, kube::Error> {
+        match result {
+            Ok(lease) => {
+                let rv = lease.metadata.resource_version.unwrap_or_default();
+                self.observed = Some((rv, Instant::now()));
+                Ok(true)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Runs `lead` while this replica holds the Lease, until `shutdown` is cancelled; then gives the
+/// Lease up. `lead` receives a token cancelled when leadership ends; if it returns early, the
+/// Lease is given up and the election starts over after a pause.
+pub async fn run<F, Fut>(
+    client: kube::Client,
+    settings: LeaseSettings,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+    mut lead: F,
+) where
+    F: FnMut(CancellationToken) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let retry = settings.retry_period;
+    let deadline = settings.renew_deadline;
+    let mut elector = Elector::new(client, settings);
+    let mut errors = ErrorLog::default();
+    while !shutdown.is_cancelled() {
+        match attempt(&mut elector, deadline).await {
+            Ok(true) => errors.clear(),
+            Ok(false) => {
+                errors.clear();
+                pause(&shutdown, retry).await;
+                continue;
+            }
+            Err(e) => {
+                errors.warn(&e, "cannot read or write the lease; retrying");
+                pause(&shutdown, retry).await;
+                continue;
+            }
+        }
+        tracing::info!(identity = %elector.settings.identity, "acquired the lease: running the finalizer controller");
+        metrics.set_leader(true);
+        let term = shutdown.child_token();
+        let mut work = tokio::spawn(lead(term.clone()));
+        let mut renewed = Instant::now();
+        let mut work_done = false;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                _ = &mut work => {
+                    work_done = true;
+                    tracing::warn!("the finalizer controller stopped; giving the lease up");
+                    break;
+                }
+                () = tokio::time::sleep(retry) => {}
+            }
+            let left = deadline.saturating_sub(renewed.elapsed());
+            match attempt(&mut elector, left).await {
+                Ok(true) => renewed = Instant::now(),
+                Ok(false) => {
+                    tracing::warn!("another replica holds the lease now; stepping down");
+                    break;
+                }
+                Err(e) if renewed.elapsed() >= deadline => {
+                    tracing::warn!(error = %e, "could not renew the lease in time; stepping down");
+                    break;
+                }
+                Err(e) => tracing::warn!(error = %e, "renewing the lease failed; will retry"),
+            }
+        }
+        term.cancel();
+        if !work_done
+            && tokio::time::timeout(Duration::from_secs(10), &mut work)
+                .await
+                .is_err()
+        {
+            tracing::warn!("the finalizer controller did not stop within 10 s; aborting it");
+            work.abort();
+        }
+        metrics.set_leader(false);
+        elector.release().await;
+        if work_done {
+            // A controller that stops by itself would otherwise be restarted in a tight loop.
+            pause(&shutdown, retry).await;
+        }
+    }
+}
+
+/// One [`Elector::try_hold`] bounded by `within`, so a hung connection cannot keep a leader
+/// believing it leads past its renew deadline.
+async fn attempt(elector: &mut Elector, within: Duration) -> Result<bool, String> {
+    match tokio::time::timeout(within.max(Duration::from_millis(100)), elector.try_hold()).await {
+        Ok(Ok(held)) => Ok(held),
+        Ok(Err(e)) => Err(crate::sources::live::chain(&e)),
+        Err(_) => Err(format!("no answer from the API server within {within:?}")),
+    }
+}
+
+/// Logs an error once until it changes or a success clears it.
+#[derive(Default)]
+struct ErrorLog(Option<String>);
+
+impl ErrorLog {
+    fn warn(&mut self, error: &str, what: &str) {
+        if self.0.as_deref() != Some(error) {
+            tracing::warn!(%error, "{what}");
+            self.0 = Some(error.to_string());
+        }
+    }
+
+    fn clear(&mut self) {
+        self.0 = None;
+    }
+}
+
+/// Sleeps for `period` unless shutdown comes first.
+async fn pause(shutdown: &CancellationToken, period: Duration) {
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        () = tokio::time::sleep(period) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(holder: Option<&str>, seconds: i32) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: holder.map(str::to_string),
+            lease_duration_seconds: Some(seconds),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_holder_renews() {
+        assert_eq!(
+            decide(&spec(Some("a"), 10), "a", Duration::from_secs(60)),
+            Move::Renew
+        );
+    }
+
+    #[test]
+    fn a_free_or_released_lease_is_taken_at_once() {
+        assert_eq!(decide(&spec(None, 10), "b", Duration::ZERO), Move::TakeOver);
+        assert_eq!(
+            decide(&spec(Some(""), 1), "b", Duration::ZERO),
+            Move::TakeOver
+        );
+    }
+
+    #[test]
+    fn a_live_holder_is_waited_for_until_silent_for_a_whole_duration() {
+        let held = spec(Some("a"), 10);
+        assert_eq!(decide(&held, "b", Duration::from_secs(9)), Move::Wait);
+        assert_eq!(decide(&held, "b", Duration::from_secs(10)), Move::TakeOver);
+    }
+}

@@ -1,0 +1,346 @@
+//! Caches of the four kinds the policy reads, kept current by watches: kube's reflector for
+//! the three MCO kinds (a handful of objects each, managedFields dropped) and the lean
+//! [`NodeCache`] for nodes (name, labels, three annotations: BENCHMARKS.md has the figures).
+//! A kind the cluster does not serve yet (CRD missing) is logged and retried with backoff; the
+//! cache is not ready until every kind has completed one full list.
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+
+use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use crate::core::node::NodeMeta;
+use crate::core::policy::PolicyMode;
+use crate::core::snapshot::Snapshot;
+use crate::sources::live;
+use crate::sources::node_cache::NodeCache;
+use crate::sources::view::{ClusterView, Fresh, FreshNodes};
+use crate::sources::watch::{WatchHealth, probe, recovered};
+
+/// A list and a watch of `api`'s resource, one item and one second.
+async fn list_and_watch<K>(api: Api<K>) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    api.list(&kube::api::ListParams::default().limit(1)).await?;
+    let watch = api
+        .watch(&kube::api::WatchParams::default().timeout(1), "0")
+        .await?;
+    drop(watch);
+    Ok(())
+}
+
+/// One reflector store, whether its first list completed, and its watch's health.
+struct Cached<K: Resource<DynamicType = ()> + Clone + 'static> {
+    what: &'static str,
+    store: Store<K>,
+    ready: Arc<AtomicBool>,
+    health: Arc<WatchHealth>,
+}
+
+impl<K> Cached<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// Starts watching `api` into a new store. Returns the store and the driving tasks.
+    fn start(
+        api: Api<K>,
+        what: &'static str,
+        stale_after: Duration,
+    ) -> (Self, Vec<JoinHandle<()>>) {
+        let (store, mut writer) = reflector::store();
+        let ready = Arc::new(AtomicBool::new(false));
+        let health = Arc::new(WatchHealth::default());
+        let watch_health = Arc::clone(&health);
+        let driver = tokio::spawn(async move {
+            // Each pass is one watcher: a fresh one lists first, and the store swaps in the
+            // list's result whole (`InitDone`). A probe that reaches the API server again ends
+            // the pass, so the cache lists at once rather than after the watcher's backoff.
+            loop {
+                let stream = watcher(api.clone(), watcher::Config::default())
+                    .default_backoff()
+                    .modify(|o: &mut K| o.meta_mut().managed_fields = None);
+                let mut stream = std::pin::pin!(stream);
+                loop {
+                    let item = tokio::select! {
+                        item = stream.next() => item,
+                        () = watch_health.reachable() => break,
+                    };
+                    let Some(item) = item else { break };
+                    match item {
+                        Ok(event) => {
+                            writer.apply_watcher_event(&event);
+                            // The store holds current data again once a list is swapped in
+                            // or a change arrives; `Init` and `InitApply` only fill the side
+                            // buffer.
+                            if !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_))
+                            {
+                                recovered(&watch_health, what, "the watch delivers again");
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff");
+                            if watch_health.failed(Instant::now(), e.to_string(), stale_after) {
+                                tracing::warn!(
+                                    cache = what,
+                                    stale_after = ?stale_after,
+                                    "cache stale: its watch has been failing since; /readyz answers 503 until it recovers"
+                                );
+                            }
+                            let api = api.clone();
+                            probe(&watch_health, what, move || list_and_watch(api.clone()));
+                        }
+                    }
+                }
+            }
+        });
+        let (flag, reader) = (Arc::clone(&ready), store.clone());
+        let readiness = tokio::spawn(async move {
+            if reader.wait_until_ready().await.is_ok() {
+                flag.store(true, Ordering::Release);
+                tracing::info!(cache = what, objects = reader.len(), "cache synced");
+            }
+        });
+        (
+            Self {
+                what,
+                store,
+                ready,
+                health,
+            },
+            vec![driver, readiness],
+        )
+    }
+
+    fn ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    fn stale(&self, now: Instant, stale_after: Duration) -> Option<String> {
+        describe_stale(self.what, &self.health, now, stale_after)
+    }
+}
+
+/// "machineconfigpools (watch failing for 35s: ...)" when `health` is stale at `now`.
+fn describe_stale(
+    what: &str,
+    health: &WatchHealth,
+    now: Instant,
+    stale_after: Duration,
+) -> Option<String> {
+    let (for_, error) = health.stale(now, stale_after)?;
+    Some(format!(
+        "{what} (watch failing for {}s: {error})",
+        for_.as_secs()
+    ))
+}
+
+/// The webhook's view of the cluster: three reflectors, the node cache (with its index of
+/// nodes by image digest), and a client for fresh reads.
+pub struct Caches {
+    client: Client,
+    configs: Cached<MachineOSConfig>,
+    builds: Cached<MachineOSBuild>,
+    pools: Cached<MachineConfigPool>,
+    nodes: NodeCache,
+    stale_after: Duration,
+    fence_wait: Duration,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// How long a confirmation waits for the node cache to pass the fence before it also starts
+/// listing every node (whichever finishes first answers). Node watch events arrive every few
+/// milliseconds on a large cluster (kubelets and MCO update nodes); a quiet cluster gets no
+/// event to pass the fence with, and is small enough for the list to be cheap.
+pub const DEFAULT_FENCE_WAIT: Duration = Duration::from_millis(100);
+
+impl Caches {
+    /// Starts the watches; returns at once (see [`ClusterView::ready`]). A cache whose watch
+    /// has failed continuously for `stale_after` makes the view not ready until it recovers.
+    pub fn start(client: Client, stale_after: Duration) -> Self {
+        let mut tasks = Vec::new();
+        let (configs, t) = Cached::start(Api::all(client.clone()), "machineosconfigs", stale_after);
+        tasks.extend(t);
+        let (builds, t) = Cached::start(Api::all(client.clone()), "machineosbuilds", stale_after);
+        tasks.extend(t);
+        let (pools, t) = Cached::start(Api::all(client.clone()), "machineconfigpools", stale_after);
+        tasks.extend(t);
+        let nodes = NodeCache::start(client.clone(), stale_after);
+        Self {
+            client,
+            configs,
+            builds,
+            pools,
+            nodes,
+            stale_after,
+            fence_wait: DEFAULT_FENCE_WAIT,
+            tasks,
+        }
+    }
+
+    /// Sets how long a confirmation waits for the node cache before also listing nodes.
+    pub fn with_fence_wait(mut self, wait: Duration) -> Self {
+        self.fence_wait = wait;
+        self
+    }
+
+    /// Everything a decision reads, at least as fresh as the moment this is called: builds,
+    /// pools and MOSCs listed now, and nodes from the node cache once it has applied the node
+    /// collection's current revision, or a list of every node if that is quicker. The lists and
+    /// the fence run at once: a consistent list of a quiet collection waits for the API
+    /// server's next progress notification from etcd (up to 100 ms), which the fence need not
+    /// wait behind. A node list needs the fresh pools (it keeps only the labels their
+    /// selectors read), so it starts once both the lists and `--fence-wait-ms` are done.
+    async fn fresh_read(&self) -> Result<Fresh, String> {
+        let objects = async {
+            live::decision_objects(&self.client)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        let fence = async {
+            let revision = live::node_revision(&self.client)
+                .await
+                .map_err(|e| e.to_string())?;
+            // Not an etcd revision: no fence to wait on.
+            let Some(revision) = revision else {
+                return Ok::<_, String>((None, false));
+            };
+            let passed = tokio::time::timeout(self.fence_wait, self.nodes.caught_up(revision))
+                .await
+                .is_ok();
+            Ok((Some(revision), passed))
+        };
+        let (objects, fence) = tokio::join!(objects, fence);
+        let (objects, (revision, passed)) = (objects?, fence?);
+        let nodes = match revision {
+            _ if passed => FreshNodes::Cached,
+            None => self.listed_nodes(&objects.pools).await?,
+            Some(revision) => {
+                let fence = self.nodes.caught_up(revision);
+                let mut fence = std::pin::pin!(fence);
+                tokio::select! {
+                    biased;
+                    () = fence.as_mut() => FreshNodes::Cached,
+                    listed = self.listed_nodes(&objects.pools) => match listed {
+                        Ok(nodes) => nodes,
+                        // The cache may still catch up within the caller's deadline.
+                        Err(e) => {
+                            tracing::debug!(error = %e, "listing nodes failed; waiting for the node cache");
+                            fence.await;
+                            FreshNodes::Cached
+                        }
+                    },
+                }
+            }
+        };
+        Ok(Fresh { objects, nodes })
+    }
+
+    async fn listed_nodes(&self, pools: &[Arc<MachineConfigPool>]) -> Result<FreshNodes, String> {
+        let nodes = live::nodes_for(&self.client, pools)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(FreshNodes::Listed(nodes.unwrap_or_default()))
+    }
+
+    /// Each cache's "stale at `now`" description.
+    fn stale_at(&self, now: Instant) -> [(&'static str, Option<String>); 4] {
+        let after = self.stale_after;
+        [
+            (self.configs.what, self.configs.stale(now, after)),
+            (self.builds.what, self.builds.stale(now, after)),
+            (self.pools.what, self.pools.stale(now, after)),
+            (
+                "nodes",
+                describe_stale("nodes", self.nodes.health(), now, after),
+            ),
+        ]
+    }
+}
+
+impl Drop for Caches {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
+    }
+}
+
+impl ClusterView for Caches {
+    fn objects(&self) -> Snapshot {
+        Snapshot {
+            machine_os_configs: self.configs.store.state(),
+            machine_os_builds: self.builds.store.state(),
+            pools: self.pools.store.state(),
+            nodes: Vec::new(),
+        }
+    }
+
+    fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>> {
+        self.nodes.nodes(digests, mode)
+    }
+
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, String>> {
+        Box::pin(self.fresh_read())
+    }
+
+    fn ready(&self) -> bool {
+        self.configs.ready() && self.builds.ready() && self.pools.ready() && self.nodes.ready()
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        if !self.ready() {
+            let unsynced: Vec<&str> = [
+                (self.configs.what, self.configs.ready()),
+                (self.builds.what, self.builds.ready()),
+                (self.pools.what, self.pools.ready()),
+                ("nodes", self.nodes.ready()),
+            ]
+            .into_iter()
+            .filter(|(_, ready)| !ready)
+            .map(|(what, _)| what)
+            .collect();
+            return Err(format!(
+                "caches have not finished their first full list: {}",
+                unsynced.join(", ")
+            ));
+        }
+        let stale: Vec<String> = self
+            .stale_at(Instant::now())
+            .into_iter()
+            .filter_map(|(_, s)| s)
+            .collect();
+        if stale.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("stale caches: {}", stale.join("; ")))
+        }
+    }
+
+    fn stale(&self) -> Vec<(&'static str, bool)> {
+        self.stale_at(Instant::now())
+            .into_iter()
+            .map(|(what, s)| (what, s.is_some()))
+            .collect()
+    }
+
+    fn sizes(&self) -> Vec<(&'static str, usize)> {
+        let (nodes, with_images) = self.nodes.sizes();
+        vec![
+            ("machineosconfigs", self.configs.store.len()),
+            ("machineosbuilds", self.builds.store.len()),
+            ("machineconfigpools", self.pools.store.len()),
+            ("nodes", nodes),
+            ("nodes_with_images", with_images),
+        ]
+    }
+}

@@ -1,0 +1,288 @@
+//! Reads a [`Snapshot`] from a directory: a must-gather, or files saved with
+//! `oc get ... -o yaml` / `-o json`.
+//!
+//! Every `*.yaml`, `*.yml` and `*.json` file below the directory is read, in path order,
+//! symlinks followed ([`read`] has what real dumps contain). A file may hold several YAML
+//! documents or a stream of JSON values; each is a single object or a list (`kind: List`,
+//! `NodeList`, ...). Nodes and the v1 MCO kinds are kept; every other object is skipped.
+//!
+//! A verdict of "safe" is only as good as the dump, so the dump fails closed: a file that
+//! holds, or claims to hold ([`read::claim`]), Nodes, pools, MachineOSConfigs or
+//! MachineOSBuilds and cannot be read whole, or a dump with nodes and no pools, makes it
+//! [`Loaded::incomplete`]. Other files that cannot be read (a must-gather's HTML, logs, odd
+//! resources) are only warnings.
+
+mod objects;
+mod read;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use walkdir::WalkDir;
+
+use crate::core::snapshot::Snapshot;
+use objects::{Added, Objects};
+
+/// Combinations of disagreeing copies decided before the dump counts as incomplete.
+const MAX_VARIANTS: usize = 64;
+
+/// A snapshot read from a directory.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The objects, taking the copy read last of each object whose copies disagree.
+    pub snapshot: Snapshot,
+    /// The other snapshots the dump allows where copies of an object disagree with no
+    /// resourceVersion to choose between them: a verdict over the dump is the most cautious
+    /// one over `snapshot` and these.
+    pub variants: Vec<Snapshot>,
+    /// `skipping <path relative to dir>: <reason>`, in path order: files that hold nothing
+    /// the policy reads and could not be read.
+    pub warnings: Vec<String>,
+    /// What the policy reads and could not be read whole, one line each, in path order; a
+    /// verdict over an incomplete dump cannot say a deletion is safe.
+    pub incomplete: Vec<String>,
+}
+
+impl Loaded {
+    /// `snapshot`, then every variant.
+    pub fn snapshots(&self) -> impl Iterator<Item = &Snapshot> {
+        std::iter::once(&self.snapshot).chain(&self.variants)
+    }
+
+    /// Notes about disagreeing copies, for warnings.
+    pub fn variant_note(&self) -> Option<String> {
+        (!self.variants.is_empty()).then(|| {
+            format!(
+                "copies of some objects disagree and carry no resourceVersion to choose between them; \
+                 the verdict is the most cautious of {} combinations",
+                self.variants.len() + 1
+            )
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    /// The directory itself is missing, not a directory, or unreadable.
+    #[error("cannot read directory {}: {reason}", path.display())]
+    ReadDir { path: PathBuf, reason: io::Error },
+}
+
+/// Reads every Kubernetes object of interest below `dir`.
+pub fn load_dir(dir: &Path) -> Result<Loaded, DumpError> {
+    // Reading the root up front gives the plain OS reason (missing, not a directory,
+    // permission denied) instead of a walker error.
+    std::fs::read_dir(dir).map_err(|reason| DumpError::ReadDir {
+        path: dir.to_path_buf(),
+        reason,
+    })?;
+
+    let mut notes = Notes::default();
+    let mut files = Vec::new();
+    for entry in WalkDir::new(dir).follow_links(true) {
+        match entry {
+            Ok(entry) if entry.file_type().is_file() && wanted(entry.path()) => {
+                files.push(entry.into_path());
+            }
+            Ok(_) => {}
+            Err(err) => {
+                let path = err.path().unwrap_or(dir).to_path_buf();
+                if path == dir {
+                    let reason = err.to_string();
+                    return Err(DumpError::ReadDir {
+                        path,
+                        reason: err
+                            .into_io_error()
+                            .unwrap_or_else(|| io::Error::other(reason)),
+                    });
+                }
+                let rel = rel(dir, &path);
+                if err.loop_ancestor().is_some() {
+                    notes.warn(&path, &rel, "symlink loop, not followed again");
+                    continue;
+                }
+                let reason = err
+                    .io_error()
+                    .map_or_else(|| err.to_string(), ToString::to_string);
+                // A directory or file that cannot be listed may hold anything.
+                notes.incomplete(&path, &rel, format!("cannot read: {reason}"));
+            }
+        }
+    }
+    files.sort();
+    files.dedup();
+
+    let mut objects = Objects::default();
+    for path in &files {
+        load_file(dir, path, &mut objects, &mut notes);
+    }
+    if objects.node_count() > 0 && objects.pool_count() == 0 {
+        notes.incomplete_dump(format!(
+            "{} Nodes but no MachineConfigPools: which pool each node is in, and so whether a pool \
+                 is still rolling out, cannot be told",
+            objects.node_count()
+        ));
+    }
+    let disagreeing = objects.disagreeing();
+    let snapshots = objects.into_snapshots(MAX_VARIANTS);
+    let mut snapshots = match snapshots {
+        Some(s) => s,
+        None => {
+            notes.incomplete_dump(format!(
+                "copies of {} objects disagree with no resourceVersion to choose between them, \
+                     too many combinations to decide on each ({})",
+                disagreeing.len(),
+                disagreeing.join(", ")
+            ));
+            Vec::new()
+        }
+    }
+    .into_iter();
+    let snapshot = snapshots.next().unwrap_or_default();
+    tracing::debug!(
+        dir = %dir.display(),
+        files = files.len(),
+        "read snapshot from directory"
+    );
+    let (warnings, incomplete) = notes.into_sorted();
+    Ok(Loaded {
+        snapshot,
+        variants: snapshots.collect(),
+        warnings,
+        incomplete,
+    })
+}
+
+/// Warnings and gaps, each tagged with the path it is about, so they come out in path order.
+#[derive(Default)]
+struct Notes {
+    warnings: Vec<(PathBuf, String)>,
+    incomplete: Vec<(PathBuf, String)>,
+    dump: Vec<String>,
+}
+
+impl Notes {
+    fn warn(&mut self, path: &Path, rel: &str, reason: impl fmt::Display) {
+        self.warnings
+            .push((path.to_path_buf(), format!("skipping {rel}: {reason}")));
+    }
+
+    fn incomplete(&mut self, path: &Path, rel: &str, reason: impl fmt::Display) {
+        self.incomplete
+            .push((path.to_path_buf(), format!("{rel}: {reason}")));
+    }
+
+    /// A gap in the dump as a whole, listed after the files'.
+    fn incomplete_dump(&mut self, reason: impl fmt::Display) {
+        self.dump.push(reason.to_string());
+    }
+
+    fn into_sorted(self) -> (Vec<String>, Vec<String>) {
+        // Stable: notes about one file keep the order they were found in.
+        let sorted = |mut v: Vec<(PathBuf, String)>| {
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v.into_iter().map(|(_, w)| w).collect()
+        };
+        let mut incomplete: Vec<String> = sorted(self.incomplete);
+        incomplete.extend(self.dump);
+        (sorted(self.warnings), incomplete)
+    }
+}
+
+fn wanted(path: &Path) -> bool {
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        ["yaml", "yml", "json"]
+            .iter()
+            .any(|w| e.eq_ignore_ascii_case(w))
+    })
+}
+
+fn is_json(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+/// `path` relative to `dir`, for messages.
+fn rel(dir: &Path, path: &Path) -> String {
+    let shown = path.strip_prefix(dir).unwrap_or(path);
+    if shown.as_os_str().is_empty() {
+        path.display().to_string()
+    } else {
+        shown.display().to_string()
+    }
+}
+
+/// Reads one file into `objects`. A problem is a gap in the dump when the file claims to hold
+/// the kinds the policy reads, or turned out to hold one; otherwise a warning.
+fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) {
+    let rel_path = path.strip_prefix(dir).unwrap_or(path);
+    let rel = rel(dir, path);
+    let raw = match std::fs::read(path) {
+        Ok(raw) => raw,
+        Err(e) => {
+            // Unreadable bytes: only the path can tell what it holds.
+            let reason = format!("cannot read: {e}");
+            match read::claim(rel_path, &[]) {
+                Some(kind) => notes.incomplete(path, &rel, format!("{reason} (it holds {kind})")),
+                None => notes.warn(path, &rel, reason),
+            }
+            return;
+        }
+    };
+    let claim = read::claim(rel_path, &raw);
+    let documents = read::text(&raw).and_then(|text| read::documents(text, is_json(path)));
+    let documents = match documents {
+        Ok(documents) => documents,
+        Err(reason) => {
+            match claim {
+                Some(kind) => notes.incomplete(path, &rel, format!("{reason} (it holds {kind})")),
+                None => notes.warn(path, &rel, reason),
+            }
+            return;
+        }
+    };
+    let several = documents.len() > 1;
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    for (i, document) in documents.into_iter().enumerate() {
+        // An empty document (`---` at the end of a file, an empty file) holds nothing.
+        if document.is_null() {
+            continue;
+        }
+        if let Err(problem) = objects::flatten(document, &mut found) {
+            problems.push(if several {
+                format!("document {}: {problem}", i + 1)
+            } else {
+                problem
+            });
+        }
+    }
+    let mut holds_ours = false;
+    for object in found {
+        match objects.add(object) {
+            Ok(Added::Ours) => holds_ours = true,
+            Ok(Added::Other) => {}
+            Err(reason) => {
+                holds_ours = true;
+                notes.incomplete(path, &rel, reason);
+            }
+        }
+    }
+    // One note per file for its shape, however many documents or items are off.
+    if let Some(first) = problems.first() {
+        let more = match problems.len() - 1 {
+            0 => String::new(),
+            n => format!(" (and {n} more)"),
+        };
+        let reason = format!("{first}{more}");
+        match (claim, holds_ours) {
+            (Some(kind), _) => notes.incomplete(path, &rel, format!("{reason} (it holds {kind})")),
+            (None, true) => notes.incomplete(path, &rel, reason),
+            (None, false) => notes.warn(path, &rel, reason),
+        }
+    }
+}

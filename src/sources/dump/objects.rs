@@ -1,0 +1,390 @@
+//! Objects of a dump: the items of lists, the kinds the policy reads decoded into the model,
+//! and copies of one object reconciled.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::core::model::{GROUP, MachineConfigPool, MachineOSBuild, MachineOSConfig, VERSION};
+use crate::core::node::{Interner, NodeMeta, WireMeta};
+use crate::core::snapshot::Snapshot;
+
+/// A Kubernetes object: its `apiVersion`, `kind` and the whole object.
+pub(super) struct Typed {
+    pub(super) api_version: String,
+    pub(super) kind: String,
+    pub(super) object: Map<String, Value>,
+}
+
+/// Type a list's items inherit when they lack their own (`NodeList` items are Nodes).
+struct ItemType<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+}
+
+/// Pushes the object(s) `value` holds onto `out`: itself, or the items of a list.
+/// Items that are not objects are dropped and reported as one problem.
+pub(super) fn flatten(value: Value, out: &mut Vec<Typed>) -> Result<(), String> {
+    flatten_as(value, None, out)
+}
+
+fn flatten_as(
+    value: Value,
+    inherit: Option<&ItemType<'_>>,
+    out: &mut Vec<Typed>,
+) -> Result<(), String> {
+    let mut object = match value {
+        Value::Object(object) => object,
+        other => {
+            return Err(format!(
+                "not a Kubernetes object (found {})",
+                describe(&other)
+            ));
+        }
+    };
+    let field = |object: &Map<String, Value>, key: &str| {
+        object
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let api_version =
+        field(&object, "apiVersion").or_else(|| inherit.map(|t| t.api_version.to_string()));
+    let kind = field(&object, "kind").or_else(|| inherit.map(|t| t.kind.to_string()));
+    let (Some(api_version), Some(kind)) = (api_version, kind) else {
+        return Err("not a Kubernetes object (no apiVersion/kind)".to_string());
+    };
+    let is_list = kind.ends_with("List")
+        && matches!(object.get("items"), Some(Value::Array(_) | Value::Null));
+    if !is_list {
+        out.push(Typed {
+            api_version,
+            kind,
+            object,
+        });
+        return Ok(());
+    }
+    let items = match object.remove("items") {
+        Some(Value::Array(items)) => items,
+        _ => Vec::new(),
+    };
+    // `kind: List` says nothing about its items; `NodeList` says they are `v1` Nodes.
+    let item_kind = kind.strip_suffix("List").filter(|k| !k.is_empty());
+    let inherit = item_kind.map(|kind| ItemType {
+        api_version: &api_version,
+        kind,
+    });
+    let mut first_problem = None;
+    let mut problems = 0;
+    for (i, item) in items.into_iter().enumerate() {
+        if let Err(problem) = flatten_as(item, inherit.as_ref(), out) {
+            problems += 1;
+            first_problem.get_or_insert_with(|| format!("{kind} item {}: {problem}", i + 1));
+        }
+    }
+    match (first_problem, problems) {
+        (None, _) => Ok(()),
+        (Some(first), 1) => Err(first),
+        (Some(first), n) => Err(format!("{first} (and {} more items)", n - 1)),
+    }
+}
+
+fn describe(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a sequence",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// The objects kept so far, one per (kind, name), or several where copies disagree.
+#[derive(Default)]
+pub(super) struct Objects {
+    machine_os_configs: Kept<MachineOSConfig>,
+    machine_os_builds: Kept<MachineOSBuild>,
+    pools: Kept<MachineConfigPool>,
+    nodes: Kept<NodeMeta>,
+    interner: Interner,
+}
+
+/// What [`Objects::add`] made of an object.
+pub(super) enum Added {
+    /// One of the kinds the policy reads.
+    Ours,
+    /// Some other kind: skipped.
+    Other,
+}
+
+impl Objects {
+    /// Keeps `typed` if it is one of ours; an error names an object of ours that could
+    /// not be decoded.
+    pub(super) fn add(&mut self, typed: Typed) -> Result<Added, String> {
+        let Typed {
+            api_version,
+            kind,
+            mut object,
+        } = typed;
+        let mco_v1 = api_version == format!("{GROUP}/{VERSION}");
+        let ours = matches!(
+            kind.as_str(),
+            "MachineOSConfig" | "MachineOSBuild" | "MachineConfigPool"
+        ) && api_version.starts_with(&format!("{GROUP}/"))
+            || (api_version == "v1" && kind == "Node");
+        if !ours {
+            return Ok(Added::Other);
+        }
+        if !mco_v1 && kind != "Node" {
+            // An older API (4.16-4.18 tech preview v1alpha1) with a different schema:
+            // decoding it as v1 would guess wrong, and silently missing it would make
+            // `check` answer "not found".
+            return Err(format!(
+                "{api_version} {kind} {} is not supported (only {GROUP}/{VERSION})",
+                name_in(&object)
+            ));
+        }
+        null_values_are_empty(&mut object);
+        match kind.as_str() {
+            "Node" => self.nodes.add(&kind, node(object, &mut self.interner)?),
+            "MachineOSConfig" => self.machine_os_configs.add(&kind, mco(&kind, object)?),
+            "MachineOSBuild" => self.machine_os_builds.add(&kind, mco(&kind, object)?),
+            _ => self.pools.add(&kind, mco(&kind, object)?),
+        }?;
+        Ok(Added::Ours)
+    }
+
+    pub(super) fn node_count(&self) -> usize {
+        self.nodes.0.len()
+    }
+
+    pub(super) fn pool_count(&self) -> usize {
+        self.pools.0.len()
+    }
+
+    /// Names of the objects whose copies disagree with no resourceVersion to choose, as
+    /// `Kind/name`.
+    pub(super) fn disagreeing(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.machine_os_configs
+            .disagreeing("MachineOSConfig", &mut out);
+        self.machine_os_builds
+            .disagreeing("MachineOSBuild", &mut out);
+        self.pools.disagreeing("MachineConfigPool", &mut out);
+        self.nodes.disagreeing("Node", &mut out);
+        out
+    }
+
+    /// Every snapshot the copies allow: one choice per disagreeing object, each combination
+    /// once (the first is the one with the copy read last of each); `None` past `limit`.
+    pub(super) fn into_snapshots(self, limit: usize) -> Option<Vec<Snapshot>> {
+        let combos = [
+            self.machine_os_configs.choices(),
+            self.machine_os_builds.choices(),
+            self.pools.choices(),
+            self.nodes.choices(),
+        ]
+        .iter()
+        .try_fold(1usize, |n, c| n.checked_mul(*c))?;
+        if combos > limit {
+            return None;
+        }
+        let mut snapshots = Vec::with_capacity(combos);
+        for mut i in 0..combos {
+            snapshots.push(Snapshot {
+                machine_os_configs: self.machine_os_configs.pick(&mut i),
+                machine_os_builds: self.machine_os_builds.pick(&mut i),
+                pools: self.pools.pick(&mut i),
+                nodes: self.nodes.pick(&mut i),
+            });
+        }
+        Some(snapshots)
+    }
+}
+
+/// `null` label and annotation values read as empty strings: YAML writes `key:` for an
+/// empty value, and the label is there all the same (`node-role.kubernetes.io/worker:`).
+fn null_values_are_empty(object: &mut Map<String, Value>) {
+    let Some(Value::Object(meta)) = object.get_mut("metadata") else {
+        return;
+    };
+    for key in ["labels", "annotations"] {
+        if let Some(Value::Object(map)) = meta.get_mut(key) {
+            for value in map.values_mut() {
+                if value.is_null() {
+                    *value = Value::String(String::new());
+                }
+            }
+        }
+    }
+}
+
+/// A decoded object ready to keep.
+struct Decoded<T> {
+    name: String,
+    resource_version: Option<u64>,
+    /// What the policy reads of it, to tell copies that disagree from copies that do not.
+    content: Value,
+    object: T,
+}
+
+/// The copies kept of one object: the winner so far, or several that disagree.
+struct Copies<T> {
+    resource_version: Option<u64>,
+    /// Distinct by content, the copy read last first.
+    objects: Vec<(Value, Arc<T>)>,
+}
+
+/// Objects of one kind by name. Of two copies with numeric resourceVersions the larger wins;
+/// where either has none, or they are equal, copies that disagree are all kept, and the
+/// verdict is the most cautious over them ([`Objects::into_snapshots`]).
+struct Kept<T>(BTreeMap<String, Copies<T>>);
+
+impl<T> Default for Kept<T> {
+    fn default() -> Self {
+        Kept(BTreeMap::new())
+    }
+}
+
+impl<T> Kept<T> {
+    fn add(&mut self, kind: &str, decoded: Decoded<T>) -> Result<(), String> {
+        if decoded.name.is_empty() {
+            return Err(format!("{kind} without metadata.name"));
+        }
+        let new = (decoded.content, Arc::new(decoded.object));
+        let Some(kept) = self.0.get_mut(&decoded.name) else {
+            self.0.insert(
+                decoded.name,
+                Copies {
+                    resource_version: decoded.resource_version,
+                    objects: vec![new],
+                },
+            );
+            return Ok(());
+        };
+        match (kept.resource_version, decoded.resource_version) {
+            (Some(old), Some(rv)) if old > rv => {}
+            (Some(old), Some(rv)) if old < rv => {
+                kept.resource_version = Some(rv);
+                kept.objects = vec![new];
+            }
+            _ => {
+                kept.resource_version = kept.resource_version.max(decoded.resource_version);
+                kept.objects.retain(|(content, _)| *content != new.0);
+                kept.objects.insert(0, new);
+            }
+        }
+        Ok(())
+    }
+
+    fn choices(&self) -> usize {
+        self.0.values().map(|c| c.objects.len()).product()
+    }
+
+    fn disagreeing(&self, kind: &str, out: &mut Vec<String>) {
+        out.extend(
+            self.0
+                .iter()
+                .filter(|(_, c)| c.objects.len() > 1)
+                .map(|(name, _)| format!("{kind}/{name}")),
+        );
+    }
+
+    /// One copy of each object, sorted by name: combination `i` (mixed radix over the
+    /// objects with several copies; `i` keeps the rest for the next kind).
+    fn pick(&self, i: &mut usize) -> Vec<Arc<T>> {
+        self.0
+            .values()
+            .map(|c| {
+                let n = c.objects.len();
+                let choice = *i % n;
+                *i /= n;
+                Arc::clone(&c.objects[choice].1)
+            })
+            .collect()
+    }
+}
+
+fn name_in(object: &Map<String, Value>) -> String {
+    match object
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+    {
+        Some(name) => format!("{name:?}"),
+        None => "<unnamed>".to_string(),
+    }
+}
+
+fn decoded<T: Serialize>(object: T, meta: impl Fn(&T) -> &ObjectMeta) -> Decoded<T> {
+    let meta = meta(&object);
+    let name = meta.name.clone().unwrap_or_default();
+    let resource_version = meta
+        .resource_version
+        .as_deref()
+        .and_then(|rv| rv.trim().parse().ok());
+    Decoded {
+        name,
+        resource_version,
+        content: content_of(&object),
+        object,
+    }
+}
+
+/// The object as the model keeps it, without the metadata that differs between copies of one
+/// state (resourceVersion, managedFields are not kept; generation and timestamps are dropped).
+fn content_of<T: Serialize>(object: &T) -> Value {
+    let mut v = serde_json::to_value(object).unwrap_or(Value::Null);
+    if let Some(Value::Object(meta)) = v.get_mut("metadata") {
+        for key in [
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "managedFields",
+        ] {
+            meta.remove(key);
+        }
+    }
+    v
+}
+
+/// A Node reduced to what the policy reads (see [`crate::core::node`]), its strings shared with the
+/// other nodes of the dump through `interner`.
+fn node(
+    mut object: Map<String, Value>,
+    interner: &mut Interner,
+) -> Result<Decoded<NodeMeta>, String> {
+    let name = name_in(&object);
+    let meta: WireMeta = serde_json::from_value(object.remove("metadata").unwrap_or(Value::Null))
+        .map_err(|e| format!("Node {name}: cannot decode metadata: {e}"))?;
+    let resource_version = meta.revision();
+    let node = NodeMeta::from_wire(meta, interner, |_| true);
+    Ok(Decoded {
+        name: node.name().to_string(),
+        resource_version,
+        content: content_of(&node),
+        object: node,
+    })
+}
+
+/// One of the MCO kinds, decoded into our model (without managedFields).
+fn mco<T>(kind: &str, mut object: Map<String, Value>) -> Result<Decoded<T>, String>
+where
+    T: DeserializeOwned + Serialize + kube::core::Resource,
+{
+    let name = name_in(&object);
+    // managedFields can dwarf the rest of the object; nothing reads it.
+    if let Some(Value::Object(meta)) = object.get_mut("metadata") {
+        meta.remove("managedFields");
+    }
+    let decoded_object: T = serde_json::from_value(Value::Object(object))
+        .map_err(|e| format!("{kind} {name}: cannot decode: {e}"))?;
+    Ok(decoded(decoded_object, T::meta))
+}

@@ -1,0 +1,11 @@
+//! Where the core's snapshots come from: the watch caches the webhook decides from, direct
+//! reads that confirm an allow, and directory dumps for `check --from-dir`.
+
+pub mod caches;
+pub mod dump;
+pub mod live;
+pub mod memory;
+pub mod node_cache;
+pub mod node_index;
+pub mod view;
+pub mod watch;

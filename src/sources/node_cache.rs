@@ -1,0 +1,379 @@
+//! The node cache: every node, lean ([`NodeMeta`]), kept current by a paged list and a watch
+//! of node metadata, with the [`NodeIndex`] updated under the same lock, and the revision
+//! (resourceVersion) up to which the cache has applied the API server's node changes.
+//!
+//! That revision is the confirming read's fence (docs/design.md, "Confirming an allow"): a
+//! watch delivers a collection's changes in revision order, so once the cache has applied an
+//! event or bookmark at or past revision R, it holds every node change committed at or before
+//! R. A confirmation fetches R with a consistent read after the admission request arrived
+//! and waits for the cache to pass it, instead of listing every node again.
+//!
+//! Hand-written rather than kube's reflector for three reasons: the reflector does not expose
+//! the revision it has reached (bookmarks included), it decodes every node whole (~11 KiB of
+//! transient allocations per node on real clusters) and it keeps the full objects.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::TryStreamExt;
+use kube::Client;
+use kube::api::WatchParams;
+use kube::core::WatchEvent;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::core::node::NodeMeta;
+use crate::core::node::{Interner, WireMeta, WireNode};
+use crate::core::policy::PolicyMode;
+use crate::sources::live::{self, NODES};
+use crate::sources::node_index::NodeIndex;
+use crate::sources::watch::{WatchHealth, probe, recovered};
+
+/// Server-side timeout of one watch request; the API server sends a bookmark shortly before
+/// it (and about every minute), and the watch resumes from the last revision.
+const WATCH_TIMEOUT_SECS: u32 = 290;
+/// Applied changes between two purges of strings no node uses any more.
+const PURGE_EVERY: usize = 4096;
+/// A watch that delivers neither an event nor a bookmark for this long is dead (the API server
+/// sends a bookmark about every minute on a quiet watch): it is dropped and re-established.
+const IDLE_LIMIT: Duration = Duration::from_secs(90);
+/// Bound on the API server accepting a watch request.
+const WATCH_START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Retry delays after a failed list or watch: doubling from the first, capped.
+const BACKOFF_FIRST: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// What the cache holds; one lock, so the index, the nodes and the revision always agree.
+#[derive(Default)]
+struct NodeState {
+    nodes: HashMap<Arc<str>, Arc<NodeMeta>>,
+    index: NodeIndex,
+    interner: Interner,
+    /// Every node change at or below this revision is applied (0: no list completed yet).
+    revision: u64,
+    applied_since_purge: usize,
+}
+
+impl NodeState {
+    fn upsert(&mut self, meta: WireMeta) {
+        let node = NodeMeta::from_wire(meta, &mut self.interner, |_| true);
+        self.index.upsert(&node);
+        self.nodes
+            .insert(Arc::clone(node.shared_name()), Arc::new(node));
+        self.applied();
+    }
+
+    fn remove(&mut self, name: &str) {
+        self.index.remove(name);
+        self.nodes.remove(name);
+        self.applied();
+    }
+
+    fn applied(&mut self) {
+        self.applied_since_purge += 1;
+        if self.applied_since_purge >= PURGE_EVERY {
+            self.interner.purge();
+            self.applied_since_purge = 0;
+        }
+    }
+}
+
+/// The node cache and the task that keeps it current (stopped when dropped).
+pub struct NodeCache {
+    state: Arc<RwLock<NodeState>>,
+    revision: watch::Receiver<u64>,
+    ready: Arc<AtomicBool>,
+    health: Arc<WatchHealth>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for NodeCache {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl NodeCache {
+    /// Starts listing and watching nodes; returns at once (see [`NodeCache::ready`]).
+    pub fn start(client: Client, stale_after: Duration) -> Self {
+        let state = Arc::new(RwLock::new(NodeState::default()));
+        let (tx, revision) = watch::channel(0);
+        let ready = Arc::new(AtomicBool::new(false));
+        let health = Arc::new(WatchHealth::default());
+        let driver = Driver {
+            client,
+            state: Arc::clone(&state),
+            revision: tx,
+            ready: Arc::clone(&ready),
+            health: Arc::clone(&health),
+            stale_after,
+        };
+        Self {
+            state,
+            revision,
+            ready,
+            health,
+            task: tokio::spawn(driver.run()),
+        }
+    }
+
+    /// True once the first full list completed.
+    pub fn ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn health(&self) -> &WatchHealth {
+        &self.health
+    }
+
+    /// Waits until the cache has applied every node change up to `revision` (forever if it
+    /// never does: the caller bounds the wait).
+    pub async fn caught_up(&self, revision: u64) {
+        let mut rx = self.revision.clone();
+        if rx.wait_for(|applied| *applied >= revision).await.is_err() {
+            // The driver stopped (shutdown): the cache will never catch up.
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// The revision the cache has reached.
+    pub fn revision(&self) -> u64 {
+        *self.revision.borrow()
+    }
+
+    /// Nodes that may carry one of `digests` under `mode` (from the index), or every node.
+    pub fn nodes(
+        &self,
+        digests: Option<&std::collections::BTreeSet<String>>,
+        mode: PolicyMode,
+    ) -> Vec<Arc<NodeMeta>> {
+        let state = read(&self.state);
+        match digests {
+            Some(d) => state
+                .index
+                .candidates(d, mode)
+                .iter()
+                .filter_map(|name| state.nodes.get(name).cloned())
+                .collect(),
+            None => state.nodes.values().cloned().collect(),
+        }
+    }
+
+    /// Nodes cached, and nodes filed in the index (those with image annotations).
+    pub fn sizes(&self) -> (usize, usize) {
+        let state = read(&self.state);
+        (state.nodes.len(), state.index.len())
+    }
+}
+
+/// A poisoned lock only means a panic elsewhere mid-update; the state stays usable.
+fn write(lock: &RwLock<NodeState>) -> std::sync::RwLockWriteGuard<'_, NodeState> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read(lock: &RwLock<NodeState>) -> std::sync::RwLockReadGuard<'_, NodeState> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Lists, then watches from the list's revision; relists when the watch's revision is too
+/// old (410 Gone), resumes the watch after a timeout, backs off after errors.
+struct Driver {
+    client: Client,
+    state: Arc<RwLock<NodeState>>,
+    revision: watch::Sender<u64>,
+    ready: Arc<AtomicBool>,
+    health: Arc<WatchHealth>,
+    stale_after: Duration,
+}
+
+/// What one watch event changes.
+enum Change {
+    Upsert(WireMeta),
+    Remove(String),
+    None,
+}
+
+/// Why a watch ended.
+enum Ended {
+    /// The server closed it (its timeout): resume from the last revision.
+    Resume,
+    /// The revision is too old, or not a number: list again.
+    Relist,
+    /// An error: back off, then resume.
+    Failed(String),
+}
+
+impl Driver {
+    async fn run(self) {
+        let mut delay = BACKOFF_FIRST;
+        // When the cache last stopped following the API server (a watch ended or failed): the
+        // start of a failing streak, so a watch that reconnects into a black hole counts as
+        // failing from the moment it went silent, not from when the reconnect gives up.
+        let mut down_since = Instant::now();
+        loop {
+            let revision = match self.relist().await {
+                Ok(revision) => revision,
+                Err(e) => {
+                    self.failed(e, down_since);
+                    self.health.back_off(delay).await;
+                    delay = (delay * 2).min(BACKOFF_MAX);
+                    continue;
+                }
+            };
+            delay = BACKOFF_FIRST;
+            let mut from = revision;
+            loop {
+                let ended = self.watch(&mut from).await;
+                down_since = Instant::now();
+                match ended {
+                    Ended::Resume => delay = BACKOFF_FIRST,
+                    Ended::Relist => break,
+                    Ended::Failed(e) => {
+                        self.failed(e, down_since);
+                        self.health.back_off(delay).await;
+                        delay = (delay * 2).min(BACKOFF_MAX);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Lists every node into a new state on the side and swaps it in: readers see the old
+    /// nodes until the new list is complete. Returns the list's revision.
+    async fn relist(&self) -> Result<u64, String> {
+        let mut next = NodeState::default();
+        let listed = live::list_nodes(&self.client, |page| {
+            for meta in page {
+                let node = NodeMeta::from_wire(meta, &mut next.interner, |_| true);
+                next.index.upsert(&node);
+                next.nodes
+                    .insert(Arc::clone(node.shared_name()), Arc::new(node));
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let revision = match listed {
+            Some(Some(revision)) => revision,
+            Some(None) => return Err("the node list's resourceVersion is not a number".into()),
+            None => return Err("the API server does not serve nodes".into()),
+        };
+        next.revision = revision;
+        let count = next.nodes.len();
+        *write(&self.state) = next;
+        self.revision.send_replace(revision);
+        crate::sources::memory::release_free_memory();
+        recovered(&self.health, "nodes", "the list completed");
+        if !self.ready.swap(true, Ordering::AcqRel) {
+            tracing::info!(cache = "nodes", objects = count, revision, "cache synced");
+        }
+        Ok(revision)
+    }
+
+    /// One watch request from `from`, applying its events; `from` follows them.
+    async fn watch(&self, from: &mut u64) -> Ended {
+        let params = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
+        let request =
+            match kube::core::Request::new(NODES).watch_metadata(&params, &from.to_string()) {
+                Ok(request) => request,
+                Err(e) => return Ended::Failed(e.to_string()),
+            };
+        let started = tokio::time::timeout(
+            WATCH_START_TIMEOUT,
+            self.client.request_events::<WireNode>(request),
+        );
+        let stream = match started.await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(kube::Error::Api(s))) if s.code == 410 => return Ended::Relist,
+            Ok(Err(e)) => return Ended::Failed(live::chain(&e)),
+            Err(_) => {
+                return Ended::Failed(format!(
+                    "the API server did not accept the node watch within {WATCH_START_TIMEOUT:?}"
+                ));
+            }
+        };
+        // The API server accepted the watch: a failing streak is over.
+        recovered(&self.health, "nodes", "the watch was re-established");
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let event = match tokio::time::timeout(IDLE_LIMIT, stream.try_next()).await {
+                Ok(Ok(Some(event))) => event,
+                Ok(Ok(None)) => return Ended::Resume,
+                Ok(Err(kube::Error::Api(s))) if s.code == 410 => return Ended::Relist,
+                Ok(Err(e)) => return Ended::Failed(live::chain(&e)),
+                Err(_) => {
+                    return Ended::Failed(format!(
+                        "the node watch delivered neither an event nor a bookmark for {IDLE_LIMIT:?}"
+                    ));
+                }
+            };
+            let (revision, change) = match event {
+                WatchEvent::Added(node) | WatchEvent::Modified(node) => {
+                    (node.metadata.revision(), Change::Upsert(node.metadata))
+                }
+                WatchEvent::Deleted(node) => (
+                    node.metadata.revision(),
+                    Change::Remove(node.metadata.name.unwrap_or_default()),
+                ),
+                WatchEvent::Bookmark(b) => (
+                    live::revision_of(Some(&b.metadata.resource_version)),
+                    Change::None,
+                ),
+                WatchEvent::Error(e) if e.code == 410 => return Ended::Relist,
+                WatchEvent::Error(e) => {
+                    return Ended::Failed(format!("watch error {}: {}", e.code, e.message));
+                }
+            };
+            // A revision that is not a number can be neither resumed from nor fenced on.
+            let Some(revision) = revision else {
+                return Ended::Relist;
+            };
+            *from = revision;
+            {
+                let mut state = write(&self.state);
+                match change {
+                    Change::Upsert(meta) => state.upsert(meta),
+                    Change::Remove(name) => state.remove(&name),
+                    Change::None => {}
+                }
+                state.revision = state.revision.max(revision);
+            }
+            // Published after the change is applied: a reader that sees `revision` finds it.
+            self.revision.send_if_modified(|r| {
+                let newer = revision > *r;
+                *r = (*r).max(revision);
+                newer
+            });
+        }
+    }
+
+    /// Records a failure of a streak that started at `since` (if none is running yet).
+    fn failed(&self, error: String, since: Instant) {
+        tracing::warn!(cache = "nodes", error = %error, "node list or watch failed; retrying with backoff");
+        if !self.health.is_failing() {
+            self.health.failed(since, error.clone(), self.stale_after);
+        }
+        let client = self.client.clone();
+        probe(&self.health, "nodes", move || probe_nodes(client.clone()));
+        if self.health.failed(Instant::now(), error, self.stale_after) {
+            tracing::warn!(
+                cache = "nodes",
+                stale_after = ?self.stale_after,
+                "cache stale: its watch has been failing since; /readyz answers 503 until it recovers"
+            );
+        }
+    }
+}
+
+/// What the node watch needs, in small: a list of one node's metadata and a watch of it.
+async fn probe_nodes(client: Client) -> Result<(), kube::Error> {
+    let api = kube::Api::<k8s_openapi::api::core::v1::Node>::all(client);
+    api.list_metadata(&kube::api::ListParams::default().limit(1))
+        .await?;
+    let watch = api
+        .watch_metadata(&WatchParams::default().timeout(1), "0")
+        .await?;
+    drop(watch);
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! Where the webhook gets its snapshots: the live caches, or a fixed snapshot read from
+//! a directory (`serve --from-dir`, for trying a webhook configuration offline).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::core::node::NodeMeta;
+use crate::core::policy::{self, Deletion, PolicyMode};
+use crate::core::snapshot::Snapshot;
+
+/// A source of snapshots for admission decisions.
+pub trait ClusterView: Send + Sync + 'static {
+    /// What the caches hold now, without nodes (cheap: reference counts only).
+    fn objects(&self) -> Snapshot;
+
+    /// Cached nodes that may carry one of `digests` under `mode` (a superset of the nodes
+    /// that can block), or every node when `digests` is `None`.
+    fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>>;
+
+    /// Builds, pools and MachineOSConfigs read fresh from the API server, and nodes at least as
+    /// fresh; used to confirm an allow. An error means the guard cannot verify.
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, String>>;
+
+    /// True once every cache finished its first full list (synced).
+    fn ready(&self) -> bool;
+
+    /// Whether the webhook should receive requests (`/readyz`): synced, and no watch failing
+    /// for longer than allowed. `Err` says why not, naming the caches.
+    fn readiness(&self) -> Result<(), String> {
+        if self.ready() {
+            Ok(())
+        } else {
+            Err("caches have not finished their first full list".to_string())
+        }
+    }
+
+    /// Each cache and whether it is stale (its watch failing for longer than allowed).
+    fn stale(&self) -> Vec<(&'static str, bool)> {
+        Vec::new()
+    }
+
+    /// Objects per cache, for metrics.
+    fn sizes(&self) -> Vec<(&'static str, usize)>;
+}
+
+/// A confirming read: everything a decision reads, at least as recent as the moment the read
+/// started.
+#[derive(Debug, Default)]
+pub struct Fresh {
+    /// Builds, pools and MachineOSConfigs listed now (no nodes).
+    pub objects: Snapshot,
+    pub nodes: FreshNodes,
+}
+
+/// Where a confirming read's nodes are.
+#[derive(Debug, Default)]
+pub enum FreshNodes {
+    /// In the view's node cache, which has applied every node change committed before the read
+    /// started (the fence, see [`crate::sources::node_cache`]): read them with [`ClusterView::nodes`].
+    #[default]
+    Cached,
+    /// Listed now.
+    Listed(Vec<Arc<NodeMeta>>),
+}
+
+impl Fresh {
+    /// The snapshot that decides `target`: the fresh objects, with the nodes that can matter.
+    pub fn snapshot_for<V: ClusterView + ?Sized>(
+        &self,
+        view: &V,
+        target: Deletion<'_>,
+        mode: PolicyMode,
+    ) -> Snapshot {
+        let mut snapshot = self.objects.clone();
+        snapshot.nodes = match &self.nodes {
+            FreshNodes::Listed(nodes) => nodes.clone(),
+            FreshNodes::Cached => {
+                let digests = policy::guarded_digests(&snapshot, target);
+                view.nodes(digests.as_ref(), mode)
+            }
+        };
+        snapshot
+    }
+
+    /// Bounded label for metrics.
+    pub fn source(&self) -> &'static str {
+        match self.nodes {
+            FreshNodes::Cached => "cache",
+            FreshNodes::Listed(_) => "list",
+        }
+    }
+}
+
+/// A snapshot that never changes: fresh reads return it as it is.
+pub struct StaticView(pub Arc<Snapshot>);
+
+impl ClusterView for StaticView {
+    fn objects(&self) -> Snapshot {
+        Snapshot {
+            nodes: Vec::new(),
+            ..self.0.as_ref().clone()
+        }
+    }
+
+    fn nodes(&self, _: Option<&BTreeSet<String>>, _: PolicyMode) -> Vec<Arc<NodeMeta>> {
+        self.0.nodes.clone()
+    }
+
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, String>> {
+        Box::pin(async move {
+            Ok(Fresh {
+                objects: self.objects(),
+                nodes: FreshNodes::Listed(self.0.nodes.clone()),
+            })
+        })
+    }
+
+    fn ready(&self) -> bool {
+        true
+    }
+
+    fn sizes(&self) -> Vec<(&'static str, usize)> {
+        sizes_of(&self.0)
+    }
+}
+
+/// Object counts of a snapshot, labelled as the metrics expect.
+pub fn sizes_of(s: &Snapshot) -> Vec<(&'static str, usize)> {
+    vec![
+        ("machineosconfigs", s.machine_os_configs.len()),
+        ("machineosbuilds", s.machine_os_builds.len()),
+        ("machineconfigpools", s.pools.len()),
+        ("nodes", s.nodes.len()),
+    ]
+}

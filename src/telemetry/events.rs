@@ -1,0 +1,268 @@
+//! Kubernetes Events about guarded objects, so `oc describe`, `oc get events` and event-based
+//! alerting see what the guard did: a refused deletion (DeletionBlocked), a deletion held by
+//! the finalizer (DeletionDeferred) and its release (DeletionReleased).
+//!
+//! Events are best effort: a failure to record one is logged and never changes a decision.
+//! Written directly (events.k8s.io/v1) rather than with kube-runtime's recorder, which
+//! recounts an Event with a different note as the old one and keeps the old note.
+//! MachineOSConfigs and MachineOSBuilds are cluster-scoped, so their Events live in the
+//! `default` namespace (events.k8s.io/v1), which the RBAC in `manifests/base` grants.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::core::message::clip_to;
+use crate::core::model::{GROUP, VERSION};
+use crate::core::policy::TargetKind;
+
+/// The `reportingController` of every Event mosc-guard records.
+pub const CONTROLLER: &str = "mosc-guard.dev/mosc-guard";
+/// The API server rejects Event notes longer than 1 KiB.
+const MAX_NOTE_BYTES: usize = 1024;
+/// An identical Event within this window is counted as a series instead of created again.
+const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+/// Bound for one API call: an Event is never worth a stuck caller.
+const API_TIMEOUT: Duration = Duration::from_secs(10);
+/// Where Events about cluster-scoped objects live.
+const NAMESPACE: &str = "default";
+
+pub const REASON_BLOCKED: &str = "DeletionBlocked";
+pub const REASON_DEFERRED: &str = "DeletionDeferred";
+pub const REASON_RELEASED: &str = "DeletionReleased";
+
+/// What makes two Events the same: unlike kube-runtime's recorder, the note is part of it,
+/// so a DeletionDeferred naming other nodes is a new Event, not a recount of the old one.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Key {
+    reason: String,
+    regarding: (Option<String>, Option<String>, Option<String>),
+    note: String,
+}
+
+/// An Event already recorded: its name, count and when it was last seen.
+#[derive(Clone, Debug)]
+struct Seen {
+    name: String,
+    count: i32,
+    last: Instant,
+}
+
+/// Records Events as this replica (`instance`, the pod name).
+#[derive(Clone)]
+pub struct Events {
+    api: Api<Event>,
+    instance: String,
+    seen: Arc<Mutex<HashMap<Key, Seen>>>,
+}
+
+impl Events {
+    pub fn new(client: kube::Client, instance: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, NAMESPACE),
+            instance: instance.to_string(),
+            seen: Arc::default(),
+        }
+    }
+
+    /// Records one Event about `regarding` (an identical one within a few minutes only counts
+    /// up its series); failures are logged, not returned.
+    pub async fn record(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: &str,
+    ) {
+        let note = clip_to(note.to_string(), MAX_NOTE_BYTES);
+        let key = Key {
+            reason: reason.to_string(),
+            regarding: (
+                regarding.kind.clone(),
+                regarding.name.clone(),
+                regarding.uid.clone(),
+            ),
+            note: note.clone(),
+        };
+        let previous = {
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            seen.retain(|_, s| s.last.elapsed() < SERIES_WINDOW);
+            seen.get(&key).cloned()
+        };
+        let now = MicroTime(Timestamp::now());
+        let result = match &previous {
+            Some(prev) => {
+                let count = prev.count.saturating_add(1);
+                let series = EventSeries {
+                    count,
+                    last_observed_time: now,
+                };
+                let patch = json!({"series": series});
+                tokio::time::timeout(
+                    API_TIMEOUT,
+                    self.api
+                        .patch(&prev.name, &PatchParams::default(), &Patch::Merge(&patch)),
+                )
+                .await
+                .map(|r| r.map(|_| (prev.name.clone(), count)))
+            }
+            None => {
+                let event = self.event(regarding, warning, reason, note, now);
+                tokio::time::timeout(API_TIMEOUT, self.api.create(&PostParams::default(), &event))
+                    .await
+                    .map(|r| r.map(|e| (e.metadata.name.unwrap_or_default(), 1)))
+            }
+        };
+        match result {
+            Ok(Ok((name, count))) => {
+                let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+                seen.insert(
+                    key,
+                    Seen {
+                        name,
+                        count,
+                        last: Instant::now(),
+                    },
+                );
+            }
+            Ok(Err(e)) => tracing::warn!(
+                reason,
+                object = regarding.name.as_deref().unwrap_or_default(),
+                error = %e,
+                "could not record an Event"
+            ),
+            Err(_) => tracing::warn!(
+                reason,
+                object = regarding.name.as_deref().unwrap_or_default(),
+                "recording an Event timed out"
+            ),
+        }
+    }
+
+    fn event(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: String,
+        now: MicroTime,
+    ) -> Event {
+        let object = regarding.name.as_deref().unwrap_or("mosc-guard");
+        Event {
+            metadata: ObjectMeta {
+                name: Some(event_name(object, now.0.as_nanosecond())),
+                namespace: Some(NAMESPACE.to_string()),
+                ..Default::default()
+            },
+            event_time: Some(now),
+            action: Some("Delete".to_string()),
+            reason: Some(reason.to_string()),
+            note: Some(note),
+            regarding: Some(regarding.clone()),
+            reporting_controller: Some(CONTROLLER.to_string()),
+            reporting_instance: Some(self.instance.clone()),
+            type_: Some(if warning { "Warning" } else { "Normal" }.to_string()),
+            ..Default::default()
+        }
+    }
+}
+
+/// Longest object name (a DNS subdomain), and so longest Event name.
+const MAX_NAME: usize = 253;
+
+/// `{object}.{nanoseconds in hex}`, as kubectl and client-go name Events, kept a valid DNS
+/// subdomain of at most 253 characters for any valid object name: a long name is cut so the
+/// suffix fits, and a cut that leaves `-` or `.` at the end loses those too.
+fn event_name(object: &str, nanos: i128) -> String {
+    let suffix = format!(".{nanos:x}");
+    let room = MAX_NAME - suffix.len();
+    let mut prefix: String = object
+        .chars()
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '.')
+        .take(room)
+        .collect();
+    while prefix.ends_with(['-', '.']) {
+        prefix.pop();
+    }
+    if prefix.is_empty() {
+        prefix.push_str("mosc-guard");
+    }
+    prefix + &suffix
+}
+
+/// A reference to a MachineOSConfig or MachineOSBuild (cluster-scoped).
+pub fn reference(kind: TargetKind, name: &str, uid: Option<&str>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(format!("{GROUP}/{VERSION}")),
+        kind: Some(kind.kind().to_string()),
+        name: Some(name.to_string()),
+        uid: uid.map(str::to_string),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_clipped_on_a_character_boundary() {
+        assert_eq!(clip_to("short".into(), 10), "short");
+        let long = "é".repeat(600); // 1200 bytes
+        let clipped = clip_to(long, MAX_NOTE_BYTES);
+        assert!(clipped.len() <= MAX_NOTE_BYTES);
+        assert!(clipped.ends_with("..."));
+    }
+
+    /// What the API server checks for an Event's name (a DNS-1123 subdomain).
+    fn is_dns_subdomain(s: &str) -> bool {
+        s.len() <= 253
+            && s.split('.').all(|label| {
+                !label.is_empty()
+                    && label
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            })
+    }
+
+    #[test]
+    fn event_names_are_valid_for_any_valid_object_name() {
+        let nanos = 1_780_000_000_123_456_789_i128;
+        assert_eq!(event_name("worker", nanos), format!("worker.{nanos:x}"));
+        // A 253-character MachineOSBuild name (the longest valid one), and cuts that would
+        // end on '-' or '.'.
+        let long = format!("worker-{}", "a".repeat(246));
+        assert_eq!(long.len(), 253);
+        let dashes = format!("{}-{}", "b".repeat(235), "c".repeat(17));
+        let dots = format!("{}.{}", "d".repeat(235), "e".repeat(17));
+        for object in [long.as_str(), &dashes, &dots, "x"] {
+            assert!(is_dns_subdomain(object), "{object}");
+            let name = event_name(object, nanos);
+            assert!(is_dns_subdomain(&name), "{name} ({} chars)", name.len());
+            assert!(name.ends_with(&format!(".{nanos:x}")), "{name}");
+        }
+        // Distinct instants give distinct names even when the object name was cut.
+        assert_ne!(event_name(&long, nanos), event_name(&long, nanos + 1));
+    }
+
+    #[test]
+    fn references_name_the_kind_and_group() {
+        let r = reference(TargetKind::MachineOSBuild, "worker-abc", Some("u-1"));
+        assert_eq!(r.kind.as_deref(), Some("MachineOSBuild"));
+        assert_eq!(
+            r.api_version.as_deref(),
+            Some("machineconfiguration.openshift.io/v1")
+        );
+        assert_eq!(r.uid.as_deref(), Some("u-1"));
+        assert_eq!(r.namespace, None);
+    }
+}

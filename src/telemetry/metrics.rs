@@ -1,0 +1,343 @@
+//! Prometheus metrics. Every label takes values from a fixed set, so series stay bounded
+//! however many objects the cluster has.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::core::finalizer::ReleaseReason;
+
+/// What an admission request came to.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Outcome {
+    allowed,
+    denied,
+    overridden,
+    /// Denied because a would-be allow could not be confirmed with a fresh read.
+    unverified,
+    /// Not a deletion the guard decides on (other resource or operation).
+    ignored,
+    /// Allowed in defer mode while nodes still need its images: the finalizer holds it.
+    deferred,
+}
+
+/// What a mutation request came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Mutation {
+    /// The finalizer was added.
+    added,
+    /// It was there already (re-invocation, or a plain update).
+    present,
+    /// The object is being deleted: finalizers cannot be added.
+    terminating,
+    /// `--no-new-finalizers`: draining before an uninstall.
+    disabled,
+    /// Not a create/update of a MachineOSConfig.
+    ignored,
+}
+
+/// What kind of failure a finalizer patch met (the controller decides its retry from it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Failure {
+    /// A write based on a stale read (409, or a failed resourceVersion test): expected now and
+    /// then, retried at once.
+    conflict,
+    /// 422 on an object that did not change: the API server (a CRD rule, an admission
+    /// policy, another webhook) rejects the update itself; retrying at once cannot help.
+    invalid,
+    /// 401/403: RBAC.
+    forbidden,
+    /// No answer within the patch deadline.
+    timeout,
+    /// Anything else (other status codes, connection errors).
+    other,
+}
+
+/// Why a deferred deletion was released, as the label writes it.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+enum Release {
+    settled,
+    overridden,
+}
+
+impl From<ReleaseReason> for Release {
+    fn from(r: ReleaseReason) -> Self {
+        match r {
+            ReleaseReason::Settled => Release::settled,
+            ReleaseReason::Overridden => Release::overridden,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    resource: &'static str,
+    result: Outcome,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MutationLabels {
+    result: Mutation,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReleaseLabels {
+    reason: Release,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerErrorLabels {
+    error: Failure,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabels {
+    cache: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConfirmLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: &'static str,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    decisions: Family<DecisionLabels, Counter>,
+    latency: Histogram,
+    confirmations: Family<ConfirmLabels, Counter>,
+    confirmation_nodes: Family<SourceLabels, Counter>,
+    cache_objects: Family<CacheLabels, Gauge>,
+    cache_stale: Family<CacheLabels, Gauge>,
+    ready: Gauge,
+    mutations: Family<MutationLabels, Counter>,
+    deferred: Gauge,
+    oldest_deferred: Gauge,
+    releases: Family<ReleaseLabels, Counter>,
+    deferral_seconds: Histogram,
+    leader: Gauge,
+    controller_errors: Family<ControllerErrorLabels, Counter>,
+    certificate_expiry: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("mosc_guard");
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "admission_decisions",
+            "Admission decisions by resource and result",
+            decisions.clone(),
+        );
+        // 100 µs .. ~5.9 s: cache decisions are sub-millisecond, confirmations a list call
+        // bounded by --confirm-timeout (5 s by default).
+        let latency = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+            0.0001, 3.0, 11,
+        ));
+        registry.register(
+            "admission_decision_duration_seconds",
+            "Time to decide one admission request, including any confirming read",
+            latency.clone(),
+        );
+        let confirmations = Family::<ConfirmLabels, Counter>::default();
+        registry.register(
+            "confirmations",
+            "Fresh reads that confirmed a cache allow (confirmed, overturned, failed)",
+            confirmations.clone(),
+        );
+        let confirmation_nodes = Family::<SourceLabels, Counter>::default();
+        registry.register(
+            "confirmation_nodes",
+            "Confirmations by where their nodes came from: the node cache once it passed the \
+             fence (cache), or a list of every node (list)",
+            confirmation_nodes.clone(),
+        );
+        let cache_objects = Family::<CacheLabels, Gauge>::default();
+        registry.register(
+            "cache_objects",
+            "Objects held by each cache",
+            cache_objects.clone(),
+        );
+        let cache_stale = Family::<CacheLabels, Gauge>::default();
+        registry.register(
+            "cache_stale",
+            "1 while the cache's watch has been failing for longer than --stale-after",
+            cache_stale.clone(),
+        );
+        let ready = Gauge::default();
+        registry.register(
+            "ready",
+            "1 while /readyz answers 200: every cache synced, none stale, not shutting down",
+            ready.clone(),
+        );
+        let mutations = Family::<MutationLabels, Counter>::default();
+        registry.register(
+            "mutations",
+            "Mutating-webhook requests by result (defer mode)",
+            mutations.clone(),
+        );
+        let deferred = Gauge::default();
+        registry.register(
+            "deferred_deletions",
+            "MachineOSConfigs being deleted whose finalizer mosc-guard still holds (leader only)",
+            deferred.clone(),
+        );
+        // A timestamp, not an age: it survives restarts and leader changes unchanged, so an
+        // alert on `time() - this` sees one long deferral, never a churn of short ones.
+        let oldest_deferred = Gauge::default();
+        registry.register(
+            "oldest_deferred_deletion_timestamp_seconds",
+            "deletionTimestamp of the oldest MachineOSConfig whose finalizer mosc-guard still holds (seconds since the Unix epoch; 0 when none; leader only)",
+            oldest_deferred.clone(),
+        );
+        let releases = Family::<ReleaseLabels, Counter>::default();
+        registry.register(
+            "finalizer_releases",
+            "Deferred deletions released, by reason",
+            releases.clone(),
+        );
+        // 5 s .. ~2.8 h: a rollout takes minutes per node.
+        let deferral_seconds = Histogram::new(
+            prometheus_client::metrics::histogram::exponential_buckets(5.0, 2.0, 12),
+        );
+        registry.register(
+            "deferred_deletion_duration_seconds",
+            "Time from a MachineOSConfig's deletionTimestamp to the release of its finalizer",
+            deferral_seconds.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the lease and runs the finalizer controller",
+            leader.clone(),
+        );
+        let controller_errors = Family::<ControllerErrorLabels, Counter>::default();
+        registry.register(
+            "controller_errors",
+            "Failed finalizer patches of the finalizer controller, by kind (conflict is retried at once, the rest with backoff)",
+            controller_errors.clone(),
+        );
+        let certificate_expiry = Gauge::default();
+        registry.register(
+            "serving_certificate_expiry_timestamp_seconds",
+            "When the serving certificate in service expires (notAfter, seconds since the Unix epoch; 0 if unreadable)",
+            certificate_expiry.clone(),
+        );
+        Self {
+            registry,
+            decisions,
+            latency,
+            confirmations,
+            confirmation_nodes,
+            cache_objects,
+            cache_stale,
+            ready,
+            mutations,
+            deferred,
+            oldest_deferred,
+            releases,
+            deferral_seconds,
+            leader,
+            controller_errors,
+            certificate_expiry,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn decision(&self, resource: &'static str, result: Outcome, seconds: f64) {
+        self.decisions
+            .get_or_create(&DecisionLabels { resource, result })
+            .inc();
+        self.latency.observe(seconds);
+    }
+
+    /// `result` is one of "confirmed", "overturned", "failed".
+    pub fn confirmation(&self, result: &'static str) {
+        self.confirmations
+            .get_or_create(&ConfirmLabels { result })
+            .inc();
+    }
+
+    /// `source` is "cache" or "list" (see [`crate::sources::view::Fresh::source`]).
+    pub fn confirmation_nodes(&self, source: &'static str) {
+        self.confirmation_nodes
+            .get_or_create(&SourceLabels { source })
+            .inc();
+    }
+
+    pub fn mutation(&self, result: Mutation) {
+        self.mutations
+            .get_or_create(&MutationLabels { result })
+            .inc();
+    }
+
+    /// A deferred deletion let go `seconds` after its deletionTimestamp.
+    pub fn released(&self, reason: ReleaseReason, seconds: f64) {
+        self.releases
+            .get_or_create(&ReleaseLabels {
+                reason: reason.into(),
+            })
+            .inc();
+        self.deferral_seconds.observe(seconds);
+    }
+
+    /// The finalizer controller's patch failed with `error`.
+    pub fn controller_error(&self, error: Failure) {
+        self.controller_errors
+            .get_or_create(&ControllerErrorLabels { error })
+            .inc();
+    }
+
+    /// `n` deferred deletions, the oldest marked for deletion at `oldest` (seconds since the
+    /// Unix epoch; `None` when there is none, exported as 0).
+    pub fn set_deferred(&self, n: usize, oldest: Option<i64>) {
+        self.deferred.set(i64::try_from(n).unwrap_or(i64::MAX));
+        self.oldest_deferred.set(oldest.unwrap_or(0));
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// The serving certificate's notAfter, seconds since the Unix epoch (see `cert_expiry`).
+    pub fn set_certificate_expiry(&self, not_after: i64) {
+        self.certificate_expiry.set(not_after);
+    }
+
+    /// Renders the text exposition after refreshing the cache gauges.
+    pub fn render(
+        &self,
+        sizes: &[(&'static str, usize)],
+        stale: &[(&'static str, bool)],
+        ready: bool,
+    ) -> String {
+        for (cache, n) in sizes {
+            self.cache_objects
+                .get_or_create(&CacheLabels { cache })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        for (cache, stale) in stale {
+            self.cache_stale
+                .get_or_create(&CacheLabels { cache })
+                .set(i64::from(*stale));
+        }
+        self.ready.set(i64::from(ready));
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "encoding metrics");
+        }
+        out
+    }
+}

@@ -1,0 +1,145 @@
+//! Which refusals may write a DeletionBlocked Event, so that callers of /validate cannot turn
+//! the guard into an Event writer at any rate or about objects of their choosing.
+//!
+//! - Only about an object the guard's cache has, under its real uid: a forged review naming
+//!   an object that does not exist (or whose oldObject does not decode, or carries another
+//!   uid) gets its answer but no Event.
+//! - Per object, a token bucket as client-go's recorder uses (its EventSourceObjectSpamFilter:
+//!   a burst, then one per interval): refusals beyond it are only counted, and the count is
+//!   added to the next Event that is written for that object ("and N more refusals").
+//!   Identical Events within a few minutes are still counted up as one series (`events`).
+//! - The table is bounded: objects not seen for an interval are forgotten, and the number of
+//!   objects tracked is capped (they are real objects, so the cap is generous).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::core::policy::TargetKind;
+
+/// Events written at once for one object before the rate applies.
+const BURST: u32 = 5;
+/// Then one Event per this interval per object.
+const REFILL: Duration = Duration::from_secs(60);
+/// At most this many objects are tracked; beyond it, untracked objects get no Event.
+const MAX_OBJECTS: usize = 4096;
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: u32,
+    refilled: Instant,
+    suppressed: u64,
+}
+
+/// Per-object rate limit for refusal Events.
+#[derive(Debug, Default)]
+pub struct EventLimiter {
+    buckets: Mutex<HashMap<(TargetKind, String), Bucket>>,
+}
+
+/// What the limiter allows for one refusal.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// Write the Event; `suppressed` refusals of the same object were not written since the
+    /// last one.
+    Write { suppressed: u64 },
+    /// Over the rate: count it, write nothing.
+    Suppress,
+}
+
+impl EventLimiter {
+    /// Takes a token for `kind`/`name` at `now`.
+    pub fn admit(&self, kind: TargetKind, name: &str, now: Instant) -> Admit {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (kind, name.to_string());
+        if !buckets.contains_key(&key) && buckets.len() >= MAX_OBJECTS {
+            // Forget buckets that are full again (no recent refusal), then try once more.
+            buckets.retain(|_, b| refill(b, now) < BURST || b.suppressed > 0);
+            if buckets.len() >= MAX_OBJECTS {
+                return Admit::Suppress;
+            }
+        }
+        let bucket = buckets.entry(key).or_insert(Bucket {
+            tokens: BURST,
+            refilled: now,
+            suppressed: 0,
+        });
+        refill(bucket, now);
+        if bucket.tokens == 0 {
+            bucket.suppressed = bucket.suppressed.saturating_add(1);
+            return Admit::Suppress;
+        }
+        bucket.tokens -= 1;
+        Admit::Write {
+            suppressed: std::mem::take(&mut bucket.suppressed),
+        }
+    }
+}
+
+/// Adds the tokens earned since the last refill; returns the token count.
+fn refill(bucket: &mut Bucket, now: Instant) -> u32 {
+    let elapsed = now.saturating_duration_since(bucket.refilled);
+    let earned = elapsed.as_secs() / REFILL.as_secs().max(1);
+    if earned > 0 {
+        let earned = u32::try_from(earned).unwrap_or(u32::MAX);
+        bucket.tokens = bucket.tokens.saturating_add(earned).min(BURST);
+        bucket.refilled += REFILL * earned;
+    }
+    bucket.tokens
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_then_one_per_interval_and_the_suppressed_count_goes_with_the_next() {
+        let limiter = EventLimiter::default();
+        let t0 = Instant::now();
+        let kind = TargetKind::MachineOSConfig;
+        for _ in 0..BURST {
+            assert_eq!(
+                limiter.admit(kind, "worker", t0),
+                Admit::Write { suppressed: 0 }
+            );
+        }
+        for _ in 0..100 {
+            assert_eq!(limiter.admit(kind, "worker", t0), Admit::Suppress);
+        }
+        // Another object has its own bucket.
+        assert_eq!(
+            limiter.admit(kind, "infra", t0),
+            Admit::Write { suppressed: 0 }
+        );
+        assert_eq!(
+            limiter.admit(TargetKind::MachineOSBuild, "worker", t0),
+            Admit::Write { suppressed: 0 }
+        );
+        // One interval later: one more Event, carrying the count of what was held back.
+        let later = t0 + REFILL;
+        assert_eq!(
+            limiter.admit(kind, "worker", later),
+            Admit::Write { suppressed: 100 }
+        );
+        assert_eq!(limiter.admit(kind, "worker", later), Admit::Suppress);
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let limiter = EventLimiter::default();
+        let t0 = Instant::now();
+        for i in 0..MAX_OBJECTS {
+            limiter.admit(TargetKind::MachineOSBuild, &format!("b-{i}"), t0);
+        }
+        // Every bucket spent a token just now: a new object is not tracked ...
+        assert_eq!(
+            limiter.admit(TargetKind::MachineOSBuild, "new", t0),
+            Admit::Suppress
+        );
+        // ... until old buckets are full again and can be forgotten.
+        assert_eq!(
+            limiter.admit(TargetKind::MachineOSBuild, "new", t0 + REFILL),
+            Admit::Write { suppressed: 0 }
+        );
+    }
+}

@@ -1,0 +1,387 @@
+//! Answers one admission request: classify it, decide from the cache, and confirm
+//! every would-be allow with a fresh read, so a stale cache can delay a deletion but
+//! cannot allow one that is dangerous at admission time. In defer mode a MachineOSConfig
+//! that carries the finalizer is let through with a warning: the finalizer holds it.
+//!
+//! [`Reviewer::check`] is the one decision path; the finalizer controller uses it too.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::core::admission::AdmissionResponse;
+
+use crate::core::finalizer;
+use crate::core::message;
+use crate::core::message::Printable;
+use crate::core::policy::{self, Deletion, PolicyMode, TargetKind, Verdict};
+use crate::sources::view::{ClusterView, Fresh};
+use crate::telemetry::events::{self, Events};
+use crate::telemetry::metrics::{Metrics, Outcome};
+use crate::webhook::admission::{self, Classified, Request, Subject};
+use crate::webhook::coalesce::Coalesced;
+use crate::webhook::event_limiter::{Admit, EventLimiter};
+
+/// How a MachineOSConfig deletion that nodes still block is answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeletionMode {
+    /// Refuse it, naming the nodes; the admin deletes again later.
+    #[default]
+    Deny,
+    /// Accept it; the finalizer holds the object until the rollout settles.
+    Defer,
+}
+
+/// A verdict confirmed as far as the guard could.
+#[derive(Debug)]
+pub enum Checked {
+    /// Settled without a fresh read: the cache blocks it, an override lets it through, or it
+    /// is a build without an image.
+    Decided(Verdict),
+    /// A would-be allow, confirmed or overturned by a fresh read.
+    Confirmed(Verdict),
+    /// A would-be allow that the fresh read could not confirm.
+    Unverified { cached: Verdict, why: String },
+}
+
+pub struct Reviewer<V> {
+    pub view: V,
+    pub mode: PolicyMode,
+    pub metrics: Arc<Metrics>,
+    /// Upper bound for the confirming read, waiting for a turn included; past it the
+    /// guard fails closed.
+    pub confirm_timeout: Duration,
+    deletion_mode: DeletionMode,
+    no_new_finalizers: bool,
+    events: Option<Events>,
+    /// Confirming reads, coalesced: a burst of requests shares reads (see [`Coalesced`]).
+    confirmations: Coalesced<Result<Fresh, String>>,
+    /// Per-object rate limit of DeletionBlocked Events.
+    event_limiter: EventLimiter,
+}
+
+impl<V: ClusterView> Reviewer<V> {
+    pub fn new(
+        view: V,
+        mode: PolicyMode,
+        metrics: Arc<Metrics>,
+        confirm_timeout: Duration,
+    ) -> Self {
+        Self {
+            view,
+            mode,
+            metrics,
+            confirm_timeout,
+            deletion_mode: DeletionMode::Deny,
+            no_new_finalizers: false,
+            events: None,
+            confirmations: Coalesced::default(),
+            event_limiter: EventLimiter::default(),
+        }
+    }
+
+    /// Answers MachineOSConfig deletions as `mode` says.
+    pub fn with_deletion_mode(mut self, mode: DeletionMode) -> Self {
+        self.deletion_mode = mode;
+        self
+    }
+
+    /// Stops adding the finalizer (draining before an uninstall); deferred deletions still
+    /// complete.
+    pub fn without_new_finalizers(mut self) -> Self {
+        self.no_new_finalizers = true;
+        self
+    }
+
+    /// Whether the mutating webhook and the controller add the finalizer: defer mode only.
+    pub fn adds_finalizers(&self) -> bool {
+        self.deletion_mode == DeletionMode::Defer && !self.no_new_finalizers
+    }
+
+    /// Records a DeletionBlocked Event for every refused deletion that is not a dry run.
+    pub fn with_events(mut self, events: Events) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    pub async fn review(&self, req: &Request) -> AdmissionResponse {
+        let started = Instant::now();
+        let (resource, decided) = match admission::classify(req) {
+            Classified::Ignore => (
+                "other",
+                Decision::new(Outcome::ignored, admission::allow(req, vec![])),
+            ),
+            Classified::Delete {
+                kind,
+                name,
+                subject,
+                finalizer_release,
+            } => {
+                let decodable = subject.is_ok();
+                let decided = self
+                    .deletion(req, kind, &name, subject, finalizer_release)
+                    .await;
+                if decodable {
+                    self.record_refusal(req, kind, &decided);
+                }
+                (kind.metric_label(), decided)
+            }
+        };
+        let elapsed = started.elapsed();
+        // Every field from the request is user input: the text format prints `%` fields as
+        // they are, so control characters are escaped (the `&str` fields are printed quoted
+        // and escaped by the formatter itself), and one decision stays one line.
+        tracing::info!(
+            uid = %Printable(&req.uid),
+            resource = %Printable(&req.resource.resource),
+            name = %Printable(&req.name),
+            user = req.user_info.username.as_deref().unwrap_or_default(),
+            dry_run = req.dry_run,
+            override_reason = override_of(req).unwrap_or_default(),
+            result = ?decided.outcome,
+            blocking_nodes = decided.blocking_nodes,
+            latency_ms = elapsed.as_secs_f64() * 1000.0,
+            "admission decision"
+        );
+        self.metrics
+            .decision(resource, decided.outcome, elapsed.as_secs_f64());
+        decided.response
+    }
+
+    async fn deletion(
+        &self,
+        req: &Request,
+        kind: TargetKind,
+        name: &str,
+        subject: Result<Subject, String>,
+        finalizer_release: bool,
+    ) -> Decision {
+        let subject = match subject {
+            Ok(s) => s,
+            Err(why) => {
+                let msg = message::unverified(kind, name, &why);
+                return Decision::new(Outcome::unverified, admission::deny(req, msg));
+            }
+        };
+        let deferrable = match &subject {
+            Subject::Config(c) => {
+                self.deletion_mode == DeletionMode::Defer && finalizer::has(&c.metadata)
+            }
+            Subject::Build(_) => false,
+        };
+        if deferrable {
+            // The finalizer keeps the object (and so its images) until the controller
+            // confirms with a fresh read; the cache only words the warning.
+            return deferred(req, &self.cached(subject.as_deletion()));
+        }
+        let decided = match self.check(subject.as_deletion()).await {
+            Checked::Decided(verdict) | Checked::Confirmed(verdict) => respond(req, &verdict),
+            Checked::Unverified { cached, why } => {
+                if let Some(reason) = cached.override_reason.as_deref() {
+                    tracing::warn!(name = %Printable(name), %why, "could not confirm an allow; allowed by override");
+                    let warning = message::unverified_override(kind, name, &why, reason);
+                    Decision::new(Outcome::overridden, admission::allow(req, vec![warning]))
+                } else {
+                    tracing::warn!(name = %Printable(name), reason = %why, "could not confirm an allow; denying");
+                    let msg = message::unverified(kind, name, &why);
+                    Decision::new(Outcome::unverified, admission::deny(req, msg))
+                }
+            }
+        };
+        if finalizer_release {
+            return decided.explain(&message::finalizer_release());
+        }
+        if self.deletion_mode == DeletionMode::Defer && kind == TargetKind::MachineOSConfig {
+            return decided.explain(&message::not_deferrable());
+        }
+        decided
+    }
+
+    /// The verdict from the caches alone. When the pool rule needs every node (an unpaused
+    /// pool targets a guarded image), the index's candidates are tried first: a node among them
+    /// that blocks by itself decides a denial without the scan.
+    pub fn cached(&self, target: Deletion<'_>) -> Verdict {
+        policy::evaluate_indexed(&self.view.objects(), target, self.mode, |digests| {
+            self.view.nodes(digests, self.mode)
+        })
+    }
+
+    /// The verdict from the caches, with every would-be allow confirmed by a fresh read of
+    /// nodes, builds, pools and MachineOSConfigs: a stale cache can delay a deletion but never
+    /// let a dangerous one go.
+    pub async fn check(&self, target: Deletion<'_>) -> Checked {
+        self.check_within(target, self.confirm_timeout).await
+    }
+
+    /// [`Reviewer::check`] with its own bound for the confirming read (the finalizer
+    /// controller has no webhook deadline to meet, so it waits longer than a request can).
+    pub async fn check_within(&self, target: Deletion<'_>, confirm_timeout: Duration) -> Checked {
+        let cached = self.cached(target);
+        // A build without an image guards nothing whatever the nodes say: no read needed.
+        // (A config's images depend on builds the cache may not have seen, so it is read.)
+        let imageless_build =
+            matches!(target, Deletion::MachineOSBuild(_)) && cached.images.is_empty();
+        if !cached.allowed || cached.overridden() || imageless_build {
+            return Checked::Decided(cached);
+        }
+        let fresh = tokio::time::timeout(
+            confirm_timeout,
+            self.confirmations.get(|| self.view.fresh()),
+        );
+        match fresh.await.as_deref() {
+            Ok(Ok(fresh)) => {
+                self.metrics.confirmation_nodes(fresh.source());
+                let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
+                let verdict = policy::evaluate(&snapshot, target, self.mode);
+                let result = if verdict.allowed && !verdict.overridden() {
+                    "confirmed"
+                } else {
+                    "overturned"
+                };
+                self.metrics.confirmation(result);
+                Checked::Confirmed(verdict)
+            }
+            failed => {
+                self.metrics.confirmation("failed");
+                let why = match failed {
+                    Ok(Err(e)) => format!(
+                        "reading nodes, builds, pools and MachineOSConfigs from the API server failed: {e}"
+                    ),
+                    _ => format!(
+                        "reading nodes, builds, pools and MachineOSConfigs from the API server took longer than {}s",
+                        confirm_timeout.as_secs_f32()
+                    ),
+                };
+                Checked::Unverified { cached, why }
+            }
+        }
+    }
+
+    /// A DeletionBlocked Event for a refused deletion, recorded in the background so the
+    /// answer to the API server does not wait for it. Dry runs leave no trace.
+    fn record_refusal(&self, req: &Request, kind: TargetKind, decided: &Decision) {
+        let refused = matches!(decided.outcome, Outcome::denied | Outcome::unverified);
+        let Some(events) = self.events.clone().filter(|_| refused && !req.dry_run) else {
+            return;
+        };
+        // Only about an object the cache has, under its real uid: a forged review of a made-up
+        // object gets its answer but writes nothing.
+        let sent_uid = req.old_object.as_ref().and_then(|o| o.metadata.uid.clone());
+        let Some(uid) = self
+            .known_uid(kind, &req.name)
+            .filter(|uid| sent_uid.as_ref() == Some(uid))
+        else {
+            tracing::debug!(name = %req.name, "no Event: the guard does not know this object");
+            return;
+        };
+        let mut note = decided.response.result.message.clone();
+        match self.event_limiter.admit(kind, &req.name, Instant::now()) {
+            Admit::Suppress => return,
+            Admit::Write { suppressed: 0 } => {}
+            Admit::Write { suppressed } => {
+                note = format!("({suppressed} more refusals since the last Event) {note}");
+            }
+        }
+        let regarding = events::reference(kind, &req.name, Some(&uid));
+        tokio::spawn(async move {
+            events
+                .record(&regarding, true, events::REASON_BLOCKED, &note)
+                .await;
+        });
+    }
+}
+
+impl<V: ClusterView> Reviewer<V> {
+    /// The uid of the MachineOSConfig or MachineOSBuild `name` in the cache, if it has it.
+    fn known_uid(&self, kind: TargetKind, name: &str) -> Option<String> {
+        let snapshot = self.view.objects();
+        let meta = match kind {
+            TargetKind::MachineOSConfig => &snapshot.machine_os_config(name)?.metadata,
+            TargetKind::MachineOSBuild => &snapshot.machine_os_build(name)?.metadata,
+        };
+        meta.uid.clone()
+    }
+}
+
+/// What one guarded request came to.
+struct Decision {
+    outcome: Outcome,
+    blocking_nodes: usize,
+    response: AdmissionResponse,
+}
+
+impl Decision {
+    fn new(outcome: Outcome, response: AdmissionResponse) -> Self {
+        Self {
+            outcome,
+            blocking_nodes: 0,
+            response,
+        }
+    }
+
+    fn blocking(mut self, verdict: &Verdict) -> Self {
+        self.blocking_nodes = verdict.blocking.len();
+        self
+    }
+
+    /// Adds `why` to a refusal (why it could not be deferred, or that it was a finalizer's
+    /// removal).
+    fn explain(mut self, why: &str) -> Self {
+        if !self.response.allowed {
+            self.response.result.message.push_str(why);
+        }
+        self
+    }
+}
+
+fn respond(req: &Request, verdict: &Verdict) -> Decision {
+    let decision = if !verdict.allowed {
+        Decision::new(
+            Outcome::denied,
+            admission::deny(req, message::denial(verdict)),
+        )
+    } else if verdict.overridden() {
+        Decision::new(
+            Outcome::overridden,
+            admission::allow(req, message::override_warnings(verdict)),
+        )
+    } else {
+        Decision::new(Outcome::allowed, admission::allow(req, vec![]))
+    };
+    decision.blocking(verdict)
+}
+
+/// Defer mode with the finalizer in place: allowed, with a warning while nodes still block.
+fn deferred(req: &Request, verdict: &Verdict) -> Decision {
+    let decision = if verdict.allowed {
+        respond(req, verdict)
+    } else {
+        Decision::new(
+            Outcome::deferred,
+            admission::allow(req, vec![message::deferred(verdict)]),
+        )
+    };
+    decision.blocking(verdict)
+}
+
+/// The override annotation on the object being deleted, for the audit log: the new object of
+/// an UPDATE (a finalizer's release may set it in the same request), else the old one.
+fn override_of(req: &Request) -> Option<&str> {
+    req.object
+        .as_ref()
+        .or(req.old_object.as_ref())
+        .and_then(|o| crate::core::model::override_reason(&o.metadata))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::core::message::Printable;
+
+    #[test]
+    fn control_characters_are_escaped_for_the_log() {
+        assert_eq!(Printable("worker").to_string(), "worker");
+        assert_eq!(
+            Printable("a\nb\x1b[31mc\r\u{7}").to_string(),
+            "a\\nb\\u{1b}[31mc\\r\\u{7}"
+        );
+    }
+}
