@@ -156,7 +156,7 @@ async fn run(mode: Mode) -> support::Result<Outcome> {
         }
     }
     heading("Setup: kube-apiserver + etcd, a registry, the MCO 4.20 simulator, pool worker");
-    let cluster = Cluster::seed(NODE_COUNT, support::steps::sim_config()).await?;
+    let cluster = Cluster::seed(NODE_COUNT, support::simulator::SimConfig::fast()).await?;
     let watch = PoolWatch::start(cluster.client.clone());
     wait_for(
         || async { Ok(watch.synced().then_some(())) },

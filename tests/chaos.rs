@@ -15,6 +15,9 @@
 //! afterwards, no pool degrades, and the deletion completes once the rollout settles (no
 //! finalizer stranded). Each prints one `chaos <case>:` line with what it observed; recovery
 //! times are figures, not assertions.
+//!
+//! The simulator runs at `SimConfig::fast()` (milliseconds): the faults are under test, not
+//! the machine-os-builder's timing.
 
 mod support;
 
@@ -25,6 +28,7 @@ use kube::api::{DeleteParams, DynamicObject};
 use support::guard::{Guard, register_mutating_webhook, register_validating_webhook};
 use support::mco;
 use support::scenario::{Cluster, Rollout, create_mosc, create_pool, wait_for, wait_for_build};
+use support::simulator::SimConfig;
 use support::steps::{
     DegradedWatch, STEP_TIMEOUT, events_about, guard_metrics, metric, mosc_delete_review,
     post_review, readyz, seed, wait_pool_reverted, wait_rolled_out,
@@ -53,7 +57,7 @@ struct Setup {
 }
 
 async fn layered_cluster() -> (Cluster, DegradedWatch) {
-    let cluster = seed().await;
+    let cluster = seed(SimConfig::fast()).await;
     create_pool(&cluster.client, "infra", "node-role.kubernetes.io/infra", 1)
         .await
         .expect("create pool infra");

@@ -3,6 +3,9 @@
 //! with a warning, and the finalizer controller (Lease holder only) releases the MachineOSConfig
 //! once no node still needs its images.
 //!
+//! Every test runs the simulator at the real machine-os-builder's timing
+//! (`SimConfig::real_timing`: delete events handled 5 s late, builds of seconds).
+//!
 //! Each test starts its own control plane and guard(s) and stops them when it ends.
 
 mod support;
@@ -47,11 +50,8 @@ async fn register_both(cluster: &Cluster, guard: &Guard) {
 }
 
 /// A seeded cluster with a defer-mode guard registered, and the report's steps 1-3 done.
-async fn deferring(sim: Option<SimConfig>) -> (Cluster, Guard, Rollout) {
-    let cluster = match sim {
-        Some(sim) => Cluster::seed(3, sim).await.expect("seed cluster"),
-        None => seed().await,
-    };
+async fn deferring(timing: SimConfig) -> (Cluster, Guard, Rollout) {
+    let cluster = seed(timing).await;
     let guard = defer_guard(&cluster, &[]).await;
     register_both(&cluster, &guard).await;
     let rollout = cluster
@@ -161,7 +161,7 @@ async fn assert_held(cluster: &Cluster) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_is_deferred_until_the_rollout_settles() {
-    let (cluster, guard, rollout) = deferring(None).await;
+    let (cluster, guard, rollout) = deferring(SimConfig::real_timing()).await;
     let watch = DegradedWatch::start(&cluster.client, "worker");
     let image = rollout.build.image_ref().expect("image reference");
     assert!(
@@ -296,7 +296,7 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mosc_created_before_the_guard_gets_the_finalizer_at_start_up() {
-    let cluster = seed().await;
+    let cluster = seed(SimConfig::real_timing()).await;
     create_mosc(&cluster.client, "worker", &cluster.push_spec())
         .await
         .expect("create MOSC");
@@ -335,7 +335,7 @@ async fn a_mosc_created_before_the_guard_gets_the_finalizer_at_start_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_controller_resumes_and_releases() {
-    let (cluster, mut guard, rollout) = deferring(None).await;
+    let (cluster, mut guard, rollout) = deferring(SimConfig::real_timing()).await;
     let watch = DegradedWatch::start(&cluster.client, "worker");
     delete_deferred(&cluster, &rollout, &[]).await;
     wait_event(&cluster, "worker", "DeletionDeferred").await;
@@ -356,7 +356,7 @@ async fn a_restarted_controller_resumes_and_releases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_two_replicas_one_leads_and_the_other_takes_over() {
-    let cluster = seed().await;
+    let cluster = seed(SimConfig::real_timing()).await;
     let mut first = defer_guard(&cluster, &["--identity", "replica-a"]).await;
     wait_leader(&first, true, STEP_TIMEOUT).await;
     let second = defer_guard(&cluster, &["--identity", "replica-b"]).await;
@@ -401,13 +401,9 @@ async fn with_two_replicas_one_leads_and_the_other_takes_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreground_cascade_waits_for_the_builds_then_the_whole_tree_goes() {
-    // Builds take seconds, as real ones take minutes, so the garbage collector finishes the
+    // Builds take seconds (as real ones take minutes), so the garbage collector finishes the
     // foreground deletion before MCO has rebuilt a deleted MachineOSBuild.
-    let sim = SimConfig {
-        build_delay: Duration::from_secs(3),
-        ..support::steps::sim_config()
-    };
-    let (cluster, guard, rollout) = deferring(Some(sim)).await;
+    let (cluster, guard, rollout) = deferring(SimConfig::real_timing()).await;
     let watch = DegradedWatch::start(&cluster.client, "worker");
     delete_deferred(&cluster, &rollout, &["--cascade=foreground"]).await;
 
@@ -458,7 +454,7 @@ async fn foreground_cascade_waits_for_the_builds_then_the_whole_tree_goes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_finalizers_leaves_no_mosc_with_the_finalizer() {
-    let (cluster, mut guard, rollout) = deferring(None).await;
+    let (cluster, mut guard, rollout) = deferring(SimConfig::real_timing()).await;
     // A second, idle pool and MachineOSConfig (no nodes): protected, never deleted.
     create_pool(&cluster.client, "infra", "node-role.kubernetes.io/infra", 1)
         .await
@@ -530,7 +526,7 @@ async fn release_finalizers_leaves_no_mosc_with_the_finalizer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mutating_webhook_adds_one_finalizer_and_restores_it() {
-    let cluster = seed().await;
+    let cluster = seed(SimConfig::real_timing()).await;
     // A pool without nodes: the simulator builds, but no node ever needs the image.
     create_pool(&cluster.client, "infra", "node-role.kubernetes.io/infra", 1)
         .await
@@ -640,7 +636,7 @@ async fn finalizers_after<const N: usize>(cluster: &Cluster, args: [&str; N]) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_finalizers_force_lets_a_held_deletion_go_on_record() {
-    let (cluster, guard, rollout) = deferring(None).await;
+    let (cluster, guard, rollout) = deferring(SimConfig::real_timing()).await;
     delete_deferred(&cluster, &rollout, &[]).await;
 
     // With the webhooks still registered, the forced release passes the validating webhook only

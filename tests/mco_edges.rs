@@ -4,6 +4,9 @@
 //! deleted and recreated with the same name, and a config change rolled back to an old build.
 //! Every test also asserts that the simulator never wrote an object the API server rejects.
 //!
+//! Every test runs the simulator at the real machine-os-builder's timing
+//! (`SimConfig::real_timing`): the late cleanup and the rebuilds race its 5 s delete delay.
+//!
 //! Each test starts its own control plane, registry and guard, and stops them when it ends.
 
 mod support;
@@ -19,6 +22,7 @@ use support::scenario::{
     Build, Cluster, create_mosc, mosbs_of, node_annotations, pool_condition, wait_for,
     wait_for_build,
 };
+use support::simulator::SimConfig;
 use support::steps::{
     DegradedWatch, STEP_TIMEOUT, assert_image_in_registry, check, events_about, kubectl, seed,
     wait_pool_reverted, wait_rolled_out,
@@ -130,7 +134,7 @@ fn assert_faithful_and_never_degraded(cluster: &Cluster, watch: &DegradedWatch) 
 /// still on the MOSC's current image: nothing is in flight, so the guard allows it, and the pool
 /// leaves image mode without degrading.
 async fn build_pending_then_delete(fail: bool) {
-    let cluster = seed().await;
+    let cluster = seed(SimConfig::real_timing()).await;
     let _guard = guard(&cluster, &[]).await;
     let first = layered_and_settled(&cluster).await;
     let watch = DegradedWatch::start(&cluster.client, "worker");
@@ -186,7 +190,7 @@ async fn deleting_after_a_failed_build_is_allowed_and_the_pool_reverts() {
 /// the image), then the rebuild goes ahead and the pool rolls to the new image.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rebuild_mid_rollout_waits_for_the_rollout_then_completes() {
-    let cluster = seed().await;
+    let cluster = seed(SimConfig::real_timing()).await;
     let _guard = guard(&cluster, &[]).await;
     let watch = DegradedWatch::start(&cluster.client, "worker");
     let rollout = cluster
@@ -250,7 +254,7 @@ async fn rebuild_mid_rollout_waits_for_the_rollout_then_completes() {
 /// deleted MOSC controlled: the new image survives and the rollout completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_same_name_recreate_keeps_the_new_mosc_image_through_a_late_cleanup() {
-    let cluster = seed().await;
+    let cluster = seed(SimConfig::real_timing()).await;
     let _guard = guard(&cluster, &[]).await;
     let first = layered_and_settled(&cluster).await;
     let watch = DegradedWatch::start(&cluster.client, "worker");
@@ -312,7 +316,7 @@ async fn a_same_name_recreate_keeps_the_new_mosc_image_through_a_late_cleanup() 
 /// again. Deleting the MOSC mid-rollout back to that image is refused (deny) or deferred (defer)
 /// like any other rollout, and the pool never degrades.
 async fn rolled_back_then_delete(args: &[&str]) {
-    let cluster = seed().await;
+    let cluster = seed(SimConfig::real_timing()).await;
     let _guard = guard(&cluster, args).await;
     let first = layered_and_settled(&cluster).await;
     let watch = DegradedWatch::start(&cluster.client, "worker");

@@ -2,6 +2,9 @@
 //! create a MOSC for the worker pool, wait for the build and the first node to start updating,
 //! delete the MOSC. Without mosc-guard the pool degrades with "manifest unknown".
 //!
+//! Every test runs the simulator at the real machine-os-builder's timing
+//! (`SimConfig::real_timing`: delete events handled 5 s late, builds of seconds).
+//!
 //! Each test starts its own control plane (a few seconds) and drops it at the end.
 
 mod support;
@@ -10,12 +13,13 @@ use std::time::Duration;
 
 use support::mco::{DESIRED_IMAGE, REASON, STATE, STATE_DEGRADED};
 use support::scenario::{node_annotation, node_annotations, wait_for};
+use support::simulator::SimConfig;
 use support::steps::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unguarded_deletion_degrades_pool() {
     let started = std::time::Instant::now();
-    let cluster = seed().await;
+    let cluster = seed(SimConfig::real_timing()).await;
     let client = &cluster.client;
 
     // Steps 1-3: MOSC created, build succeeded, first node mid-update to the new image (held).
@@ -122,7 +126,7 @@ async fn unguarded_deletion_degrades_pool() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guarded_deletion_is_denied_until_rollout_completes() {
-    let g = guarded(&[]).await;
+    let g = guarded(SimConfig::real_timing(), &[]).await;
     let (cluster, rollout) = (&g.cluster, &g.rollout);
     let watch = DegradedWatch::start(&cluster.client, "worker");
     let image = rollout.build.image_ref().expect("image reference");
@@ -180,7 +184,7 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn override_annotation_allows_the_deletion_with_a_warning() {
-    let g = guarded(&[]).await;
+    let g = guarded(SimConfig::real_timing(), &[]).await;
     let (cluster, rollout) = (&g.cluster, &g.rollout);
     let out = kubectl(
         cluster,
@@ -246,7 +250,7 @@ async fn override_annotation_allows_the_deletion_with_a_warning() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_deletion_of_the_build_mid_rollout_is_denied() {
-    let g = guarded(&[]).await;
+    let g = guarded(SimConfig::real_timing(), &[]).await;
     let (cluster, rollout) = (&g.cluster, &g.rollout);
     let out = kubectl(cluster, ["delete", "machineosbuild", &rollout.build.mosb]).await;
     assert!(!out.success(), "{out:?}");
@@ -267,7 +271,7 @@ async fn hand_deletion_of_the_build_mid_rollout_is_denied() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_side_dry_run_is_denied_without_side_effects() {
-    let g = guarded(&[]).await;
+    let g = guarded(SimConfig::real_timing(), &[]).await;
     let (cluster, rollout) = (&g.cluster, &g.rollout);
     let image = rollout.build.image_ref().expect("image reference");
     let out = kubectl(
@@ -357,7 +361,7 @@ async fn server_side_dry_run_is_denied_without_side_effects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_desired_image_set_just_before_the_delete_is_never_a_stale_allow() {
-    let g = guarded(&[]).await;
+    let g = guarded(SimConfig::real_timing(), &[]).await;
     let (cluster, rollout) = (&g.cluster, &g.rollout);
     cluster.sim.release(&rollout.node);
     wait_rolled_out(cluster, &rollout.build.image).await;
@@ -446,7 +450,7 @@ async fn a_desired_image_set_just_before_the_delete_is_never_a_stale_allow() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_guard_down_failure_policy_fail_refuses_the_delete() {
-    let mut g = guarded(&[]).await;
+    let mut g = guarded(SimConfig::real_timing(), &[]).await;
     g.guard.stop();
     let out = kubectl(&g.cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(!out.success(), "{out:?}");
@@ -468,7 +472,7 @@ async fn with_the_guard_down_failure_policy_fail_refuses_the_delete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_use_policy_blocks_a_settled_pool_until_overridden() {
-    let g = guarded(&["--policy", "in-use"]).await;
+    let g = guarded(SimConfig::real_timing(), &["--policy", "in-use"]).await;
     let (cluster, rollout) = (&g.cluster, &g.rollout);
     cluster.sim.release(&rollout.node);
     wait_rolled_out(cluster, &rollout.build.image).await;

@@ -30,6 +30,10 @@
 //! (printed; the same seed replays the same choices, not the same timings),
 //! `MOSC_GUARD_SOAK_CONCURRENCY` (trials at once, default 4), `MOSC_GUARD_SOAK_BUDGET_SECS`
 //! (start no trial after this many seconds; the summary counts those that ran).
+//!
+//! The simulator runs at `SimConfig::fast()` (milliseconds, delete events handled 100 ms late):
+//! the interleavings are under test, and hundreds of rollouts at the builder's real timing would
+//! not fit a run.
 
 mod support;
 
@@ -49,7 +53,7 @@ use support::mco::{
 };
 use support::net::free_port;
 use support::scenario::{Cluster, create_mosc, create_nodes, create_pool, rendered_config};
-use support::steps::sim_config;
+use support::simulator::SimConfig;
 
 const FINALIZER: &str = "mosc-guard.dev/wait-for-rollout";
 /// How long a trial waits for its rollout to settle and its MachineOSConfig to go.
@@ -1150,7 +1154,9 @@ async fn soak(mode: Mode) {
         mode.name(),
         concurrency()
     );
-    let cluster = Cluster::seed(0, sim_config()).await.expect("seed cluster");
+    let cluster = Cluster::seed(0, SimConfig::fast())
+        .await
+        .expect("seed cluster");
     let ports = (
         free_port().expect("free port"),
         free_port().expect("free port"),

@@ -121,26 +121,190 @@ pub fn node_annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
-/// The `spec.nodeSelector.matchLabels` of a pool (empty when absent).
-pub fn pool_match_labels(pool: &DynamicObject) -> BTreeMap<String, String> {
-    pool.data
-        .get("spec")
-        .and_then(|s| s.get("nodeSelector"))
-        .and_then(|s| s.get("matchLabels"))
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
-                .collect()
-        })
-        .unwrap_or_default()
+/// Node label the kubelet sets to the node's OS; MCO never manages a node whose value is
+/// `windows` (`helpers.IsWindows`).
+pub const OS_LABEL: &str = "kubernetes.io/os";
+
+/// One requirement of a label selector, as `metav1.LabelSelectorAsSelector` builds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    pub key: String,
+    pub operator: Operator,
+    pub values: Vec<String>,
 }
 
-/// Whether the node's labels satisfy every `matchLabels` entry (an empty selector matches none,
-/// unlike Kubernetes, so a pool without a selector never captures all nodes).
-pub fn selector_matches(match_labels: &BTreeMap<String, String>, node: &Node) -> bool {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    !match_labels.is_empty() && match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+/// The operators of `matchExpressions` (a `matchLabels` entry is `In` with one value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+/// A label selector as Kubernetes reads it: `None` for a nil selector (matches nothing),
+/// otherwise every requirement (an empty list is Kubernetes' "everything"; MCO treats it as
+/// nothing, see [`LabelSelector::selects_nothing_for_mco`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelSelector(pub Option<Vec<Requirement>>);
+
+impl LabelSelector {
+    /// Parses a `metav1.LabelSelector` JSON value (`None`/null: the nil selector). Errs like
+    /// `LabelSelectorAsSelector` on an unknown operator, `In`/`NotIn` without values or
+    /// `Exists`/`DoesNotExist` with values.
+    pub fn parse(value: Option<&Value>) -> Result<Self, String> {
+        let Some(value) = value.filter(|v| !v.is_null()) else {
+            return Ok(Self(None));
+        };
+        let mut requirements = Vec::new();
+        if let Some(labels) = value.get("matchLabels").filter(|v| !v.is_null()) {
+            let labels = labels
+                .as_object()
+                .ok_or_else(|| format!("matchLabels is not an object: {labels}"))?;
+            for (key, v) in labels {
+                let v = v
+                    .as_str()
+                    .ok_or_else(|| format!("matchLabels[{key}] is not a string: {v}"))?;
+                requirements.push(Requirement {
+                    key: key.clone(),
+                    operator: Operator::In,
+                    values: vec![v.to_owned()],
+                });
+            }
+        }
+        if let Some(exprs) = value.get("matchExpressions").filter(|v| !v.is_null()) {
+            let exprs = exprs
+                .as_array()
+                .ok_or_else(|| format!("matchExpressions is not a list: {exprs}"))?;
+            for e in exprs {
+                let key = e
+                    .get("key")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("matchExpression without a key: {e}"))?;
+                let operator = match e.get("operator").and_then(Value::as_str) {
+                    Some("In") => Operator::In,
+                    Some("NotIn") => Operator::NotIn,
+                    Some("Exists") => Operator::Exists,
+                    Some("DoesNotExist") => Operator::DoesNotExist,
+                    other => {
+                        return Err(format!("{other:?} is not a valid label selector operator"));
+                    }
+                };
+                let values: Vec<String> = e
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .map(|vs| {
+                        vs.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let needs_values = matches!(operator, Operator::In | Operator::NotIn);
+                if needs_values == values.is_empty() {
+                    return Err(format!(
+                        "matchExpression {key} {operator:?}: {} values",
+                        if needs_values { "needs" } else { "takes no" }
+                    ));
+                }
+                requirements.push(Requirement {
+                    key: key.to_owned(),
+                    operator,
+                    values,
+                });
+            }
+        }
+        Ok(Self(Some(requirements)))
+    }
+
+    /// Whether `labels` satisfy every requirement (a nil selector matches nothing, an empty
+    /// one everything, as in Kubernetes).
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        let Some(requirements) = &self.0 else {
+            return false;
+        };
+        requirements.iter().all(|r| {
+            let value = labels.get(&r.key);
+            match r.operator {
+                Operator::In => value.is_some_and(|v| r.values.contains(v)),
+                Operator::NotIn => value.is_none_or(|v| !r.values.contains(v)),
+                Operator::Exists => value.is_some(),
+                Operator::DoesNotExist => value.is_none(),
+            }
+        })
+    }
+
+    /// MCO's `ListPools`: "if a pool with a nil or empty selector creeps in, it should match
+    /// nothing, not everything".
+    pub fn selects_nothing_for_mco(&self) -> bool {
+        self.0.as_ref().is_none_or(Vec::is_empty)
+    }
+}
+
+/// A pool's `spec.nodeSelector`.
+pub fn pool_node_selector(pool: &DynamicObject) -> Result<LabelSelector, String> {
+    LabelSelector::parse(pool.data.get("spec").and_then(|s| s.get("nodeSelector"))).map_err(|e| {
+        format!(
+            "pool {}: invalid label selector: {e}",
+            pool.metadata.name.as_deref().unwrap_or_default()
+        )
+    })
+}
+
+/// Whether MCO leaves the node alone: `kubernetes.io/os=windows` (WMCO's nodes).
+pub fn is_windows(node: &Node) -> bool {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(OS_LABEL))
+        .is_some_and(|v| v == "windows")
+}
+
+/// The pool MCO places `node` in, as `helpers.GetPrimaryPoolForNode` (over `ListPools` and
+/// `GetPoolsForNode`, release-4.20) decides it: a Windows node is in none; pools whose selector
+/// is nil or empty select nothing; of the pools whose selector matches, two or more custom
+/// (neither `master` nor `worker`) pools put the node in none ("cannot proceed with this
+/// Node"), one custom pool with `master` gives `master` ("defaulting to master"), one custom
+/// pool otherwise gives that pool; else `master`, else `worker`. Any pool with an invalid
+/// selector makes `ListPools` fail, and the node is in none.
+pub fn primary_pool<'a>(node: &Node, pools: &'a [DynamicObject]) -> Option<&'a DynamicObject> {
+    if is_windows(node) {
+        return None;
+    }
+    let empty = BTreeMap::new();
+    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+    let (mut master, mut worker, mut custom) = (None, None, Vec::new());
+    for pool in pools {
+        let selector = pool_node_selector(pool).ok()?;
+        if selector.selects_nothing_for_mco() || !selector.matches(labels) {
+            continue;
+        }
+        match pool.metadata.name.as_deref() {
+            Some("master") => master = Some(pool),
+            Some("worker") => worker = Some(pool),
+            _ => custom.push(pool),
+        }
+    }
+    match custom.as_slice() {
+        [] => master.or(worker),
+        [one] => master.or(Some(*one)),
+        _ => None,
+    }
+}
+
+/// The nodes of `pool`: `helpers.GetNodesForPool`, the nodes whose [`primary_pool`] it is.
+pub fn pool_members<'a>(
+    pool: &DynamicObject,
+    pools: &[DynamicObject],
+    nodes: &'a [Node],
+) -> Vec<&'a Node> {
+    let Some(name) = pool.metadata.name.as_deref() else {
+        return Vec::new();
+    };
+    nodes
+        .iter()
+        .filter(|n| primary_pool(n, pools).and_then(|p| p.metadata.name.as_deref()) == Some(name))
+        .collect()
 }
 
 /// The rendered MachineConfig a pool targets: `spec.configuration.name`, or

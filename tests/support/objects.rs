@@ -83,3 +83,27 @@ pub async fn set_pool_paused(client: &kube::Client, pool: &str, paused: bool) ->
         .await?;
     Ok(())
 }
+
+/// Creates a Windows node as the Windows Machine Config Operator (WMCO) leaves it: the
+/// `node-role.kubernetes.io/worker` role label and `kubernetes.io/os=windows`, and no MCO
+/// annotation (MCO never manages it, so it never gets a config or an image).
+pub async fn create_windows_node(client: &kube::Client, name: &str) -> Result<()> {
+    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "node-role.kubernetes.io/worker": "",
+                "kubernetes.io/hostname": name,
+                mco::OS_LABEL: "windows",
+                "node.kubernetes.io/windows-build": "10.0.20348",
+            },
+        },
+    }))?;
+    mco::nodes(client)
+        .create(&Default::default(), &node)
+        .await?;
+    tracing::info!("objects: created Windows node {name}");
+    Ok(())
+}

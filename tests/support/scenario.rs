@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{DynamicObject, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use super::Result;
@@ -17,7 +17,7 @@ use super::mco::{
     STATE_DONE, str_at,
 };
 use super::registry::Registry;
-use super::simulator::{SimConfig, Simulator};
+use super::simulator::{MCO_NAMESPACE, SimConfig, Simulator};
 
 /// Label that puts a node into the worker pool.
 pub const WORKER_ROLE_LABEL: &str = "node-role.kubernetes.io/worker";
@@ -53,9 +53,26 @@ pub async fn create_pool(
     role_label: &str,
     max_unavailable: u32,
 ) -> Result<()> {
+    create_pool_selecting(
+        client,
+        name,
+        json!({"matchLabels": {role_label: ""}}),
+        max_unavailable,
+    )
+    .await
+}
+
+/// Creates a MachineConfigPool whose `spec.nodeSelector` is `node_selector` (a
+/// `metav1.LabelSelector`, e.g. `{}` for one that MCO treats as selecting nothing).
+pub async fn create_pool_selecting(
+    client: &kube::Client,
+    name: &str,
+    node_selector: Value,
+    max_unavailable: u32,
+) -> Result<()> {
     let mut pool = DynamicObject::new(name, &mco::mcp_resource()).data(json!({
         "spec": {
-            "nodeSelector": {"matchLabels": {role_label: ""}},
+            "nodeSelector": node_selector,
             "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": name}},
             "maxUnavailable": max_unavailable,
             "paused": false,
@@ -69,7 +86,10 @@ pub async fn create_pool(
     mco::mcps(client)
         .create(&PostParams::default(), &pool)
         .await?;
-    tracing::info!("scenario: created MachineConfigPool {name} (maxUnavailable {max_unavailable})");
+    tracing::info!(
+        "scenario: created MachineConfigPool {name} (nodeSelector {node_selector}, maxUnavailable \
+         {max_unavailable})"
+    );
     Ok(())
 }
 
@@ -81,18 +101,35 @@ pub async fn create_nodes(
     role_label: &str,
     rendered_config: &str,
 ) -> Result<()> {
+    create_labelled_nodes(client, names, &[(role_label, "")], rendered_config).await
+}
+
+/// Creates plain Linux Node objects carrying `labels` (e.g. several role labels), settled on
+/// `rendered_config` as MCO leaves them (state Done, current = desired config, no image
+/// annotations).
+pub async fn create_labelled_nodes(
+    client: &kube::Client,
+    names: &[String],
+    labels: &[(&str, &str)],
+    rendered_config: &str,
+) -> Result<()> {
     for name in names {
+        let mut node_labels = BTreeMap::from([
+            ("kubernetes.io/hostname".to_owned(), name.clone()),
+            (mco::OS_LABEL.to_owned(), "linux".to_owned()),
+            ("node.openshift.io/os_id".to_owned(), "rhel".to_owned()),
+        ]);
+        node_labels.extend(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
         let node: Node = serde_json::from_value(json!({
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {
                 "name": name,
-                "labels": {
-                    role_label: "",
-                    "kubernetes.io/hostname": name,
-                    "kubernetes.io/os": "linux",
-                    "node.openshift.io/os_id": "rhel",
-                },
+                "labels": node_labels,
                 "annotations": {
                     CURRENT_CONFIG: rendered_config,
                     DESIRED_CONFIG: rendered_config,
@@ -110,6 +147,22 @@ pub async fn create_nodes(
         names.join(", ")
     );
     Ok(())
+}
+
+/// Creates the namespace MCO's build objects live in (the installer creates it on a real
+/// cluster; the simulator's builds need it).
+pub async fn create_mco_namespace(client: &kube::Client) -> Result<()> {
+    let ns: Namespace = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": MCO_NAMESPACE},
+    }))?;
+    let api: Api<Namespace> = Api::all(client.clone());
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Creates the MachineOSConfig `pool` (its name must equal the pool's) pushing to `push_spec`.
@@ -306,7 +359,8 @@ pub struct Cluster {
     pub registry: Registry,
     pub cp: ControlPlane,
     pub client: kube::Client,
-    /// Worker node names, sorted (the node controller updates them in this order).
+    /// The nodes the scenario rolls out to (the seeded workers), sorted: the node controller
+    /// updates them in this order.
     pub nodes: Vec<String>,
 }
 
@@ -314,7 +368,8 @@ pub struct Cluster {
 #[derive(Debug, Clone)]
 pub struct Rollout {
     pub build: Build,
-    /// The first worker: state Working, desiredImage = the build's image, daemon held.
+    /// The node caught (the first worker in the report's scenario): state Working,
+    /// desiredImage = the build's image, daemon held.
     pub node: String,
 }
 
@@ -323,8 +378,7 @@ impl Cluster {
     /// `worker` (maxUnavailable 1) with `nodes` worker nodes.
     pub async fn seed(nodes: usize, sim: SimConfig) -> Result<Self> {
         let started = Instant::now();
-        let (cp, registry) = tokio::try_join!(ControlPlane::start(), Registry::start())?;
-        let client = cp.client();
+        let (cp, registry, client) = start_servers().await?;
         let names = node_names(nodes);
         create_pool(&client, "worker", WORKER_ROLE_LABEL, 1).await?;
         create_nodes(
@@ -345,6 +399,20 @@ impl Cluster {
         })
     }
 
+    /// Starts control plane, registry and the simulator with `sim`, with no pool and no node:
+    /// the caller builds the topology (and sets [`Cluster::nodes`] to the nodes it rolls).
+    pub async fn bare(sim: SimConfig) -> Result<Self> {
+        let (cp, registry, client) = start_servers().await?;
+        let sim = Simulator::start(client.clone(), registry.host(), sim)?;
+        Ok(Self {
+            sim,
+            registry,
+            cp,
+            client,
+            nodes: Vec::new(),
+        })
+    }
+
     /// The MOSC push spec on this cluster's registry.
     pub fn push_spec(&self) -> String {
         push_spec(self.registry.host())
@@ -358,14 +426,25 @@ impl Cluster {
             .first()
             .cloned()
             .ok_or("the cluster has no nodes")?;
-        self.sim.hold(&node);
-        create_mosc(&self.client, "worker", &self.push_spec()).await?;
-        let build = wait_for_build(&self.client, "worker", timeout).await?;
+        self.start_rollout("worker", &node, timeout).await
+    }
+
+    /// Holds `node`'s daemon, creates MOSC `pool` (named as its pool), waits for the build to
+    /// succeed and `node` to be Working with desiredImage = the new image.
+    pub async fn start_rollout(
+        &self,
+        pool: &str,
+        node: &str,
+        timeout: Duration,
+    ) -> Result<Rollout> {
+        self.sim.hold(node);
+        create_mosc(&self.client, pool, &self.push_spec()).await?;
+        let build = wait_for_build(&self.client, pool, timeout).await?;
         let client = &self.client;
-        let (node_ref, image) = (&node, &build.image);
+        let image = &build.image;
         wait_for(
             || async move {
-                let a = node_annotations(client, node_ref).await?;
+                let a = node_annotations(client, node).await?;
                 let working = a.get(STATE).map(String::as_str) == Some(mco::STATE_WORKING);
                 Ok((working && a.get(DESIRED_IMAGE) == Some(image)).then_some(()))
             },
@@ -373,8 +452,19 @@ impl Cluster {
             &format!("{node} to be Working with desiredImage {image}"),
         )
         .await?;
-        Ok(Rollout { build, node })
+        Ok(Rollout {
+            build,
+            node: node.to_owned(),
+        })
     }
+}
+
+/// Control plane and registry (started in parallel), and MCO's namespace.
+async fn start_servers() -> Result<(ControlPlane, Registry, kube::Client)> {
+    let (cp, registry) = tokio::try_join!(ControlPlane::start(), Registry::start())?;
+    let client = cp.client();
+    create_mco_namespace(&client).await?;
+    Ok((cp, registry, client))
 }
 
 /// The rendered MachineConfig a pool made by [`create_pool`] targets.

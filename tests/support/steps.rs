@@ -10,7 +10,8 @@ use super::mco::{CURRENT_IMAGE, DESIRED_IMAGE, STATE, STATE_DONE};
 use super::scenario::{Cluster, Rollout, node_annotations, pool_condition, wait_for};
 use super::simulator::SimConfig;
 
-/// Generous bound for each wait; a passing run needs a few seconds in total.
+/// Generous bound for each wait. At the real builder's timing ([`SimConfig::real_timing`]) a
+/// build takes 6-7 s and a delete event is handled 5 s late; a passing step needs at most ~10 s.
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Waits until MCO (the simulator) deleted the build's image from the registry and the
@@ -62,22 +63,10 @@ pub async fn wait_node_degraded(cluster: &Cluster) -> super::scenario::PoolCondi
     .expect("pool degrades")
 }
 
-/// The shared per-test setup: a cluster with a 3-node `worker` pool and a simulator whose
-/// daemons give up on a missing image after ~1 s (MCO: ~75 s).
-pub async fn seed() -> Cluster {
-    Cluster::seed(3, sim_config()).await.expect("seed cluster")
-}
-
-/// The simulator timing [`seed`] uses.
-pub fn sim_config() -> SimConfig {
-    SimConfig {
-        pull_delay: Duration::from_millis(200),
-        pull_retries: 3,
-        retry_interval: Duration::from_millis(200),
-        poll_interval: Duration::from_millis(100),
-        build_delay: Duration::from_millis(300),
-        in_use_check: true,
-    }
+/// The shared per-test setup: a cluster with a 3-node `worker` pool and a simulator at the
+/// timing the test names ([`SimConfig::real_timing`] or [`SimConfig::fast`]).
+pub async fn seed(timing: SimConfig) -> Cluster {
+    Cluster::seed(3, timing).await.expect("seed cluster")
 }
 
 /// A cluster with mosc-guard running and registered, and the report's steps 1-3 done: the
@@ -88,8 +77,10 @@ pub struct Guarded {
     pub rollout: Rollout,
 }
 
-pub async fn guarded(extra_args: &[&str]) -> Guarded {
-    let cluster = seed().await;
+/// [`seed`] at `timing`, then a guard with `extra_args` registered as the validating webhook,
+/// then the report's steps 1-3.
+pub async fn guarded(timing: SimConfig, extra_args: &[&str]) -> Guarded {
+    let cluster = seed(timing).await;
     let guard = Guard::start_with_args(&cluster.cp, extra_args)
         .await
         .expect("mosc-guard starts");
@@ -174,17 +165,29 @@ pub async fn wait_pool_settled(
     settled: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
     what: &str,
 ) {
+    wait_pool_settled_in(cluster, "worker", &cluster.nodes, settled, what).await;
+}
+
+/// Waits until each of `nodes` is Done with annotations that satisfy `settled`, and `pool`
+/// reports Updated.
+pub async fn wait_pool_settled_in(
+    cluster: &Cluster,
+    pool: &str,
+    nodes: &[String],
+    settled: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
+    what: &str,
+) {
     let client = &cluster.client;
     let settled = &settled;
     wait_for(
         || async move {
-            for node in &cluster.nodes {
+            for node in nodes {
                 let a = node_annotations(client, node).await?;
                 if a.get(STATE).map(String::as_str) != Some(STATE_DONE) || !settled(&a) {
                     return Ok(None);
                 }
             }
-            Ok(pool_condition(client, "worker", "Updated")
+            Ok(pool_condition(client, pool, "Updated")
                 .await?
                 .filter(|c| c.is_true()))
         },
@@ -201,6 +204,18 @@ pub async fn wait_rolled_out(cluster: &Cluster, image: &str) {
         cluster,
         |a| a.get(CURRENT_IMAGE).map(String::as_str) == Some(image),
         "every worker to run the image and the pool to be Updated",
+    )
+    .await;
+}
+
+/// Waits until each of `nodes` runs `image` and `pool` reports Updated.
+pub async fn wait_rolled_out_in(cluster: &Cluster, pool: &str, nodes: &[String], image: &str) {
+    wait_pool_settled_in(
+        cluster,
+        pool,
+        nodes,
+        |a| a.get(CURRENT_IMAGE).map(String::as_str) == Some(image),
+        &format!("every node of pool {pool} to run the image and the pool to be Updated"),
     )
     .await;
 }

@@ -1,9 +1,23 @@
 //! The build controller (machine-os-builder): one MachineOSBuild and one pushed image per
-//! (MOSC, rendered config), shaped as MCO 4.20 writes them; MOSC status; the image cleanup when a
-//! MOSB or MOSC goes away; the rebuild annotation; reuse of a build when a config is rolled back.
+//! (MOSC, rendered config), shaped as MCO 4.20 writes them, with the build's Job, ConfigMaps
+//! and Secrets ([`super::jobs`]); MOSC status; the rebuild annotation; reuse of a build when a
+//! config is rolled back; and the two delete handlers, as measured on a real 4.20 builder:
+//!
+//! - every MOSC or MOSB delete event is handled [`super::SimConfig::delete_delay`] (5 s) after
+//!   the object is gone from the API;
+//! - the MOSB-delete handler (`deleteBuilderForMachineOSBuild`) cleans the build's objects,
+//!   deletes the image (with the in-use check only while a MOSC of the MOSB's name exists) and
+//!   the digest ConfigMap. With the garbage collector, a deleted MOSC's MOSBs go ~0.1 s after
+//!   it, so this is the path that deletes their images;
+//! - the MOSC-delete handler (`deleteMachineOSConfig`) then finds no MOSB, unless a MOSB's
+//!   deletion was refused: for each MOSB the MOSC controls it deletes the image first, the digest
+//!   ConfigMap, then tries the MOSB; a failure retries the item 5 times, then drops it;
+//! - an image is deleted by its tag (`spec.renderedImagePushSpec`): the tag is resolved to a
+//!   digest and that digest deleted, which removes every tag on it (after a same-name rebuild
+//!   the tag names the new image).
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -16,33 +30,42 @@ use super::super::Result;
 use super::super::image_ref::ImageRef;
 use super::super::mco::{
     self, CURRENT_IMAGE, CURRENT_MOSB, DESIRED_IMAGE, GROUP, LABEL_MOSC, LABEL_POOL,
-    LABEL_RENDERED, REBUILD, condition_true, node_annotation, str_at,
+    LABEL_RENDERED, REBUILD, condition_true, str_at,
 };
+use super::jobs::{self, MCO_NAMESPACE};
 use super::nodes::pool_members;
 use super::{Ctx, Reconciler, is_conflict, is_not_found, now_rfc3339};
 
 /// MOSB annotation naming the MOSC's push secret (4.20 writes it on every build).
 pub const PUSH_SECRET_ANNOTATION: &str =
     "machineconfiguration.openshift.io/rendered-image-push-secret";
-/// Namespace of MCO's build Jobs.
-const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
+/// Requeues of a failing queue item before the builder drops it (`Config.MaxRetries`).
+const MAX_RETRIES: u32 = 5;
+/// First requeue delay of a failing item; it doubles with every requeue (the rate limiter's
+/// 5 ms * 2^n).
+const RETRY_BASE: Duration = Duration::from_millis(5);
 
-/// A MOSB as last seen, so its image can be cleaned up once it is gone.
-struct SeenMosb {
-    uid: String,
-    image: Option<String>,
-    mosc: Option<String>,
-    pool: Option<String>,
+/// An informer delete event, with the object's last state.
+enum DeleteEvent {
+    Mosc(DynamicObject),
+    Mosb(DynamicObject),
+}
+
+/// A delete event waiting in the builder's queue.
+struct Queued {
+    event: DeleteEvent,
+    due: Instant,
+    requeues: u32,
 }
 
 pub(super) struct BuildController {
     ctx: Ctx,
-    /// MOSC name -> uid, as of the previous pass.
-    seen_moscs: HashMap<String, String>,
-    /// MOSB name -> last seen state.
-    seen_mosbs: HashMap<String, SeenMosb>,
-    /// Deleted MOSCs (name -> uid) whose builds still have to be cleaned up.
-    pending_cleanup: BTreeMap<String, String>,
+    /// MOSC name -> the MOSC as last seen.
+    seen_moscs: HashMap<String, DynamicObject>,
+    /// MOSB name -> the MOSB as last seen.
+    seen_mosbs: HashMap<String, DynamicObject>,
+    /// Delete events not handled yet.
+    queue: Vec<Queued>,
     /// When each running build (MOSB uid) started, by this process's clock.
     builds: HashMap<String, Instant>,
 }
@@ -61,157 +84,245 @@ impl BuildController {
             ctx,
             seen_moscs: HashMap::new(),
             seen_mosbs: HashMap::new(),
-            pending_cleanup: BTreeMap::new(),
+            queue: Vec::new(),
             builds: HashMap::new(),
         }
     }
 
-    /// The informer "delete" events: MOSCs and MOSBs seen before that are gone now.
-    async fn handle_deletions(&mut self, world: &World) -> Result<()> {
-        let live_moscs: HashMap<String, String> = world.moscs.iter().filter_map(name_uid).collect();
-        for (name, uid) in &self.seen_moscs {
-            if live_moscs.get(name) != Some(uid) {
+    /// The informer delete events: MOSCs and MOSBs seen before that are gone now (or replaced
+    /// by a new object of the same name), queued for the builder's delete delay.
+    fn queue_deletions(&mut self, world: &World) {
+        let due = Instant::now() + self.ctx.cfg.delete_delay;
+        let live_moscs = by_name(&world.moscs);
+        let live_mosbs = by_name(&world.mosbs);
+        for (name, seen) in std::mem::replace(&mut self.seen_moscs, live_moscs) {
+            if !same_object(self.seen_moscs.get(&name), &seen) {
                 tracing::info!(
-                    "sim build: MachineOSConfig {name} is gone from the API; deleting the builds it \
-                     controls and their images (4.20: no in-use check once the MOSC is gone)"
+                    "sim build: MachineOSConfig {name} is gone from the API; its delete event is \
+                     handled in {:?}",
+                    self.ctx.cfg.delete_delay
                 );
-                self.pending_cleanup.insert(name.clone(), uid.clone());
+                self.queue.push(Queued {
+                    event: DeleteEvent::Mosc(seen),
+                    due,
+                    requeues: 0,
+                });
             }
         }
-        self.seen_moscs = live_moscs;
+        for (name, seen) in std::mem::replace(&mut self.seen_mosbs, live_mosbs) {
+            if !same_object(self.seen_mosbs.get(&name), &seen) {
+                tracing::info!(
+                    "sim build: MachineOSBuild {name} is gone from the API; its delete event is \
+                     handled in {:?}",
+                    self.ctx.cfg.delete_delay
+                );
+                self.builds
+                    .remove(&seen.metadata.uid.clone().unwrap_or_default());
+                self.queue.push(Queued {
+                    event: DeleteEvent::Mosb(seen),
+                    due,
+                    requeues: 0,
+                });
+            }
+        }
+    }
 
-        let live_mosbs: HashMap<String, String> = world.mosbs.iter().filter_map(name_uid).collect();
-        let gone: Vec<String> = self
-            .seen_mosbs
-            .iter()
-            .filter(|(name, seen)| live_mosbs.get(*name) != Some(&seen.uid))
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in gone {
-            let Some(seen) = self.seen_mosbs.remove(&name) else {
-                continue;
+    /// Handles the delete events that are due, requeueing a failed one (rate-limited) up to
+    /// [`MAX_RETRIES`] times, then dropping it. MOSC events wait while the cleanup is held.
+    async fn handle_due_deletions(&mut self, world: &World) {
+        let hold = self.ctx.knobs(|k| k.hold_cleanup);
+        let now = Instant::now();
+        let (due, waiting): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut self.queue)
+            .into_iter()
+            .partition(|q| q.due <= now && !(hold && matches!(q.event, DeleteEvent::Mosc(_))));
+        self.queue = waiting;
+        for mut item in due {
+            let (what, result) = match &item.event {
+                DeleteEvent::Mosc(mosc) => (
+                    format!(
+                        "MachineOSConfig {}",
+                        mosc.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                    self.machine_os_config_deleted(mosc, world).await,
+                ),
+                DeleteEvent::Mosb(mosb) => (
+                    format!(
+                        "MachineOSBuild {}",
+                        mosb.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                    self.machine_os_build_deleted(mosb, world).await,
+                ),
             };
-            let Some(image) = seen.image else { continue };
-            let mosc_exists = seen.mosc.as_deref().is_some_and(|m| {
-                world
-                    .moscs
-                    .iter()
-                    .any(|c| c.metadata.name.as_deref() == Some(m))
-            });
-            if mosc_exists {
-                self.delete_image_unless_in_use(&image, seen.pool.as_deref(), world, &name)
-                    .await?;
-            } else {
+            let Err(e) = result else { continue };
+            if item.requeues < MAX_RETRIES {
                 tracing::info!(
-                    "sim build: MachineOSBuild {name} was deleted and its MachineOSConfig is gone; \
-                     deleting its image with no in-use check"
+                    "sim build: handling the delete event of {what} failed (requeue {} of \
+                     {MAX_RETRIES}): {e}",
+                    item.requeues + 1
                 );
-                self.delete_image(&image).await?;
+                item.due = Instant::now() + RETRY_BASE * 2u32.pow(item.requeues);
+                item.requeues += 1;
+                self.queue.push(item);
+            } else {
+                tracing::warn!(
+                    "sim build: dropping the delete event of {what} after {MAX_RETRIES} \
+                     requeues: {e}"
+                );
             }
         }
-        for mosb in &world.mosbs {
-            if let Some((name, uid)) = name_uid(mosb) {
-                let label = |key: &str| {
-                    mosb.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(key))
-                        .cloned()
-                };
-                self.seen_mosbs.insert(
-                    name,
-                    SeenMosb {
-                        uid,
-                        image: str_at(&mosb.data, &["status", "digestedImagePushSpec"])
-                            .map(str::to_owned),
-                        mosc: str_at(&mosb.data, &["spec", "machineOSConfig", "name"])
-                            .map(str::to_owned)
-                            .or_else(|| label(LABEL_MOSC)),
-                        pool: label(LABEL_POOL),
-                    },
+    }
+
+    /// `deleteMachineOSConfig`: for every MOSB with the MOSC's two labels that the deleted MOSC
+    /// controls (`metav1.IsControlledBy`), [`Self::delete_machine_os_build`]. Usually the
+    /// garbage collector has deleted them all already and there is nothing to do.
+    async fn machine_os_config_deleted(&self, mosc: &DynamicObject, world: &World) -> Result<()> {
+        let name = mosc.metadata.name.clone().unwrap_or_default();
+        let uid = mosc.metadata.uid.clone().unwrap_or_default();
+        let pool = str_at(&mosc.data, &["spec", "machineConfigPool", "name"]).unwrap_or_default();
+        let selector = format!("{LABEL_POOL}={pool},{LABEL_MOSC}={name}");
+        let builds = mco::mosbs(&self.ctx.client)
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items;
+        tracing::info!(
+            "sim build: removing the MachineOSBuild(s) of deleted MachineOSConfig {name}: {} found",
+            builds.len()
+        );
+        for build in &builds {
+            let build_name = build.metadata.name.as_deref().unwrap_or_default();
+            if !controlled_by(build, &uid) {
+                tracing::info!(
+                    "sim build: skipping MachineOSBuild {build_name}: not controlled by the \
+                     deleted MachineOSConfig {name} (uid {uid})"
                 );
+                continue;
             }
+            self.delete_machine_os_build(build, world).await?;
         }
         Ok(())
     }
 
-    /// MCO 4.20's in-use check: the image stays if a node of the build's target pool has it as
-    /// current or desired image, compared as exact strings against the cached node list.
-    async fn delete_image_unless_in_use(
+    /// The MOSB-delete handler (`deleteBuilderForMachineOSBuild`): the build's Job, ConfigMaps
+    /// and Secrets, then the image ([`Self::delete_mosb_image`]), then the digest ConfigMap.
+    async fn machine_os_build_deleted(&self, mosb: &DynamicObject, world: &World) -> Result<()> {
+        let name = mosb.metadata.name.clone().unwrap_or_default();
+        jobs::clean_build_objects(&self.ctx, mosb).await?;
+        let Some(mosc) = label(mosb, LABEL_MOSC) else {
+            tracing::warn!(
+                "sim build: MachineOSBuild {name} has no {LABEL_MOSC} label; cannot delete its image"
+            );
+            return Ok(());
+        };
+        self.delete_mosb_image(mosb, &mosc, world).await?;
+        jobs::delete_digest_configmap(&self.ctx, &name).await
+    }
+
+    /// `deleteMachineOSBuild`: the image first ([`Self::delete_mosb_image`]), the digest
+    /// ConfigMap, then the MOSB itself (which the guard may refuse: that is the error).
+    async fn delete_machine_os_build(&self, mosb: &DynamicObject, world: &World) -> Result<()> {
+        let name = mosb.metadata.name.clone().unwrap_or_default();
+        let mosc = label(mosb, LABEL_MOSC).unwrap_or_else(|| "<unknown MachineOSConfig>".into());
+        self.delete_mosb_image(mosb, &mosc, world).await?;
+        jobs::delete_digest_configmap(&self.ctx, &name).await?;
+        self.delete_mosb(&name, &format!("for MachineOSConfig {mosc}"))
+            .await
+    }
+
+    /// `deleteMOSBImage`: while a MOSC named `mosc` exists (any uid, terminating or not), MCO
+    /// 4.20's in-use check keeps the image if a node of the MOSB's target pool has the MOSB's
+    /// `status.digestedImagePushSpec` as current or desired image, compared as exact strings
+    /// (a missing annotation and a missing field are both ""); otherwise the image of
+    /// `spec.renderedImagePushSpec` is deleted by its tag. Once the MOSC is gone there is no check.
+    async fn delete_mosb_image(
         &self,
-        image: &str,
-        pool: Option<&str>,
+        mosb: &DynamicObject,
+        mosc: &str,
         world: &World,
-        build: &str,
     ) -> Result<()> {
-        if self.ctx.cfg.in_use_check {
-            let pool = pool.and_then(|p| {
-                world
-                    .pools
-                    .iter()
-                    .find(|x| x.metadata.name.as_deref() == Some(p))
-            });
-            let users: Vec<&str> = pool
-                .map(|p| pool_members(p, &world.pools, &world.nodes))
-                .unwrap_or_default()
+        let name = mosb.metadata.name.clone().unwrap_or_default();
+        let mosc_exists = world
+            .moscs
+            .iter()
+            .any(|m| m.metadata.name.as_deref() == Some(mosc));
+        if mosc_exists && self.ctx.cfg.in_use_check {
+            let pool_name = label(mosb, LABEL_POOL).unwrap_or_default();
+            let pool = world
+                .pools
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(pool_name.as_str()))
+                .ok_or_else(|| {
+                    format!(
+                        "could not get MachineConfigPool {pool_name:?} of MachineOSBuild {name}"
+                    )
+                })?;
+            let digested = str_at(&mosb.data, &["status", "digestedImagePushSpec"]).unwrap_or("");
+            let users: Vec<&str> = pool_members(pool, &world.pools, &world.nodes)
                 .into_iter()
                 .filter(|n| {
-                    node_annotation(n, CURRENT_IMAGE) == Some(image)
-                        || node_annotation(n, DESIRED_IMAGE) == Some(image)
+                    raw_annotation(n, CURRENT_IMAGE) == digested
+                        || raw_annotation(n, DESIRED_IMAGE) == digested
                 })
                 .filter_map(|n| n.metadata.name.as_deref())
                 .collect();
             if !users.is_empty() {
                 tracing::info!(
-                    "sim build: keeping image {image} of {build}: in use by {} (4.20 in-use check)",
+                    "sim build: keeping the image of {name} ({digested:?}): applied on or desired \
+                     by {} (4.20 in-use check)",
                     users.join(", ")
                 );
                 return Ok(());
             }
+        } else if !mosc_exists {
+            tracing::info!(
+                "sim build: MachineOSConfig {mosc} is gone: deleting the image of {name} with no \
+                 in-use check"
+            );
         }
-        tracing::info!("sim build: image {image} of {build} is not in use; deleting it");
-        self.delete_image(image).await
+        let Some(tagged) = str_at(&mosb.data, &["spec", "renderedImagePushSpec"]) else {
+            return Ok(());
+        };
+        self.delete_image_by_tag(tagged, &name).await
     }
 
-    /// For each deleted MOSC: delete the image of every build it controls (no in-use check),
-    /// then the build. Builds of a new MOSC with the same name are left alone.
-    async fn cleanup_deleted_moscs(&mut self) -> Result<()> {
-        if self.ctx.knobs(|k| k.hold_cleanup) {
-            return Ok(());
+    /// Deletes an image by its tag, as containers/image does for a registry that is not the
+    /// internal one: resolves the tag to a digest and deletes that manifest, which removes
+    /// every tag on it. A tag or manifest already gone is tolerated.
+    async fn delete_image_by_tag(&self, tagged: &str, mosb: &str) -> Result<()> {
+        let r = ImageRef::parse(tagged)?;
+        if r.host != self.ctx.registry.host() {
+            return Err(format!(
+                "could not delete image {tagged} of {mosb}: pinging container registry {}: \
+                 connection refused",
+                r.host
+            )
+            .into());
         }
-        let api = mco::mosbs(&self.ctx.client);
-        for (mosc, uid) in self.pending_cleanup.clone() {
-            let selector = format!("{LABEL_MOSC}={mosc}");
-            let builds = api
-                .list(&ListParams::default().labels(&selector))
-                .await?
-                .items;
-            let builds: Vec<&DynamicObject> =
-                builds.iter().filter(|b| controlled_by(b, &uid)).collect();
-            for build in &builds {
-                let name = build.metadata.name.clone().unwrap_or_default();
-                if let Some(image) = str_at(&build.data, &["status", "digestedImagePushSpec"]) {
-                    self.delete_image(image).await?;
-                }
-                if build.metadata.deletion_timestamp.is_none() {
-                    self.delete_mosb(&name, "its MachineOSConfig was deleted")
-                        .await?;
-                }
-            }
-            if builds.is_empty() {
-                self.pending_cleanup.remove(&mosc);
-            }
+        let reference = r
+            .tag
+            .clone()
+            .or_else(|| r.digest.clone())
+            .unwrap_or_default();
+        let Some(digest) = self.ctx.registry.resolve(&r.repo, &reference).await? else {
+            tracing::info!("sim build: image {tagged} of {mosb} not found; nothing to delete");
+            return Ok(());
+        };
+        if self.ctx.registry.delete_manifest(&r.repo, &digest).await? {
+            tracing::info!(
+                "sim build: deleted image {tagged} ({}) of {mosb} from the registry",
+                r.with_digest(&digest)
+            );
         }
         Ok(())
     }
 
     async fn delete_mosb(&self, name: &str, why: &str) -> Result<()> {
         let api = mco::mosbs(&self.ctx.client);
+        // No propagation policy, as MCO: the MOSB's own foregroundDeletion finalizer applies.
         match self
             .ctx
             .write(
                 &format!("deleting MachineOSBuild {name}"),
-                api.delete(name, &DeleteParams::background()),
+                api.delete(name, &DeleteParams::default()),
             )
             .await
         {
@@ -220,27 +331,8 @@ impl BuildController {
                 Ok(())
             }
             Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(format!("deleting MachineOSBuild {name} ({why}): {e}").into()),
+            Err(e) => Err(format!("could not delete MachineOSBuild {name} ({why}): {e}").into()),
         }
-    }
-
-    /// Deletes the manifest of a digested pull spec from the registry (as MCO does for external
-    /// registries); a manifest that is already gone is fine.
-    async fn delete_image(&self, image: &str) -> Result<()> {
-        let r = ImageRef::parse(image)?;
-        let digest = match (&r.digest, &r.tag) {
-            (Some(d), _) => Some(d.clone()),
-            (None, Some(tag)) => self.ctx.registry.resolve(&r.repo, tag).await?,
-            (None, None) => None,
-        };
-        let Some(digest) = digest else { return Ok(()) };
-        if r.host != self.ctx.registry.host() {
-            return Err(format!("refusing to delete {image}: not on the harness registry").into());
-        }
-        if self.ctx.registry.delete_manifest(&r.repo, &digest).await? {
-            tracing::info!("sim build: deleted image {image} from the registry");
-        }
-        Ok(())
     }
 
     /// Builds for one MOSC: create its MOSB, finish the build, point the MOSC at the result.
@@ -339,11 +431,7 @@ impl BuildController {
                 tracing::info!(
                     "sim build: rebuild requested for {mosc_name}; deleting {mosb_name} and its image"
                 );
-                if let Some(image) = str_at(&mosb.data, &["status", "digestedImagePushSpec"]) {
-                    self.delete_image_unless_in_use(image, Some(pool), world, mosb_name)
-                        .await?;
-                }
-                self.delete_mosb(mosb_name, "rebuild requested").await
+                self.delete_machine_os_build(mosb, world).await
             }
             None => {
                 self.create_mosb(mosc, pool, rendered, mosb_name).await?;
@@ -419,15 +507,17 @@ impl BuildController {
             Err(e) if is_conflict(&e) => return Ok(()),
             Err(e) => return Err(format!("creating MachineOSBuild {mosb_name}: {e}").into()),
         };
-        self.start_build(&created).await?;
+        self.start_build(mosc, &created).await?;
         tracing::info!(
             "sim build: created MachineOSBuild {mosb_name} for {mosc_name} (rendered config {rendered}); building"
         );
         Ok(())
     }
 
-    /// Records the start of a build: `buildStart` and the conditions of a running build.
-    async fn start_build(&mut self, mosb: &DynamicObject) -> Result<()> {
+    /// Starts a build: its Job, ConfigMaps and Secrets ([`jobs::start_build_objects`]), then
+    /// `buildStart` and the conditions of a running build.
+    async fn start_build(&mut self, mosc: &DynamicObject, mosb: &DynamicObject) -> Result<()> {
+        jobs::start_build_objects(&self.ctx, mosc, mosb).await?;
         let name = mosb.metadata.name.clone().unwrap_or_default();
         let now = now_rfc3339();
         let status = json!({"status": {
@@ -459,7 +549,7 @@ impl BuildController {
         let uid = mosb.metadata.uid.clone().unwrap_or_default();
         let Some(started_at) = str_at(&mosb.data, &["status", "buildStart"]) else {
             // Created, but the status write did not happen (a restart in between): start now.
-            return self.start_build(mosb).await;
+            return self.start_build(mosc, mosb).await;
         };
         let started_second = started_at
             .parse::<Timestamp>()
@@ -477,7 +567,7 @@ impl BuildController {
         let api = mco::mosbs(&self.ctx.client);
         let now = now_rfc3339();
         let builder = json!({"imageBuilderType": "Job", "job": {
-            "group": "batch", "resource": "jobs", "namespace": MCO_NAMESPACE, "name": format!("build-{name}"),
+            "group": "batch", "resource": "jobs", "namespace": MCO_NAMESPACE, "name": jobs::job_name(&name),
         }});
         let fail = if self.ctx.knobs(|k| k.fail_builds) {
             Some("the build was set to fail".to_owned())
@@ -507,6 +597,7 @@ impl BuildController {
         let tag = target.tag.clone().unwrap_or_else(|| name.clone());
         let digest = self.ctx.registry.push_image(&target.repo, &tag).await?;
         let digested = target.with_digest(&digest);
+        jobs::write_digest_configmap(&self.ctx, mosb, &digest).await?;
         let status = json!({"status": {
             "conditions": conditions(&now, &[("Prepared", false, "Prepared"), ("Building", false, "Building"),
                                               ("Succeeded", true, "Ready"), ("Failed", false, "Ready"),
@@ -524,6 +615,9 @@ impl BuildController {
             .await?;
         self.builds.remove(&uid);
         tracing::info!("sim build: MachineOSBuild {name} succeeded; pushed {digested}");
+        // MCO cleans up the Job and the ephemeral objects of a succeeded build (a failed one's
+        // stay for inspection); the digest ConfigMap stays.
+        jobs::clean_build_objects(&self.ctx, mosb).await?;
         self.point_mosc_at(mosc, &updated).await
     }
 
@@ -578,22 +672,52 @@ impl Reconciler for BuildController {
             pools: mco::list_all(&mco::mcps(&self.ctx.client)).await?,
             nodes: mco::list_all(&mco::nodes(&self.ctx.client)).await?,
         };
-        self.handle_deletions(&world).await?;
-        self.cleanup_deleted_moscs().await?;
+        self.queue_deletions(&world);
+        self.handle_due_deletions(&world).await;
+        let pending = self
+            .queue
+            .iter()
+            .filter(|q| matches!(q.event, DeleteEvent::Mosc(_)))
+            .count();
+        if let Ok(mut k) = self.ctx.knobs.lock() {
+            k.pending_cleanups = pending;
+        }
         // Like MCO 4.20, a MOSC with a deletionTimestamp is still built for and reported on.
         for mosc in &world.moscs {
             self.sync_mosc(mosc, &world).await?;
-        }
-        let pending = self.pending_cleanup.len();
-        if let Ok(mut k) = self.ctx.knobs.lock() {
-            k.pending_cleanups = pending;
         }
         Ok(())
     }
 }
 
-fn name_uid(obj: &DynamicObject) -> Option<(String, String)> {
-    Some((obj.metadata.name.clone()?, obj.metadata.uid.clone()?))
+/// Objects by name.
+fn by_name(objects: &[DynamicObject]) -> HashMap<String, DynamicObject> {
+    objects
+        .iter()
+        .filter_map(|o| Some((o.metadata.name.clone()?, o.clone())))
+        .collect()
+}
+
+/// Whether `live` is the object `seen` (same uid), not a new one of the same name or none.
+fn same_object(live: Option<&DynamicObject>, seen: &DynamicObject) -> bool {
+    live.is_some_and(|l| l.metadata.uid == seen.metadata.uid)
+}
+
+fn label(obj: &DynamicObject, key: &str) -> Option<String> {
+    obj.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .cloned()
+}
+
+/// A node annotation as Go's map index reads it: "" when absent.
+fn raw_annotation<'a>(node: &'a Node, key: &str) -> &'a str {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map_or("", String::as_str)
 }
 
 /// Whether `obj`'s controller ownerReference names `uid` (4.20's cleanup test since the

@@ -3,25 +3,35 @@
 //! objects a real 4.20 API server accepts (`tests/crds/`, from `../shared/docs/api-contract.md`).
 //!
 //! Four polling loops, each level-triggered from what the API server shows:
-//! - [`build`]: builds (MOSB + pushed image) for each MOSC, shaped as 4.20 writes them; MOSC
-//!   status; 4.20's in-use check on MOSB deletion while the MOSC exists; the cleanup on MOSC
-//!   deletion (only the MOSBs that MOSC controls, no in-use check); rebuilds and rollbacks;
+//! - [`build`]: the machine-os-builder. Builds (MOSB, its Job, ConfigMaps and Secrets in
+//!   `openshift-machine-config-operator` ([`jobs`]), and the pushed image) for each MOSC, shaped as
+//!   4.20 writes them; MOSC status; rebuilds and rollbacks; and its delete handlers as measured
+//!   on a real 4.20 builder: delete events handled [`SimConfig::delete_delay`] late, the
+//!   MOSB-delete path deleting a gone MOSC's images (no in-use check), the MOSC-delete path
+//!   (image first, then the MOSB, 5 retries) for MOSBs whose deletion was refused, images deleted
+//!   by tag;
 //! - [`nodes`]: the node controller, targeting nodes only once a Succeeded build for the pool's
 //!   current rendered config matches the MOSC's image, honouring maxUnavailable, never reverting
 //!   a node that is mid-update (the 4.20 bug);
 //! - [`daemon`]: one machine-config-daemon per node, pulling the desired image from the registry;
 //! - [`pools`]: MachineConfigPool status as MCO computes it, build waits and failures included.
 //!
+//! Pool membership everywhere is MCO's (`pkg/helpers`: [`super::mco::primary_pool`]).
+//!
 //! Kubernetes' garbage collector is not simulated: the control plane runs the real one
 //! (kube-controller-manager with only its garbage collector), which acts on the MOSBs'
-//! `foregroundDeletion` finalizer and their ownerReference to the MOSC.
+//! `foregroundDeletion` finalizer and their ownerReference to the MOSC, and on the build Jobs'
+//! ownerReference to their MOSB.
 //!
 //! This is test harness code, not product code: it shares nothing with the mosc-guard crate.
 
 mod build;
 mod daemon;
+mod jobs;
 mod nodes;
 mod pools;
+
+pub use jobs::{JOB_UID_ANNOTATION, MCO_NAMESPACE, digest_configmap_name, job_name};
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -33,7 +43,9 @@ use tokio::task::JoinHandle;
 use super::Result;
 use super::registry_client::RegistryClient;
 
-/// Timing and behaviour of the simulated MCO.
+/// Timing and behaviour of the simulated MCO. Every test says which timing it runs at:
+/// [`SimConfig::real_timing`] (also `Default`), the machine-os-builder's own timing, or
+/// [`SimConfig::fast`] for suites that run many rollouts or faults (soak, chaos).
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     /// How long a daemon waits (drain, reboot prep) before its first pull of a new image.
@@ -46,23 +58,51 @@ pub struct SimConfig {
     pub poll_interval: Duration,
     /// How long a build runs between MOSB creation and its image being pushed (at least until
     /// the next second, so that buildEnd is later than buildStart). [`Simulator::set_build_delay`]
-    /// changes it at run time.
+    /// changes it at run time. Keep it longer than [`SimConfig::delete_delay`], as every real
+    /// build is: a same-name rebuild (a MOSC deleted and recreated, the rebuild annotation)
+    /// pushes to the old build's tag, and a rebuild finished before the old build's delete event
+    /// is handled would have its new image deleted by that tag.
     pub build_delay: Duration,
+    /// How long after a MOSC or MOSB is gone from the API its delete event is handled: the
+    /// machine-os-builder queues every event with its `UpdateDelay`, 5 s in 4.20.
+    pub delete_delay: Duration,
     /// MCO 4.20's in-use check before it deletes a MOSB's image while the MOSC exists (on by
     /// default; off models a stale informer cache that misses the node).
     pub in_use_check: bool,
 }
 
-impl Default for SimConfig {
-    fn default() -> Self {
+impl SimConfig {
+    /// The real machine-os-builder's timing where a verdict can depend on it: delete events
+    /// handled 5 s late, builds of 6 s (a real one takes minutes, 17-22 s with an instant
+    /// builder pod; what matters is that it outlasts the delete delay). The node daemons stay
+    /// quick (drain, reboot and rpm-ostree's ~75 s of retries take well under a second each),
+    /// which only shortens a rollout.
+    pub fn real_timing() -> Self {
         Self {
-            pull_delay: Duration::from_millis(300),
-            pull_retries: 4,
-            retry_interval: Duration::from_millis(300),
+            build_delay: Duration::from_secs(6),
+            delete_delay: Duration::from_secs(5),
+            ..Self::fast()
+        }
+    }
+
+    /// Everything in milliseconds (the harness's timing before the real builder was
+    /// measured), delete events handled after 100 ms: for suites that run many rollouts.
+    pub fn fast() -> Self {
+        Self {
+            pull_delay: Duration::from_millis(200),
+            pull_retries: 3,
+            retry_interval: Duration::from_millis(200),
             poll_interval: Duration::from_millis(100),
             build_delay: Duration::from_millis(300),
+            delete_delay: Duration::from_millis(100),
             in_use_check: true,
         }
+    }
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self::real_timing()
     }
 }
 
@@ -75,11 +115,13 @@ struct Knobs {
     build_delay: Option<Duration>,
     /// Builds that finish from now on fail instead of pushing an image.
     fail_builds: bool,
-    /// The cleanup after a MOSC deletion waits (models a slow machine-os-builder).
+    /// MOSC delete events wait (a slow machine-os-builder); MOSB delete events do not.
     hold_cleanup: bool,
+    /// Pools whose next nodes the node controller does not target (the gap between batches).
+    held_pools: HashSet<String>,
     /// Writes the API server refused as invalid (422): the simulator must never make one.
     rejected: Vec<String>,
-    /// Deleted MOSCs whose builds the build controller has still to clean up.
+    /// MOSC delete events the build controller has not handled yet.
     pending_cleanups: usize,
 }
 
@@ -199,6 +241,23 @@ impl Simulator {
         tracing::info!("sim: releasing daemon of {node}");
     }
 
+    /// The node controller targets no further node of `pool` (nodes already targeted carry on):
+    /// holds open the gap between two batches of a rollout, with the pool not paused.
+    pub fn hold_pool(&self, pool: &str) {
+        self.knobs(|k| {
+            k.held_pools.insert(pool.to_owned());
+        });
+        tracing::info!("sim: node controller holds pool {pool}");
+    }
+
+    /// Lets the node controller target nodes of `pool` again.
+    pub fn release_pool(&self, pool: &str) {
+        self.knobs(|k| {
+            k.held_pools.remove(pool);
+        });
+        tracing::info!("sim: node controller releases pool {pool}");
+    }
+
     /// Builds that finish from now on take `delay` (a slow build).
     pub fn set_build_delay(&self, delay: Duration) {
         self.knobs(|k| k.build_delay = Some(delay));
@@ -211,7 +270,9 @@ impl Simulator {
         tracing::info!("sim: builds now {}", if fail { "fail" } else { "succeed" });
     }
 
-    /// Holds (`true`) or lets go (`false`) the cleanup of a deleted MOSC's builds and images.
+    /// Holds (`true`) or lets go (`false`) the MOSC-delete handler (the cleanup of the builds a
+    /// deleted MOSC controls). The MOSB-delete handler keeps running: the images of MOSBs the
+    /// garbage collector deleted still go.
     pub fn hold_cleanup(&self, hold: bool) {
         self.knobs(|k| k.hold_cleanup = hold);
         tracing::info!(
@@ -220,7 +281,8 @@ impl Simulator {
         );
     }
 
-    /// How many deleted MOSCs still wait for their builds and images to be cleaned up.
+    /// How many MOSC delete events the build controller has still to handle (queued for
+    /// [`SimConfig::delete_delay`], held, or being retried).
     pub fn pending_cleanups(&self) -> usize {
         match self.knobs.lock() {
             Ok(k) => k.pending_cleanups,

@@ -47,6 +47,9 @@ impl NodeController {
         {
             return Ok(());
         }
+        if self.ctx.knobs(|k| k.held_pools.contains(&pool_name)) {
+            return Ok(()); // The gap between two batches, held open by the test.
+        }
         let Some(target) = pool_target(pool, moscs, mosbs) else {
             return Ok(()); // No succeeded build of the current config yet: nodes wait.
         };
@@ -162,27 +165,10 @@ pub(super) fn pool_mosc<'a>(
         .find(|m| str_at(&m.data, &["spec", "machineConfigPool", "name"]) == Some(name))
 }
 
-/// Nodes of `pool`: matching its selector, except nodes that a custom (non-worker) pool claims.
-pub(super) fn pool_members<'a>(
-    pool: &DynamicObject,
-    pools: &[DynamicObject],
-    nodes: &'a [Node],
-) -> Vec<&'a Node> {
-    let selector = mco::pool_match_labels(pool);
-    let is_worker = pool.metadata.name.as_deref() == Some("worker");
-    nodes
-        .iter()
-        .filter(|n| mco::selector_matches(&selector, n))
-        .filter(|n| {
-            !is_worker
-                || !pools.iter().any(|p| {
-                    p.metadata.name.as_deref() != Some("worker")
-                        && p.metadata.name.as_deref() != Some("master")
-                        && mco::selector_matches(&mco::pool_match_labels(p), n)
-                })
-        })
-        .collect()
-}
+/// Nodes of a pool as MCO places them: [`mco::pool_members`] (`helpers.GetNodesForPool`,
+/// over [`mco::primary_pool`]). The node controller, the pool status and the build
+/// controller's in-use check all use this one function.
+pub(super) use super::super::mco::pool_members;
 
 /// A node is unavailable for a new update while its daemon works, is degraded, or has not
 /// reached what it was told to run.
