@@ -64,10 +64,8 @@ pub struct ClusterArgs {
 
 impl ClusterArgs {
     /// A client for the kubeconfig and context given (or inferred).
-    pub(super) async fn client(&self) -> Result<kube::Client, String> {
-        live::client(self.kubeconfig.as_deref(), self.context.as_deref())
-            .await
-            .map_err(|e| e.to_string())
+    pub(super) async fn client(&self) -> Result<kube::Client, live::LiveError> {
+        live::client(self.kubeconfig.as_deref(), self.context.as_deref()).await
     }
 }
 

@@ -5,13 +5,14 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::args::{CheckArgs, Output};
+use crate::cli::error::CliError;
 use crate::core::policy::{self, Deletion, TargetKind};
 use crate::core::report::{self, Report};
 use crate::core::snapshot::Snapshot;
 use crate::sources::{dump, live};
 
 /// Parses a `check` target.
-pub fn parse_target(target: &str) -> Result<(TargetKind, &str), String> {
+pub fn parse_target(target: &str) -> Result<(TargetKind, &str), CliError> {
     let (kind, name) = match target.split_once('/') {
         None => (TargetKind::MachineOSConfig, target),
         Some((kind, name)) => {
@@ -19,18 +20,18 @@ pub fn parse_target(target: &str) -> Result<(TargetKind, &str), String> {
                 "machineosconfig" | "machineosconfigs" | "mosc" => TargetKind::MachineOSConfig,
                 "machineosbuild" | "machineosbuilds" | "mosb" => TargetKind::MachineOSBuild,
                 other => {
-                    return Err(format!(
+                    return Err(CliError::Usage(format!(
                         "unknown kind {other:?}: expected machineosconfig/NAME, mosc/NAME, machineosbuild/NAME or mosb/NAME"
-                    ));
+                    )));
                 }
             };
             (kind, name)
         }
     };
     if name.is_empty() || name.contains('/') {
-        return Err(format!(
+        return Err(CliError::Usage(format!(
             "invalid target {target:?}: expected KIND/NAME or NAME"
-        ));
+        )));
     }
     Ok((kind, name))
 }
@@ -47,7 +48,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
     }
 }
 
-async fn run_check(args: &CheckArgs) -> Result<bool, String> {
+async fn run_check(args: &CheckArgs) -> Result<bool, CliError> {
     let (kind, name) = parse_target(&args.target)?;
     let (snapshots, notes, source) = match &args.source.from_dir {
         Some(dir) => {
@@ -68,7 +69,7 @@ async fn run_check(args: &CheckArgs) -> Result<bool, String> {
         }
         None => {
             let client = args.source.cluster.client().await?;
-            let (snapshot, missing) = live::snapshot(&client).await.map_err(|e| e.to_string())?;
+            let (snapshot, missing) = live::snapshot(&client).await?;
             let notes: Vec<String> = missing
                 .iter()
                 .map(|m| format!("the cluster does not serve {m}; treated as empty"))
@@ -105,13 +106,17 @@ async fn run_check(args: &CheckArgs) -> Result<bool, String> {
             .find(|n| n.contains(&api))
             .map(|n| format!(" ({n})"))
             .unwrap_or_default();
-        format!("{} \"{name}\" not found in {source}{hint}", kind.cli_name())
+        CliError::NotFound {
+            kind,
+            name: name.to_string(),
+            place: source.clone(),
+            hint,
+        }
     })?;
     match args.output {
         Output::Text => println!("{}", report::text(&verdict)),
         Output::Json => {
-            let json = serde_json::to_string_pretty(&Report::new(&verdict, notes))
-                .map_err(|e| format!("encoding the report: {e}"))?;
+            let json = serde_json::to_string_pretty(&Report::new(&verdict, notes))?;
             println!("{json}");
         }
     }
@@ -119,21 +124,15 @@ async fn run_check(args: &CheckArgs) -> Result<bool, String> {
 }
 
 /// Reads a dump; one that could not be read whole is an error unless `allow_incomplete`.
-pub(super) fn read_dump(dir: &Path, allow_incomplete: bool) -> Result<dump::Loaded, String> {
-    let loaded = dump::load_dir(dir).map_err(|e| e.to_string())?;
+pub(super) fn read_dump(dir: &Path, allow_incomplete: bool) -> Result<dump::Loaded, CliError> {
+    let loaded = dump::load_dir(dir)?;
     if loaded.incomplete.is_empty() || allow_incomplete {
         return Ok(loaded);
     }
-    let mut msg = format!(
-        "{} is incomplete, so no verdict can say a deletion is safe; what could not be read:",
-        dir.display()
-    );
-    for i in &loaded.incomplete {
-        msg.push_str("\n  ");
-        msg.push_str(i);
-    }
-    msg.push_str("\nCollect it again (oc adm must-gather, or oc get ... -o yaml), or pass --allow-incomplete to decide on what could be read.");
-    Err(msg)
+    Err(CliError::Incomplete {
+        dir: dir.to_path_buf(),
+        missing: loaded.incomplete,
+    })
 }
 
 fn find<'a>(snapshot: &'a Snapshot, kind: TargetKind, name: &str) -> Option<Deletion<'a>> {
@@ -169,7 +168,7 @@ mod tests {
             ("mosb/worker-1", TargetKind::MachineOSBuild, "worker-1"),
         ];
         for (t, kind, name) in ok {
-            assert_eq!(parse_target(t), Ok((kind, name)), "{t}");
+            assert_eq!(parse_target(t).ok(), Some((kind, name)), "{t}");
         }
         for bad in ["pod/x", "mosc/", "", "mosc/a/b"] {
             assert!(parse_target(bad).is_err(), "{bad}");

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use crate::cli::args::ReleaseArgs;
+use crate::cli::error::CliError;
 use crate::defer::release;
 
 /// Runs `release-finalizers`; returns the exit status (0 none left, 1 some kept, 2 error:
@@ -11,7 +12,7 @@ use crate::defer::release;
 pub async fn release_finalizers(args: ReleaseArgs) -> ExitCode {
     let result = async {
         let client = args.cluster.client().await?;
-        release::release_all(&client, args.force).await
+        Ok::<_, CliError>(release::release_all(&client, args.force).await?)
     }
     .await;
     match result {

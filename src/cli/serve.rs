@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::args::{ClusterArgs, ServeArgs};
 use crate::cli::check::read_dump;
+use crate::cli::error::CliError;
 use crate::core::policy::PolicyMode;
 use crate::core::snapshot::Snapshot;
 use crate::defer::controller;
@@ -133,7 +134,7 @@ impl TryFrom<ServeArgs> for ServeConfig {
 pub async fn serve(args: ServeArgs) -> ExitCode {
     let result = match ServeConfig::try_from(args) {
         Ok(config) => run(config).await,
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -152,29 +153,33 @@ struct Listeners {
     ops: (Option<tokio::net::TcpListener>, Arc<rustls::ServerConfig>),
 }
 
-async fn run(config: ServeConfig) -> Result<(), String> {
-    let resolver = ReloadingResolver::load(config.certs.clone()).map_err(|e| e.to_string())?;
-    let plain_tls = Arc::new(resolver.server_config().map_err(|e| e.to_string())?);
+async fn run(config: ServeConfig) -> Result<(), CliError> {
+    let resolver = ReloadingResolver::load(config.certs.clone())?;
+    let plain_tls = Arc::new(resolver.server_config()?);
     let tls = match &config.client_ca {
-        Some(ca) => Arc::new(
-            resolver
-                .server_config_with_client_ca(ca)
-                .map_err(|e| e.to_string())?,
-        ),
+        Some(ca) => Arc::new(resolver.server_config_with_client_ca(ca)?),
         None => Arc::clone(&plain_tls),
     };
     let ops_listener = match config.metrics_listen {
         Some(addr) => Some(
             tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|e| format!("listening on {addr} (--metrics-listen): {e}"))?,
+                .map_err(|source| CliError::Listen {
+                    addr,
+                    what: " (--metrics-listen)",
+                    source,
+                })?,
         ),
         None => None,
     };
     let _reloader = resolver.spawn_reloader(config.tls_reload);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|e| format!("listening on {}: {e}", config.listen))?;
+        .map_err(|source| CliError::Listen {
+            addr: config.listen,
+            what: "",
+            source,
+        })?;
     tracing::info!(
         listen = %config.listen,
         policy = %config.policy,
@@ -323,18 +328,17 @@ fn default_identity() -> String {
 
 /// The dump `serve --from-dir` decides from: one snapshot, so disagreeing copies (like an
 /// incomplete dump) need --allow-incomplete, and then the copy read last of each is served.
-fn load_static(dir: &Path, allow_incomplete: bool) -> Result<Snapshot, String> {
+fn load_static(dir: &Path, allow_incomplete: bool) -> Result<Snapshot, CliError> {
     let loaded = read_dump(dir, allow_incomplete)?;
     for w in loaded.warnings.iter().chain(&loaded.incomplete) {
         tracing::warn!("{w}");
     }
     if let Some(note) = loaded.variant_note() {
         if !allow_incomplete {
-            return Err(format!(
-                "{}: {note}, but serve --from-dir decides from one snapshot; pass --allow-incomplete \
-                 to serve the copy read last of each",
-                dir.display()
-            ));
+            return Err(CliError::Disagreeing {
+                dir: dir.to_path_buf(),
+                note,
+            });
         }
         tracing::warn!("{note}; serving the copy read last of each");
     }

@@ -13,7 +13,7 @@ use crate::core::message;
 use crate::core::model::MachineOSConfig;
 use crate::core::policy::{self, Deletion, PolicyMode};
 use crate::defer::controller::FIELD_MANAGER;
-use crate::sources::live;
+use crate::sources::live::{self, LiveError};
 
 /// Attempts per object when its resourceVersion changes under us.
 const ATTEMPTS: usize = 3;
@@ -159,14 +159,25 @@ async fn release_one(
     ))
 }
 
+/// Why `release-finalizers` could read nothing to release.
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    #[error(transparent)]
+    Live(#[from] LiveError),
+    #[error("the cluster does not serve {0}")]
+    NotServed(&'static str),
+    #[error("listing machineosconfigs again: {0}")]
+    Relist(String),
+}
+
 /// Releases every MachineOSConfig's finalizer (see the module docs). Errs only when nothing
 /// can be read at all; an object that cannot be released is named in [`Summary::failed`].
-pub async fn release_all(client: &kube::Client, force: bool) -> Result<Summary, String> {
+pub async fn release_all(client: &kube::Client, force: bool) -> Result<Summary, ReleaseError> {
     let api: Api<MachineOSConfig> = Api::all(client.clone());
     let mut summary = Summary::default();
-    let (snapshot, missing) = live::snapshot(client).await.map_err(|e| e.to_string())?;
+    let (snapshot, missing) = live::snapshot(client).await?;
     if let Some(what) = missing.iter().find(|m| m.starts_with("machineosconfigs")) {
-        return Err(format!("the cluster does not serve {what}"));
+        return Err(ReleaseError::NotServed(what));
     }
     for listed in &snapshot.machine_os_configs {
         let name = listed.name().to_string();
@@ -184,7 +195,7 @@ pub async fn release_all(client: &kube::Client, force: bool) -> Result<Summary, 
         let now = api
             .list(&Default::default())
             .await
-            .map_err(|e| format!("listing machineosconfigs again: {}", live::chain(&e)))?;
+            .map_err(|e| ReleaseError::Relist(live::chain(&e)))?;
         let back: Vec<String> = now
             .items
             .iter()

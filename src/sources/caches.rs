@@ -23,6 +23,7 @@ use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeMeta;
 use crate::core::policy::PolicyMode;
 use crate::core::snapshot::Snapshot;
+use crate::sources::error::{FreshError, NotReady};
 use crate::sources::live;
 use crate::sources::node_cache::NodeCache;
 use crate::sources::view::{ClusterView, Fresh, FreshNodes};
@@ -202,19 +203,13 @@ impl Caches {
     /// server's next progress notification from etcd (up to 100 ms), which the fence need not
     /// wait behind. A node list needs the fresh pools (it keeps only the labels their
     /// selectors read), so it starts once both the lists and `--fence-wait-ms` are done.
-    async fn fresh_read(&self) -> Result<Fresh, String> {
-        let objects = async {
-            live::decision_objects(&self.client)
-                .await
-                .map_err(|e| e.to_string())
-        };
+    async fn fresh_read(&self) -> Result<Fresh, FreshError> {
+        let objects = live::decision_objects(&self.client);
         let fence = async {
-            let revision = live::node_revision(&self.client)
-                .await
-                .map_err(|e| e.to_string())?;
+            let revision = live::node_revision(&self.client).await?;
             // Not an etcd revision: no fence to wait on.
             let Some(revision) = revision else {
-                return Ok::<_, String>((None, false));
+                return Ok::<_, live::LiveError>((None, false));
             };
             let passed = tokio::time::timeout(self.fence_wait, self.nodes.caught_up(revision))
                 .await
@@ -247,10 +242,11 @@ impl Caches {
         Ok(Fresh { objects, nodes })
     }
 
-    async fn listed_nodes(&self, pools: &[Arc<MachineConfigPool>]) -> Result<FreshNodes, String> {
-        let nodes = live::nodes_for(&self.client, pools)
-            .await
-            .map_err(|e| e.to_string())?;
+    async fn listed_nodes(
+        &self,
+        pools: &[Arc<MachineConfigPool>],
+    ) -> Result<FreshNodes, live::LiveError> {
+        let nodes = live::nodes_for(&self.client, pools).await?;
         Ok(FreshNodes::Listed(nodes.unwrap_or_default()))
     }
 
@@ -289,7 +285,7 @@ impl ClusterView for Caches {
         self.nodes.nodes(digests, mode)
     }
 
-    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, String>> {
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {
         Box::pin(self.fresh_read())
     }
 
@@ -297,7 +293,7 @@ impl ClusterView for Caches {
         self.configs.ready() && self.builds.ready() && self.pools.ready() && self.nodes.ready()
     }
 
-    fn readiness(&self) -> Result<(), String> {
+    fn readiness(&self) -> Result<(), NotReady> {
         if !self.ready() {
             let unsynced: Vec<&str> = [
                 (self.configs.what, self.configs.ready()),
@@ -309,10 +305,7 @@ impl ClusterView for Caches {
             .filter(|(_, ready)| !ready)
             .map(|(what, _)| what)
             .collect();
-            return Err(format!(
-                "caches have not finished their first full list: {}",
-                unsynced.join(", ")
-            ));
+            return Err(NotReady::Unsynced(unsynced));
         }
         let stale: Vec<String> = self
             .stale_at(Instant::now())
@@ -322,7 +315,7 @@ impl ClusterView for Caches {
         if stale.is_empty() {
             Ok(())
         } else {
-            Err(format!("stale caches: {}", stale.join("; ")))
+            Err(NotReady::Stale(stale))
         }
     }
 

@@ -3,6 +3,7 @@
 
 pub mod caches;
 pub mod dump;
+pub mod error;
 pub mod live;
 pub mod memory;
 pub mod node_cache;

@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use crate::core::node::NodeMeta;
 use crate::core::policy::{self, Deletion, PolicyMode};
 use crate::core::snapshot::Snapshot;
+use crate::sources::error::{FreshError, NotReady};
 
 /// A source of snapshots for admission decisions.
 pub trait ClusterView: Send + Sync + 'static {
@@ -21,18 +22,18 @@ pub trait ClusterView: Send + Sync + 'static {
 
     /// Builds, pools and MachineOSConfigs read fresh from the API server, and nodes at least as
     /// fresh; used to confirm an allow. An error means the guard cannot verify.
-    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, String>>;
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>>;
 
     /// True once every cache finished its first full list (synced).
     fn ready(&self) -> bool;
 
     /// Whether the webhook should receive requests (`/readyz`): synced, and no watch failing
     /// for longer than allowed. `Err` says why not, naming the caches.
-    fn readiness(&self) -> Result<(), String> {
+    fn readiness(&self) -> Result<(), NotReady> {
         if self.ready() {
             Ok(())
         } else {
-            Err("caches have not finished their first full list".to_string())
+            Err(NotReady::Unsynced(Vec::new()))
         }
     }
 
@@ -108,7 +109,7 @@ impl ClusterView for StaticView {
         self.0.nodes.clone()
     }
 
-    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, String>> {
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {
         Box::pin(async move {
             Ok(Fresh {
                 objects: self.objects(),

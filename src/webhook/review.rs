@@ -14,6 +14,7 @@ use crate::core::finalizer;
 use crate::core::message;
 use crate::core::message::Printable;
 use crate::core::policy::{self, Deletion, PolicyMode, TargetKind, Verdict};
+use crate::sources::error::FreshError;
 use crate::sources::view::{ClusterView, Fresh};
 use crate::telemetry::events::{self, Events};
 use crate::telemetry::metrics::{Metrics, Outcome};
@@ -40,7 +41,7 @@ pub enum Checked {
     /// A would-be allow, confirmed or overturned by a fresh read.
     Confirmed(Verdict),
     /// A would-be allow that the fresh read could not confirm.
-    Unverified { cached: Verdict, why: String },
+    Unverified { cached: Verdict, why: FreshError },
 }
 
 pub struct Reviewer<V> {
@@ -54,7 +55,7 @@ pub struct Reviewer<V> {
     no_new_finalizers: bool,
     events: Option<Events>,
     /// Confirming reads, coalesced: a burst of requests shares reads (see [`Coalesced`]).
-    confirmations: Coalesced<Result<Fresh, String>>,
+    confirmations: Coalesced<Result<Fresh, FreshError>>,
     /// Per-object rate limit of DeletionBlocked Events.
     event_limiter: EventLimiter,
 }
@@ -178,11 +179,12 @@ impl<V: ClusterView> Reviewer<V> {
             Checked::Unverified { cached, why } => {
                 if let Some(reason) = cached.override_reason.as_deref() {
                     tracing::warn!(name = %Printable(name), %why, "could not confirm an allow; allowed by override");
-                    let warning = message::unverified_override(kind, name, &why, reason);
+                    let warning =
+                        message::unverified_override(kind, name, &why.to_string(), reason);
                     Decision::new(Outcome::overridden, admission::allow(req, vec![warning]))
                 } else {
                     tracing::warn!(name = %Printable(name), reason = %why, "could not confirm an allow; denying");
-                    let msg = message::unverified(kind, name, &why);
+                    let msg = message::unverified(kind, name, &why.to_string());
                     Decision::new(Outcome::unverified, admission::deny(req, msg))
                 }
             }
@@ -243,13 +245,8 @@ impl<V: ClusterView> Reviewer<V> {
             failed => {
                 self.metrics.confirmation("failed");
                 let why = match failed {
-                    Ok(Err(e)) => format!(
-                        "reading nodes, builds, pools and MachineOSConfigs from the API server failed: {e}"
-                    ),
-                    _ => format!(
-                        "reading nodes, builds, pools and MachineOSConfigs from the API server took longer than {}s",
-                        confirm_timeout.as_secs_f32()
-                    ),
+                    Ok(Err(e)) => e.clone(),
+                    _ => FreshError::Timeout(confirm_timeout),
                 };
                 Checked::Unverified { cached, why }
             }

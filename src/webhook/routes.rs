@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use tower_http::timeout::TimeoutLayer;
 
+use crate::sources::error::NotReady;
 use crate::sources::view::ClusterView;
 use crate::telemetry::metrics::Metrics;
 use crate::webhook::admission;
@@ -132,9 +133,9 @@ async fn readyz<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response
     }
 }
 
-fn readiness<V: ClusterView>(app: &AppState<V>) -> Result<(), String> {
+fn readiness<V: ClusterView>(app: &AppState<V>) -> Result<(), NotReady> {
     if app.draining.started() {
-        return Err("shutting down: draining connections before the server stops".into());
+        return Err(NotReady::Draining);
     }
     app.reviewer.view.readiness()
 }

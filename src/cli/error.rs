@@ -1,0 +1,58 @@
+//! Why a subcommand could not run: printed as `error: ...` with exit status 2.
+
+use std::path::PathBuf;
+
+use crate::cli::serve::ConfigError;
+use crate::core::policy::TargetKind;
+use crate::defer::release::ReleaseError;
+use crate::sources::dump::DumpError;
+use crate::sources::live::LiveError;
+use crate::webhook::tls::TlsError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// An argument clap cannot check (a `check` target's spelling).
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Live(#[from] LiveError),
+    #[error(transparent)]
+    Dump(#[from] DumpError),
+    /// A dump that could not be read whole, and `--allow-incomplete` was not given.
+    #[error(
+        "{} is incomplete, so no verdict can say a deletion is safe; what could not be read:{}\n\
+         Collect it again (oc adm must-gather, or oc get ... -o yaml), or pass --allow-incomplete \
+         to decide on what could be read.",
+        dir.display(),
+        missing.iter().map(|m| format!("\n  {m}")).collect::<String>()
+    )]
+    Incomplete { dir: PathBuf, missing: Vec<String> },
+    /// `serve --from-dir` serves one snapshot; copies that disagree need a choice.
+    #[error(
+        "{}: {note}, but serve --from-dir decides from one snapshot; pass --allow-incomplete to serve \
+         the copy read last of each",
+        dir.display()
+    )]
+    Disagreeing { dir: PathBuf, note: String },
+    #[error("{} \"{name}\" not found in {place}{hint}", kind.cli_name())]
+    NotFound {
+        kind: TargetKind,
+        name: String,
+        place: String,
+        hint: String,
+    },
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("listening on {addr}{what}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Release(#[from] ReleaseError),
+    #[error("encoding the report: {0}")]
+    Encode(#[from] serde_json::Error),
+}
