@@ -35,7 +35,7 @@ pub enum LogFormat {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the admission webhook (HTTPS: /validate, /healthz, /readyz, /metrics).
+    /// Run the admission webhook (HTTPS: /validate, /mutate, /healthz, /readyz, /metrics).
     Serve(ServeArgs),
     /// Say whether deleting a MachineOSConfig or MachineOSBuild is safe now.
     /// Exit status: 0 safe, 1 would be blocked, 2 error.
@@ -92,6 +92,11 @@ pub struct SourceArgs {
     /// no pools), listing what could not. Without it such a dump is an error (exit 2).
     #[arg(long, requires = "from_dir")]
     pub allow_incomplete: bool,
+    /// Decide with this OpenShift release's rules (4.19 to 4.23) instead of the one the
+    /// cluster's (or the dump's) ClusterVersion says. An unknown release gets the most cautious
+    /// rules, as does a cluster without a ClusterVersion.
+    #[arg(long, value_name = "VERSION", env = "MOSC_GUARD_OPENSHIFT_VERSION")]
+    pub openshift_version: Option<String>,
     /// in-flight: block while a node has not reached an image of the object;
     /// in-use: also while a node runs one (a settled pool then needs the override).
     #[arg(long, value_enum, default_value_t = Policy::InFlight)]
@@ -156,7 +161,8 @@ pub struct ServeArgs {
     /// still complete.
     #[arg(long)]
     pub no_new_finalizers: bool,
-    /// Namespace of the leader-election Lease (defer mode).
+    /// Namespace of the leader-election Lease (both modes: its holder runs the finalizer
+    /// controller).
     #[arg(long, env = "POD_NAMESPACE", default_value = "mosc-guard")]
     pub lease_namespace: String,
     /// Name of the leader-election Lease.

@@ -80,6 +80,15 @@ async fn run_check(args: &CheckArgs) -> Result<bool, CliError> {
             (vec![snapshot], notes, "the cluster".to_string())
         }
     };
+    let snapshots: Vec<Snapshot> = snapshots
+        .into_iter()
+        .map(|mut s| {
+            if let Some(v) = &args.source.openshift_version {
+                s.release = Some(v.clone());
+            }
+            s
+        })
+        .collect();
     // Where copies of an object disagree, the most cautious verdict over the combinations.
     let verdicts = snapshots.iter().filter_map(|snapshot| {
         let target = find(snapshot, kind, name)?;

@@ -56,6 +56,8 @@ pub struct ServeConfig {
     pub confirm_timeout: Duration,
     pub stale_after: Duration,
     pub fence_wait: Duration,
+    /// `--openshift-version`: overrides the cluster's release.
+    pub release: Option<String>,
     pub lease_namespace: String,
     pub lease_name: String,
     pub identity: String,
@@ -123,6 +125,7 @@ impl TryFrom<ServeArgs> for ServeConfig {
             confirm_timeout: secs(args.confirm_timeout.max(1)),
             stale_after: secs(args.stale_after),
             fence_wait: Duration::from_millis(args.fence_wait_ms),
+            release: args.source.openshift_version,
             lease_namespace: args.lease_namespace,
             lease_name: args.lease_name,
             identity: args.identity.unwrap_or_else(default_identity),
@@ -206,7 +209,11 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
             path,
             allow_incomplete,
         } => {
-            let view = StaticView(Arc::new(load_static(path, *allow_incomplete)?));
+            let mut snapshot = load_static(path, *allow_incomplete)?;
+            if config.release.is_some() {
+                snapshot.release.clone_from(&config.release);
+            }
+            let view = StaticView(Arc::new(snapshot));
             let reviewer = Reviewer::new(view, config.policy, metrics, config.confirm_timeout);
             serve_and_drain(Arc::new(reviewer), listeners, &config, shutdown_signal()).await;
         }
@@ -224,8 +231,9 @@ async fn run_live(
     listeners: Listeners,
 ) {
     let events = Events::new(client.clone(), &config.identity);
-    let caches =
-        Caches::start(client.clone(), config.stale_after).with_fence_wait(config.fence_wait);
+    let caches = Caches::start(client.clone(), config.stale_after)
+        .with_fence_wait(config.fence_wait)
+        .with_release(config.release.clone());
     let mut reviewer = Reviewer::new(
         caches,
         config.policy,

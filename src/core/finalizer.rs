@@ -280,6 +280,8 @@ mod tests {
             override_reason: override_reason.map(str::to_string),
             images: Vec::new(),
             rolling: Vec::new(),
+            joining: Vec::new(),
+            rules: crate::core::release::Rules::for_version(Some("4.20.0")),
             blocking: blocking
                 .iter()
                 .map(|n| crate::core::policy::BlockingNode {

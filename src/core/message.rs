@@ -8,7 +8,7 @@ use std::fmt::Write;
 use crate::core::image::abbreviate;
 use crate::core::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
 use crate::core::policy::{
-    BlockReason, BlockingNode, PolicyMode, RollingPool, TargetKind, Verdict,
+    BlockReason, BlockingNode, JoiningMachine, PolicyMode, RollingPool, TargetKind, Verdict,
 };
 
 /// Nodes listed by name before "and N more".
@@ -34,9 +34,22 @@ pub fn denial(v: &Verdict) -> String {
     for pool in &v.rolling {
         let _ = writeln!(out, "  {}", pool_line(pool));
     }
+    for machine in v.joining.iter().take(MAX_LISTED_NODES) {
+        let _ = writeln!(out, "  {}", machine_line(machine));
+    }
+    if v.joining.len() > MAX_LISTED_NODES {
+        let _ = writeln!(
+            out,
+            "  and {} more machines",
+            v.joining.len() - MAX_LISTED_NODES
+        );
+    }
     let in_flight =
         !v.rolling.is_empty() || v.blocking.iter().any(|b| b.reason == BlockReason::InFlight);
-    if in_flight {
+    if !in_flight && !v.joining.is_empty() && v.blocking.is_empty() {
+        let _ = writeln!(out, "{}", joining_advice(v));
+        let _ = writeln!(out, "Or override with:");
+    } else if in_flight {
         let (images, nodes, fail) = match n {
             0 => ("that image", "the pool's next node", "fails"),
             1 => ("that image", "the node", "fails"),
@@ -46,6 +59,9 @@ pub fn denial(v: &Verdict) -> String {
             out,
             "Deleting it now removes {images} from the registry and {nodes} {fail} \"manifest unknown\" (the pool goes Degraded)."
         );
+        if !v.joining.is_empty() {
+            let _ = writeln!(out, "{}", joining_advice(v));
+        }
         let pools = pools(v);
         if pools.is_empty() {
             let _ = writeln!(
@@ -110,12 +126,19 @@ pub fn override_warnings(v: &Verdict) -> Vec<String> {
             .iter()
             .map(|p| clip(format!("mosc-guard: {}", pool_line(p)))),
     );
+    warnings.extend(
+        v.joining
+            .iter()
+            .map(|m| clip(format!("mosc-guard: {}", machine_line(m)))),
+    );
     if v.kind == TargetKind::MachineOSConfig {
         // MCO's MOSC-delete path deletes each build's image before it tries the build: the
         // guard refusing the builds' deletions does not keep their images.
-        warnings.push(
-            "mosc-guard: the images go all the same: MCO deletes each image from the registry before it tries to delete its MachineOSBuild, which mosc-guard keeps refusing while a node needs it (the builds stay behind)".to_string(),
-        );
+        warnings.push(if v.rules.keeps_in_use_images {
+            "mosc-guard: the images go all the same, except those nodes of the build's pool use, which MCO keeps (and leaks): other pools' nodes, other spellings and joining machines lose theirs".to_string()
+        } else {
+            "mosc-guard: the images go all the same: MCO deletes each image from the registry before it tries to delete its MachineOSBuild, which mosc-guard keeps refusing while a node needs it (the builds stay behind)".to_string()
+        });
         warnings.push(clip(format!(
             "mosc-guard: to let the builds go too: oc annotate machineosbuild -l {LABEL_MACHINE_OS_CONFIG}={} {OVERRIDE_ANNOTATION}=\"<reason>\"",
             v.name
@@ -170,6 +193,9 @@ pub fn deferred_note(v: &Verdict) -> String {
     for pool in &v.rolling {
         let _ = write!(out, "\n  {}", pool_line(pool));
     }
+    for machine in &v.joining {
+        let _ = write!(out, "\n  {}", machine_line(machine));
+    }
     out
 }
 
@@ -207,12 +233,9 @@ pub fn finalizer_release() -> String {
 /// "a, b, c and 2 more", or the rolling pools when no node blocks.
 fn node_names(v: &Verdict, max: usize) -> String {
     if v.blocking.is_empty() {
-        let pools: Vec<String> = v
-            .rolling
-            .iter()
-            .map(|p| format!("pool {}", p.pool))
-            .collect();
-        return pools.join(", ");
+        let pools = v.rolling.iter().map(|p| format!("pool {}", p.pool));
+        let machines = v.joining.iter().map(|m| format!("machine {}", m.machine));
+        return pools.chain(machines).collect::<Vec<_>>().join(", ");
     }
     let names: Vec<&str> = v
         .blocking
@@ -235,8 +258,55 @@ pub fn images_phrase(kind: TargetKind) -> &'static str {
     }
 }
 
+/// What a joining machine's first boot does without the image, and the ways out.
+fn joining_advice(v: &Verdict) -> String {
+    let (one, pulls, fails) = match v.joining.len() {
+        1 => ("the machine", "pulls", "fails"),
+        _ => ("the machines", "pull", "fail"),
+    };
+    let set = v.joining.iter().find_map(|m| m.machine_set.as_deref());
+    let scale = match set {
+        Some(set) => format!(
+            "stop its MachineSet first (`oc scale machineset {set} -n openshift-machine-api --replicas=<machines that have joined>`, and pause any autoscaler)"
+        ),
+        None => "stop the scale-up first (pause the MachineSet or autoscaler that created it)"
+            .to_string(),
+    };
+    format!(
+        "Deleting it now removes the image {one} {pulls} at first boot from the Machine Config Server, and {one} {fails} to boot \
+         (no Node registers; a MachineHealthCheck replaces it only after its startup timeout). \
+         Wait until it has joined (`oc get machine -n openshift-machine-api` shows its NODE), or {scale}, then delete again."
+    )
+}
+
+fn machine_line(m: &JoiningMachine) -> String {
+    let set = m
+        .machine_set
+        .as_deref()
+        .map(|s| format!(", MachineSet {s}"))
+        .unwrap_or_default();
+    let pool = if m.pool_known {
+        format!("pool {}", m.pool)
+    } else {
+        format!("its user-data secret names no pool: counted as {}", m.pool)
+    };
+    format!(
+        "machine {} ({}{set}, {pool}) is joining and pulls {} at first boot",
+        m.machine,
+        m.phase,
+        abbreviate(&m.image)
+    )
+}
+
 fn headline(v: &Verdict) -> String {
     let n = v.blocking.len();
+    if n == 0 && v.rolling.is_empty() && !v.joining.is_empty() {
+        let noun = match v.joining.len() {
+            1 => "1 joining machine pulls".to_string(),
+            k => format!("{k} joining machines pull"),
+        };
+        return format!("{noun} {} at first boot", images_phrase(v.kind));
+    }
     if n == 0 && !v.rolling.is_empty() {
         let pools: Vec<&str> = v.rolling.iter().map(|p| p.pool.as_str()).collect();
         let (noun, verb) = if pools.len() == 1 {

@@ -134,6 +134,10 @@ pub struct MachineConfigPoolSpec {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineConfigPoolStatus {
+    /// The rendered config the pool's machines are on (the MCS serves it to joining machines
+    /// until one machine has updated).
+    #[serde(default)]
+    pub configuration: Option<NameRef>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
     #[serde(default)]
@@ -227,6 +231,14 @@ impl MachineOSBuild {
             .filter(|n| !n.is_empty())
     }
 
+    /// Whether condition `Succeeded` is True (MCO's `IsBuildSuccess`).
+    pub fn succeeded(&self) -> bool {
+        self.status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Succeeded" && c.status == "True")
+    }
+
     /// Whether condition `Failed` or `Interrupted` is True: the build ended without an image.
     pub fn failed(&self) -> bool {
         self.status
@@ -272,6 +284,19 @@ impl MachineConfigPool {
     /// (nodes it already sent keep updating).
     pub fn is_paused(&self) -> bool {
         self.spec.paused == Some(true)
+    }
+
+    /// The rendered config the Machine Config Server serves a joining machine
+    /// (`clusterServer.GetConfig`): `spec.configuration` once a machine has updated
+    /// (`status.updatedMachineCount > 0`), `status.configuration` before.
+    pub fn served_config(&self) -> Option<&str> {
+        let updated = self.status.updated_machine_count.is_none_or(|n| n > 0);
+        let config = if updated {
+            self.spec.configuration.as_ref()
+        } else {
+            self.status.configuration.as_ref()
+        };
+        config.map(|r| r.name.as_str()).filter(|n| !n.is_empty())
     }
 
     /// `spec.configuration.name`: the rendered config the pool targets, when known.

@@ -1,11 +1,11 @@
 //! The `check` command's output: the verdict as text (the webhook's own words) or as
-//! JSON with a stable schema (documented in README.md).
+//! JSON with a stable schema (documented in docs/cli.md).
 
 use serde::Serialize;
 
 use crate::core::message;
 use crate::core::policy::{
-    BlockingNode, GuardedImage, PolicyMode, RollingPool, TargetKind, Verdict,
+    BlockingNode, GuardedImage, JoiningMachine, PolicyMode, RollingPool, TargetKind, Verdict,
 };
 
 #[derive(Debug, Serialize)]
@@ -18,7 +18,18 @@ pub struct Report<'a> {
     pub images: &'a [GuardedImage],
     pub blocking_nodes: &'a [BlockingNode],
     pub rolling_pools: &'a [RollingPool],
+    pub joining_machines: &'a [JoiningMachine],
+    pub release: ReleaseReport<'a>,
     pub warnings: Vec<String>,
+}
+
+/// The release whose rules decided.
+#[derive(Debug, Serialize)]
+pub struct ReleaseReport<'a> {
+    /// As read from the cluster or given (`null` when neither says).
+    pub version: Option<&'a str>,
+    /// The table row used: `4.19` to `4.23`, or `unknown` (the cautious rules).
+    pub rules: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -31,6 +42,7 @@ impl<'a> Report<'a> {
     /// `warnings` are notes about the source (e.g. APIs the cluster does not serve);
     /// the override warnings the webhook would return are added here.
     pub fn new(verdict: &'a Verdict, mut warnings: Vec<String>) -> Self {
+        warnings.extend(verdict.rules.note());
         warnings.extend(message::override_warnings(verdict));
         Report {
             target: Target {
@@ -43,6 +55,11 @@ impl<'a> Report<'a> {
             images: &verdict.images,
             blocking_nodes: &verdict.blocking,
             rolling_pools: &verdict.rolling,
+            joining_machines: &verdict.joining,
+            release: ReleaseReport {
+                version: verdict.rules.version.as_deref(),
+                rules: verdict.rules.row,
+            },
             warnings,
         }
     }
@@ -63,7 +80,7 @@ pub fn text(verdict: &Verdict) -> String {
     } else {
         let what = message::images_phrase(verdict.kind);
         format!(
-            "{kind} \"{}\" can be deleted: no node still needs {what} and no pool is rolling one out (policy {}).",
+            "{kind} \"{}\" can be deleted: no node still needs {what}, no pool is rolling one out and no joining machine pulls one (policy {}).",
             verdict.name, verdict.mode
         )
     };

@@ -6,8 +6,10 @@
 
 use std::sync::Arc;
 
+use crate::core::cluster::Machine;
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeMeta;
+use crate::core::release::Rules;
 
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -15,9 +17,19 @@ pub struct Snapshot {
     pub machine_os_builds: Vec<Arc<MachineOSBuild>>,
     pub pools: Vec<Arc<MachineConfigPool>>,
     pub nodes: Vec<Arc<NodeMeta>>,
+    /// The Machine API's Machines (empty where it is not served: user-provisioned clusters).
+    pub machines: Vec<Arc<Machine>>,
+    /// The running OpenShift release (`ClusterVersion` `status.desired.version`), or the one
+    /// an admin gave; `None` when neither says.
+    pub release: Option<String>,
 }
 
 impl Snapshot {
+    /// The rules of the snapshot's release (see [`crate::core::release`]).
+    pub fn rules(&self) -> Rules {
+        Rules::for_version(self.release.as_deref())
+    }
+
     pub fn machine_os_config(&self, name: &str) -> Option<&MachineOSConfig> {
         self.machine_os_configs
             .iter()

@@ -1,8 +1,13 @@
-//! Caches of the four kinds the policy reads, kept current by watches: kube's reflector for
-//! the three MCO kinds (a handful of objects each, managedFields dropped) and the lean
-//! [`NodeCache`] for nodes (name, labels, three annotations: BENCHMARKS.md has the figures).
-//! A kind the cluster does not serve yet (CRD missing) is logged and retried with backoff; the
-//! cache is not ready until every kind has completed one full list.
+//! Caches of the kinds the policy reads, kept current by watches: kube's reflector for the
+//! three MCO kinds (a handful of objects each, managedFields dropped), the lean [`NodeCache`]
+//! for nodes (name, labels, three annotations: BENCHMARKS.md has the figures), and two optional
+//! reflectors for the kinds around them, Machines and the ClusterVersion.
+//! A required kind the cluster does not serve yet (CRD missing) is logged and retried with
+//! backoff; the cache is not ready until every required kind has completed one full list. The
+//! optional kinds are absent on many clusters (no Machine API on user-provisioned ones, no
+//! ClusterVersion outside OpenShift): they never hold readiness back, because every allow is
+//! confirmed by a fresh read that lists them, and a verdict without them is the cautious one
+//! (no release known) or the one MCO would make (no machines to serve).
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
@@ -19,6 +24,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
+use crate::core::cluster::{ClusterVersion, Machine};
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeMeta;
 use crate::core::policy::PolicyMode;
@@ -45,6 +51,8 @@ where
 /// One reflector store, whether its first list completed, and its watch's health.
 struct Cached<K: Resource<DynamicType = ()> + Clone + 'static> {
     what: &'static str,
+    /// An optional kind: its failures are logged at debug level and never make the view stale.
+    optional: bool,
     store: Store<K>,
     ready: Arc<AtomicBool>,
     health: Arc<WatchHealth>,
@@ -59,6 +67,7 @@ where
         api: Api<K>,
         what: &'static str,
         stale_after: Duration,
+        optional: bool,
     ) -> (Self, Vec<JoinHandle<()>>) {
         let (store, mut writer) = reflector::store();
         let ready = Arc::new(AtomicBool::new(false));
@@ -90,6 +99,9 @@ where
                                 recovered(&watch_health, what, "the watch delivers again");
                             }
                         }
+                        Err(e) if optional => {
+                            tracing::debug!(cache = what, error = %e, "optional watch failed; retrying with backoff");
+                        }
                         Err(e) => {
                             tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff");
                             if watch_health.failed(Instant::now(), e.to_string(), stale_after) {
@@ -116,6 +128,7 @@ where
         (
             Self {
                 what,
+                optional,
                 store,
                 ready,
                 health,
@@ -129,6 +142,9 @@ where
     }
 
     fn stale(&self, now: Instant, stale_after: Duration) -> Option<String> {
+        if self.optional {
+            return None;
+        }
         describe_stale(self.what, &self.health, now, stale_after)
     }
 }
@@ -154,9 +170,13 @@ pub struct Caches {
     configs: Cached<MachineOSConfig>,
     builds: Cached<MachineOSBuild>,
     pools: Cached<MachineConfigPool>,
+    machines: Cached<Machine>,
+    versions: Cached<ClusterVersion>,
     nodes: NodeCache,
     stale_after: Duration,
     fence_wait: Duration,
+    /// `--openshift-version`: decides with that release's rules whatever the cluster says.
+    release: Option<String>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -171,23 +191,58 @@ impl Caches {
     /// has failed continuously for `stale_after` makes the view not ready until it recovers.
     pub fn start(client: Client, stale_after: Duration) -> Self {
         let mut tasks = Vec::new();
-        let (configs, t) = Cached::start(Api::all(client.clone()), "machineosconfigs", stale_after);
-        tasks.extend(t);
-        let (builds, t) = Cached::start(Api::all(client.clone()), "machineosbuilds", stale_after);
-        tasks.extend(t);
-        let (pools, t) = Cached::start(Api::all(client.clone()), "machineconfigpools", stale_after);
-        tasks.extend(t);
+        let configs = Cached::start(
+            Api::all(client.clone()),
+            "machineosconfigs",
+            stale_after,
+            false,
+        );
+        tasks.extend(configs.1);
+        let builds = Cached::start(
+            Api::all(client.clone()),
+            "machineosbuilds",
+            stale_after,
+            false,
+        );
+        tasks.extend(builds.1);
+        let pools = Cached::start(
+            Api::all(client.clone()),
+            "machineconfigpools",
+            stale_after,
+            false,
+        );
+        tasks.extend(pools.1);
+        let machines = Cached::start(Api::all(client.clone()), "machines", stale_after, true);
+        tasks.extend(machines.1);
+        let versions = Cached::start(
+            Api::all(client.clone()),
+            "clusterversions",
+            stale_after,
+            true,
+        );
+        tasks.extend(versions.1);
+        let (configs, builds, pools, machines, versions) =
+            (configs.0, builds.0, pools.0, machines.0, versions.0);
         let nodes = NodeCache::start(client.clone(), stale_after);
         Self {
             client,
             configs,
             builds,
             pools,
+            machines,
+            versions,
             nodes,
             stale_after,
             fence_wait: DEFAULT_FENCE_WAIT,
+            release: None,
             tasks,
         }
+    }
+
+    /// Decides with `release`'s rules instead of the cluster's ClusterVersion (`None`: read it).
+    pub fn with_release(mut self, release: Option<String>) -> Self {
+        self.release = release;
+        self
     }
 
     /// Sets how long a confirmation waits for the node cache before also listing nodes.
@@ -217,7 +272,10 @@ impl Caches {
             Ok((Some(revision), passed))
         };
         let (objects, fence) = tokio::join!(objects, fence);
-        let (objects, (revision, passed)) = (objects?, fence?);
+        let (mut objects, (revision, passed)) = (objects?, fence?);
+        if self.release.is_some() {
+            objects.release.clone_from(&self.release);
+        }
         let nodes = match revision {
             _ if passed => FreshNodes::Cached,
             None => self.listed_nodes(&objects.pools).await?,
@@ -278,6 +336,15 @@ impl ClusterView for Caches {
             machine_os_builds: self.builds.store.state(),
             pools: self.pools.store.state(),
             nodes: Vec::new(),
+            machines: self.machines.store.state(),
+            release: self.release.clone().or_else(|| {
+                self.versions
+                    .store
+                    .state()
+                    .iter()
+                    .find(|v| v.metadata.name.as_deref() == Some("version"))
+                    .and_then(|v| v.version().map(str::to_string))
+            }),
         }
     }
 
@@ -332,6 +399,7 @@ impl ClusterView for Caches {
             ("machineosconfigs", self.configs.store.len()),
             ("machineosbuilds", self.builds.store.len()),
             ("machineconfigpools", self.pools.store.len()),
+            ("machines", self.machines.store.len()),
             ("nodes", nodes),
             ("nodes_with_images", with_images),
         ]

@@ -12,6 +12,7 @@ use kube::{Client, Config, Resource};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use crate::core::cluster::{ClusterVersion, Machine};
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeMeta;
 use crate::core::node::{Interner, WireMeta, WireNode};
@@ -74,10 +75,11 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
 /// Everything the policy reads, listed now. An API the cluster does not serve (CRD
 /// missing) lists as empty and is named in `missing`.
 pub async fn snapshot(client: &Client) -> Result<(Snapshot, Vec<&'static str>), LiveError> {
-    let (moscs, mosbs, pools) = tokio::try_join!(
+    let (moscs, mosbs, pools, around) = tokio::try_join!(
         list::<MachineOSConfig>(client, "machineosconfigs"),
         list::<MachineOSBuild>(client, "machineosbuilds"),
         list::<MachineConfigPool>(client, "machineconfigpools"),
+        around_the_pools(client),
     )?;
     let nodes = nodes_for(client, pools.as_deref().unwrap_or_default()).await?;
     let mut missing = Vec::new();
@@ -99,30 +101,68 @@ pub async fn snapshot(client: &Client) -> Result<(Snapshot, Vec<&'static str>), 
         "machineconfigpools.machineconfiguration.openshift.io",
     );
     note(nodes.is_some(), "nodes");
+    note(around.machines.is_some(), "machines.machine.openshift.io");
+    note(
+        around.versions_served,
+        "clusterversions.config.openshift.io",
+    );
     let snapshot = Snapshot {
         machine_os_configs: moscs.unwrap_or_default(),
         machine_os_builds: mosbs.unwrap_or_default(),
         pools: pools.unwrap_or_default(),
         nodes: nodes.unwrap_or_default(),
+        machines: around.machines.unwrap_or_default(),
+        release: around.release,
     };
     Ok((snapshot, missing))
 }
 
 /// Everything a decision reads besides nodes and the object being deleted (which the
-/// admission request carries), listed now: builds, pools and MachineOSConfigs. They are small
-/// lists; reading them fresh means a cache whose watch is failing cannot turn a stale pool
-/// status into an allow. An API the cluster does not serve lists as empty.
+/// admission request carries), listed now: builds, pools, MachineOSConfigs, Machines and the
+/// release. They are small lists; reading them fresh means a cache whose watch is failing
+/// cannot turn a stale pool status or a machine that just started provisioning into an allow.
+/// An API the cluster does not serve lists as empty.
 pub async fn decision_objects(client: &Client) -> Result<Snapshot, LiveError> {
-    let (builds, pools, configs) = tokio::try_join!(
+    let (builds, pools, configs, around) = tokio::try_join!(
         list::<MachineOSBuild>(client, "machineosbuilds"),
         list::<MachineConfigPool>(client, "machineconfigpools"),
         list::<MachineOSConfig>(client, "machineosconfigs"),
+        around_the_pools(client),
     )?;
     Ok(Snapshot {
         machine_os_configs: configs.unwrap_or_default(),
         machine_os_builds: builds.unwrap_or_default(),
         pools: pools.unwrap_or_default(),
         nodes: Vec::new(),
+        machines: around.machines.unwrap_or_default(),
+        release: around.release,
+    })
+}
+
+/// The kinds around the pools a decision reads: Machines (`None` where the Machine API is not
+/// served) and the release.
+pub struct Around {
+    pub machines: Option<Vec<Arc<Machine>>>,
+    pub release: Option<String>,
+    pub versions_served: bool,
+}
+
+/// Lists Machines in every namespace and reads the ClusterVersion.
+pub async fn around_the_pools(client: &Client) -> Result<Around, LiveError> {
+    let (machines, versions) = tokio::try_join!(
+        list::<Machine>(client, "machines"),
+        list::<ClusterVersion>(client, "clusterversions"),
+    )?;
+    let release = versions
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .find(|v| v.metadata.name.as_deref() == Some("version"))
+        .and_then(|v| v.version().map(str::to_string));
+    Ok(Around {
+        machines,
+        release,
+        versions_served: versions.is_some(),
     })
 }
 
@@ -273,7 +313,7 @@ async fn node_page_text(client: &Client, params: &ListParams) -> Result<String, 
     }
 }
 
-/// Lists every object of a cluster-scoped kind, page by page; `None` when the API
+/// Lists every object of a kind (in every namespace), page by page; `None` when the API
 /// server does not serve the kind (404).
 async fn list<K>(client: &Client, what: &'static str) -> Result<Option<Vec<Arc<K>>>, LiveError>
 where

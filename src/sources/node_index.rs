@@ -301,6 +301,7 @@ mod tests {
             machine_os_builds: vec![mosb("b-a", A), mosb("b-b", B)],
             pools: vec![],
             nodes: nodes.iter().cloned().map(Arc::new).collect(),
+            ..Default::default()
         };
         let mut idx = NodeIndex::default();
         nodes.iter().for_each(|n| idx.upsert(n));

@@ -129,6 +129,7 @@ pub struct Metrics {
     leader: Gauge,
     controller_errors: Family<ControllerErrorLabels, Counter>,
     certificate_expiry: Gauge,
+    release_cautious: Gauge,
 }
 
 impl Default for Metrics {
@@ -234,6 +235,13 @@ impl Default for Metrics {
             "When the serving certificate in service expires (notAfter, seconds since the Unix epoch; 0 if unreadable)",
             certificate_expiry.clone(),
         );
+        let release_cautious = Gauge::default();
+        registry.register(
+            "release_rules_cautious",
+            "1 while decisions use the most cautious rules because the OpenShift release is unknown \
+             or newer than the releases mosc-guard knows (4.19 to 4.23)",
+            release_cautious.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -251,6 +259,7 @@ impl Default for Metrics {
             leader,
             controller_errors,
             certificate_expiry,
+            release_cautious,
         }
     }
 }
@@ -317,6 +326,11 @@ impl Metrics {
     }
 
     /// Renders the text exposition after refreshing the cache gauges.
+    /// Whether decisions now use the cautious release rules.
+    pub fn release_rules(&self, cautious: bool) {
+        self.release_cautious.set(i64::from(cautious));
+    }
+
     pub fn render(
         &self,
         sizes: &[(&'static str, usize)],

@@ -331,18 +331,24 @@ impl Decision {
 }
 
 fn respond(req: &Request, verdict: &Verdict) -> Decision {
+    let note: Vec<String> = verdict
+        .rules
+        .note()
+        .map(|n| message::clip_to(format!("mosc-guard: {n}"), 256))
+        .into_iter()
+        .collect();
     let decision = if !verdict.allowed {
-        Decision::new(
-            Outcome::denied,
-            admission::deny(req, message::denial(verdict)),
-        )
+        let mut denied = admission::deny(req, message::denial(verdict));
+        if !note.is_empty() {
+            denied.warnings = Some(note);
+        }
+        Decision::new(Outcome::denied, denied)
     } else if verdict.overridden() {
-        Decision::new(
-            Outcome::overridden,
-            admission::allow(req, message::override_warnings(verdict)),
-        )
+        let mut warnings = message::override_warnings(verdict);
+        warnings.extend(note);
+        Decision::new(Outcome::overridden, admission::allow(req, warnings))
     } else {
-        Decision::new(Outcome::allowed, admission::allow(req, vec![]))
+        Decision::new(Outcome::allowed, admission::allow(req, note))
     };
     decision.blocking(verdict)
 }

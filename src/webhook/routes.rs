@@ -142,6 +142,7 @@ fn readiness<V: ClusterView>(app: &AppState<V>) -> Result<(), NotReady> {
 
 async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
     let view = &app.reviewer.view;
+    app.metrics.release_rules(view.objects().rules().cautious());
     let body = app
         .metrics
         .render(&view.sizes(), &view.stale(), readiness(&app).is_ok());

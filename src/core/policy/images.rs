@@ -4,7 +4,7 @@
 //! and guarding it anyway turns into a refusal that never ends (nothing will ever delete it).
 //!
 //! - A MachineOSConfig's deletion deletes the builds it controls (MCO's `deleteMachineOSConfig`:
-//!   the `machine-os-config` and `target-machine-config-pool` labels, then
+//!   the `machine-os-config` and `target-machine-config-pool` labels, then from 4.20 on
 //!   `metav1.IsControlledBy`, the controller ownerReference's uid) and the builds the garbage
 //!   collector deletes once it is gone (an ownerReference to its uid and no other owner); the
 //!   MOSB-delete handler deletes their images, if they carry the `machine-os-config` label
@@ -21,6 +21,7 @@ use std::collections::HashMap;
 
 use crate::core::image::ImageKey;
 use crate::core::model::{MachineOSBuild, MachineOSConfig};
+use crate::core::release::Cleanup;
 use crate::core::snapshot::Snapshot;
 
 use super::GuardedImage;
@@ -100,13 +101,14 @@ pub(super) fn of_build(snapshot: &Snapshot, mosb: &MachineOSBuild) -> Guard {
     guard
 }
 
-/// The builds that go with `mosc`: the ones MCO's cleanup deletes and the ones the garbage
-/// collector deletes. A config without a uid (a hand-written file) cannot be matched by
-/// ownerReference, so every build that names it counts, as 4.19's cleanup deletes them.
+/// The builds that go with `mosc`: the ones MCO's cleanup deletes (by the release's rule) and
+/// the ones the garbage collector deletes. A config without a uid (a hand-written file) cannot
+/// be matched by ownerReference, so every build that names it counts.
 pub fn deleted_with<'s>(
     snapshot: &'s Snapshot,
     mosc: &MachineOSConfig,
 ) -> impl Iterator<Item = &'s MachineOSBuild> {
+    let cleanup = snapshot.rules().cleanup;
     let uid = mosc.uid().map(str::to_string);
     let (name, pool) = (mosc.name().to_string(), mosc.pool_name().to_string());
     snapshot
@@ -114,17 +116,26 @@ pub fn deleted_with<'s>(
         .iter()
         .map(AsRef::as_ref)
         .filter(move |b| match uid.as_deref() {
-            Some(uid) => controlled_by(b, &name, &pool, uid) || b.only_owner_is(uid),
+            Some(uid) => cleaned_up(b, &name, &pool, uid, cleanup) || b.only_owner_is(uid),
             None => b.belongs_to(&name),
         })
 }
 
-/// MCO's cleanup selection: `MachineOSBuildForPoolSelector` (both labels), then
+/// MCO's cleanup selection: `MachineOSBuildForPoolSelector` (both labels); from 4.20 on, then
 /// `metav1.IsControlledBy` (a recreated config of the same name keeps its own builds).
-fn controlled_by(build: &MachineOSBuild, config: &str, pool: &str, uid: &str) -> bool {
-    build.config_label() == Some(config)
-        && build.pool_label() == Some(pool)
-        && build.controller_uid() == Some(uid)
+fn cleaned_up(
+    build: &MachineOSBuild,
+    config: &str,
+    pool: &str,
+    uid: &str,
+    cleanup: Cleanup,
+) -> bool {
+    let labelled = build.config_label() == Some(config) && build.pool_label() == Some(pool);
+    labelled
+        && match cleanup {
+            Cleanup::ByLabel => true,
+            Cleanup::ByController => build.controller_uid() == Some(uid),
+        }
 }
 
 /// The image a build's tag points at, as far as the objects show: its own digest once built;

@@ -7,6 +7,7 @@
 //! default (`in-flight`) only nodes whose desired image is not yet reached block.
 
 mod images;
+mod joining;
 mod memo;
 mod pools;
 mod scan;
@@ -20,6 +21,7 @@ use serde::Serialize;
 
 use crate::core::model::{MachineOSBuild, MachineOSConfig, override_reason};
 use crate::core::node::NodeMeta;
+use crate::core::release::Rules;
 use crate::core::snapshot::Snapshot;
 
 use images::Guard;
@@ -148,6 +150,25 @@ pub struct RollingPool {
     pub machines: Option<i64>,
 }
 
+/// A machine that is joining the cluster (Provisioning or Provisioned, no Node yet) and whose
+/// first boot would pull one of the guarded images from the Machine Config Server's Ignition
+/// (4.21 and later; see `joining`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JoiningMachine {
+    /// `namespace/name`.
+    pub machine: String,
+    pub phase: String,
+    pub machine_set: Option<String>,
+    /// The pool whose image it would pull.
+    pub pool: String,
+    /// False when its user-data secret names no pool, so it counts for every pool.
+    pub pool_known: bool,
+    pub image: String,
+    #[serde(rename = "machineOSBuild")]
+    pub machine_os_build: Option<String>,
+}
+
 /// The decision, with everything needed to explain it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
@@ -162,12 +183,16 @@ pub struct Verdict {
     pub blocking: Vec<BlockingNode>,
     /// Pools not done rolling out one of the images, sorted by name.
     pub rolling: Vec<RollingPool>,
+    /// Joining machines that would pull one of the images, sorted by namespace/name.
+    pub joining: Vec<JoiningMachine>,
+    /// The release rules the verdict was decided with.
+    pub rules: Rules,
 }
 
 impl Verdict {
     /// Whether anything blocks the deletion (the override aside).
     pub fn blocked(&self) -> bool {
-        !self.blocking.is_empty() || !self.rolling.is_empty()
+        !self.blocking.is_empty() || !self.rolling.is_empty() || !self.joining.is_empty()
     }
 
     pub fn overridden(&self) -> bool {
@@ -181,7 +206,15 @@ pub fn evaluate(snapshot: &Snapshot, target: Deletion<'_>, mode: PolicyMode) -> 
     let members = Membership::new(&snapshot.pools);
     let blocking = scan::blocking_nodes(snapshot, &guard, mode, &members);
     let rolling = pools::rolling_pools(snapshot, target, &guard, &members);
-    verdict(kind, meta, mode, &guard, blocking, rolling)
+    let joining = joining::joining_machines(snapshot, target, &guard);
+    verdict(
+        snapshot,
+        (kind, meta, mode),
+        &guard,
+        blocking,
+        rolling,
+        joining,
+    )
 }
 
 /// The digests a node's images must carry for the node to block by itself (the node rule,
@@ -192,7 +225,8 @@ pub fn blocking_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTr
     guard.digests()
 }
 
-/// The verdict when a node among `snapshot.nodes` blocks by itself, `None` otherwise. The nodes
+/// The verdict when a node among `snapshot.nodes` blocks by itself (or a joining machine does,
+/// which needs no node), `None` otherwise. The nodes
 /// may be only candidates, a superset of the nodes that block by themselves (as the digest index
 /// names for [`blocking_digests`]): a deletion such a node blocks is refused whatever the pool
 /// rule adds, so the full scan that rule needs would change only the report. The blocking nodes
@@ -206,7 +240,8 @@ pub fn evaluate_blocked(
     let (kind, meta, guard) = guard_for(snapshot, target);
     let members = Membership::new(&snapshot.pools);
     let blocking = scan::blocking_nodes(snapshot, &guard, mode, &members);
-    if blocking.is_empty() {
+    let joining = joining::joining_machines(snapshot, target, &guard);
+    if blocking.is_empty() && joining.is_empty() {
         return None;
     }
     let rolling = pools::rolling_pools(snapshot, target, &guard, &members)
@@ -217,7 +252,14 @@ pub fn evaluate_blocked(
             ..p
         })
         .collect();
-    Some(verdict(kind, meta, mode, &guard, blocking, rolling))
+    Some(verdict(
+        snapshot,
+        (kind, meta, mode),
+        &guard,
+        blocking,
+        rolling,
+        joining,
+    ))
 }
 
 /// [`evaluate`] over nodes an index supplies: `nodes(Some(digests))` must return a superset of
@@ -246,24 +288,28 @@ pub fn evaluate_indexed(
 }
 
 fn verdict(
-    kind: TargetKind,
-    meta: &ObjectMeta,
-    mode: PolicyMode,
+    snapshot: &Snapshot,
+    (kind, meta, mode): (TargetKind, &ObjectMeta, PolicyMode),
     guard: &Guard,
     blocking: Vec<BlockingNode>,
     rolling: Vec<RollingPool>,
+    joining: Vec<JoiningMachine>,
 ) -> Verdict {
     let override_reason = override_reason(meta).map(str::to_string);
-    Verdict {
+    let mut v = Verdict {
         kind,
         name: meta.name.clone().unwrap_or_default(),
         mode,
-        allowed: (blocking.is_empty() && rolling.is_empty()) || override_reason.is_some(),
+        allowed: false,
         override_reason,
         images: guard.listed(),
         blocking,
         rolling,
-    }
+        joining,
+        rules: snapshot.rules(),
+    };
+    v.allowed = !v.blocked() || v.override_reason.is_some();
+    v
 }
 
 /// The digests (lower-case hex) that a node's desired or current image must carry for the

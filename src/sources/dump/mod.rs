@@ -7,8 +7,8 @@
 //! `NodeList`, ...). Nodes and the v1 MCO kinds are kept; every other object is skipped.
 //!
 //! A verdict of "safe" is only as good as the dump, so the dump fails closed: a file that
-//! holds, or claims to hold ([`read::claim`]), Nodes, pools, MachineOSConfigs or
-//! MachineOSBuilds and cannot be read whole, or a dump with nodes and no pools, makes it
+//! holds, or claims to hold ([`read::claim`]), Nodes, pools, MachineOSConfigs,
+//! MachineOSBuilds, Machines or the ClusterVersion and cannot be read whole, or a dump with nodes and no pools, makes it
 //! [`Loaded::incomplete`]. Other files that cannot be read (a must-gather's HTML, logs, odd
 //! resources) are only warnings.
 

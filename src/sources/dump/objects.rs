@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::core::cluster::{ClusterVersion, Machine};
 use crate::core::model::{GROUP, MachineConfigPool, MachineOSBuild, MachineOSConfig, VERSION};
 use crate::core::node::{Interner, NodeMeta, WireMeta};
 use crate::core::snapshot::Snapshot;
@@ -113,6 +114,9 @@ pub(super) struct Objects {
     machine_os_builds: Kept<MachineOSBuild>,
     pools: Kept<MachineConfigPool>,
     nodes: Kept<NodeMeta>,
+    /// By `namespace/name`.
+    machines: Kept<Machine>,
+    versions: Kept<ClusterVersion>,
     interner: Interner,
 }
 
@@ -134,6 +138,20 @@ impl Objects {
             mut object,
         } = typed;
         let mco_v1 = api_version == format!("{GROUP}/{VERSION}");
+        match (api_version.as_str(), kind.as_str()) {
+            ("machine.openshift.io/v1beta1", "Machine") => {
+                null_values_are_empty(&mut object);
+                let mut machine = mco::<Machine>(&kind, object)?;
+                machine.name = format!("{}/{}", machine.object.namespace(), machine.name);
+                self.machines.add(&kind, machine)?;
+                return Ok(Added::Ours);
+            }
+            ("config.openshift.io/v1", "ClusterVersion") => {
+                self.versions.add(&kind, mco(&kind, object)?)?;
+                return Ok(Added::Ours);
+            }
+            _ => {}
+        }
         let ours = matches!(
             kind.as_str(),
             "MachineOSConfig" | "MachineOSBuild" | "MachineConfigPool"
@@ -179,6 +197,8 @@ impl Objects {
             .disagreeing("MachineOSBuild", &mut out);
         self.pools.disagreeing("MachineConfigPool", &mut out);
         self.nodes.disagreeing("Node", &mut out);
+        self.machines.disagreeing("Machine", &mut out);
+        self.versions.disagreeing("ClusterVersion", &mut out);
         out
     }
 
@@ -190,6 +210,8 @@ impl Objects {
             self.machine_os_builds.choices(),
             self.pools.choices(),
             self.nodes.choices(),
+            self.machines.choices(),
+            self.versions.choices(),
         ]
         .iter()
         .try_fold(1usize, |n, c| n.checked_mul(*c))?;
@@ -203,6 +225,13 @@ impl Objects {
                 machine_os_builds: self.machine_os_builds.pick(&mut i),
                 pools: self.pools.pick(&mut i),
                 nodes: self.nodes.pick(&mut i),
+                machines: self.machines.pick(&mut i),
+                release: self
+                    .versions
+                    .pick(&mut i)
+                    .iter()
+                    .find(|v| v.metadata.name.as_deref() == Some("version"))
+                    .and_then(|v| v.version().map(str::to_string)),
             });
         }
         Some(snapshots)

@@ -16,15 +16,21 @@ use serde_json::Value;
 pub(super) const MAX_FLOW_DEPTH: usize = 64;
 
 /// The kinds a dump must hold whole, by the names files and messages use.
-const KINDS: [(&str, &str); 4] = [
+const KINDS: [(&str, &str); 6] = [
     ("Node", "Nodes"),
     ("MachineConfigPool", "MachineConfigPools"),
     ("MachineOSConfig", "MachineOSConfigs"),
     ("MachineOSBuild", "MachineOSBuilds"),
+    ("Machine", "Machines"),
+    ("ClusterVersion", "ClusterVersions"),
 ];
 
 /// Path components (directories or file stems) that say a file holds one of the kinds.
-const PATH_NAMES: [(&str, &str); 14] = [
+const PATH_NAMES: [(&str, &str); 18] = [
+    ("machines", "Machines"),
+    ("machine", "Machines"),
+    ("clusterversions", "ClusterVersions"),
+    ("clusterversion", "ClusterVersions"),
     ("nodes", "Nodes"),
     ("node", "Nodes"),
     ("machineconfigpools", "MachineConfigPools"),

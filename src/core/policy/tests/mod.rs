@@ -108,6 +108,7 @@ impl Cluster {
             machine_os_builds: arcs(&self.mosbs),
             pools: arcs(&[pool("worker"), pool("infra")]),
             nodes: arcs(&self.nodes),
+            ..Default::default()
         }
     }
 }

@@ -47,6 +47,8 @@ fn reached_is_exact_strings_and_deleted_is_registry_identity() {
             machine_os_builds: arcs(&[build("worker", UID, Some(NEW))]),
             pools: arcs(&[selecting("worker", role("worker"))]),
             nodes: arcs(&nodes),
+            release: Some(REL_4_20.to_string()),
+            ..Default::default()
         };
         let mosc = snap.machine_os_config("worker").expect("config");
         let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
@@ -61,6 +63,8 @@ fn reached_is_exact_strings_and_deleted_is_registry_identity() {
         machine_os_builds: arcs(&[quay]),
         pools: arcs(&[selecting("worker", role("worker"))]),
         nodes: arcs(&[labelled("n", &[W], Some(&port443), None)]),
+        release: Some(REL_4_20.to_string()),
+        ..Default::default()
     };
     let mosc = snap.machine_os_config("worker").expect("config");
     let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
@@ -150,6 +154,8 @@ fn guarded_images_are_what_the_builder_deletes() {
             machine_os_builds: arcs(&builds),
             pools: arcs(&[selecting("worker", role("worker"))]),
             nodes: arcs(&[mid_update(NEW)]),
+            release: Some(REL_4_20.to_string()),
+            ..Default::default()
         };
         let mosc = snap.machine_os_config("worker").expect("config");
         let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);
@@ -172,6 +178,8 @@ fn a_build_deletion_guards_its_image_only_with_the_label() {
             machine_os_builds: arcs(&[b]),
             pools: arcs(&[selecting("worker", role("worker"))]),
             nodes: arcs(&[labelled("n", &[W], Some(&img(NEW)), None)]),
+            release: Some(REL_4_20.to_string()),
+            ..Default::default()
         };
         let mosb = &snap.machine_os_builds[0];
         let v = evaluate(&snap, Deletion::MachineOSBuild(mosb), PolicyMode::InFlight);
@@ -201,6 +209,8 @@ fn a_failed_build_for_the_pools_config_ends_the_pool_rule() {
             machine_os_builds: arcs(&[build("worker", UID, Some(NEW)), next]),
             pools: arcs(&[pool.clone()]),
             nodes: arcs(&nodes),
+            release: Some(REL_4_20.to_string()),
+            ..Default::default()
         };
         let mosc = snap.machine_os_config("worker").expect("config");
         let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);

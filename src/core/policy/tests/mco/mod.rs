@@ -3,6 +3,7 @@
 //! is deleted and what "reached" means in [`deleted`].
 
 mod deleted;
+mod releases;
 
 use serde_json::{Value, json};
 
@@ -10,6 +11,8 @@ use super::*;
 use crate::core::model::{LABEL_TARGET_POOL, MachineConfigPool};
 use crate::core::node::NodeMeta;
 
+/// The release these rules are 4.20's from.
+pub(super) const REL_4_20: &str = "4.20.8";
 pub(super) const UID: &str = "7c1a6f0e-0000-4000-8000-000000000001";
 pub(super) const OTHER_UID: &str = "7c1a6f0e-0000-4000-8000-000000000002";
 
@@ -287,6 +290,8 @@ fn the_pool_rule_counts_only_nodes_mco_places_in_the_pool() {
             machine_os_builds: arcs(&[build(pool, UID, Some(NEW))]),
             pools: arcs(&pools),
             nodes: arcs(&nodes),
+            release: Some(REL_4_20.to_string()),
+            ..Default::default()
         };
         let mosc = snap.machine_os_config(pool).expect("config");
         let v = evaluate(&snap, Deletion::MachineOSConfig(mosc), PolicyMode::InFlight);

@@ -1,0 +1,233 @@
+//! The kinds around the three MCO kinds that the policy reads: the cluster's release
+//! (`ClusterVersion`) and the Machines of the Machine API, which boot from the Machine Config
+//! Server before their Node exists. Read-only for mosc-guard; only the fields the policy uses.
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ClusterResourceScope, NamespaceResourceScope, Resource};
+use serde::{Deserialize, Serialize};
+
+/// `clusterversions.config.openshift.io` (v1), the singleton `version`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct ClusterVersion {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub status: ClusterVersionStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct ClusterVersionStatus {
+    #[serde(default)]
+    pub desired: Option<Release>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct Release {
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+impl ClusterVersion {
+    /// The running release: `status.desired.version`.
+    pub fn version(&self) -> Option<&str> {
+        self.status
+            .desired
+            .as_ref()
+            .and_then(|d| d.version.as_deref())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// `machines.machine.openshift.io` (v1beta1), namespaced (usually `openshift-machine-api`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct Machine {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: MachineSpec,
+    #[serde(default)]
+    pub status: MachineStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSpec {
+    #[serde(default)]
+    pub provider_spec: Option<ProviderSpec>,
+}
+
+/// `spec.providerSpec`: the provider's own object, of which only `userDataSecret.name` is read
+/// (every provider names the pointer Ignition's secret so).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct ProviderSpec {
+    #[serde(default)]
+    pub value: Option<ProviderValue>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderValue {
+    #[serde(default)]
+    pub user_data_secret: Option<SecretRef>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct SecretRef {
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatus {
+    /// Provisioning, Provisioned, Running, Deleting, Failed.
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// Set once the machine's Node registered.
+    #[serde(default)]
+    pub node_ref: Option<NodeRef>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct NodeRef {
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// Label naming the MachineSet a Machine belongs to.
+pub const LABEL_MACHINESET: &str = "machine.openshift.io/cluster-api-machineset";
+
+impl Machine {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    pub fn phase(&self) -> Option<&str> {
+        self.status.phase.as_deref()
+    }
+
+    /// Joining: Provisioning or Provisioned and no Node yet. Such a machine boots (or is about
+    /// to) from the Machine Config Server's Ignition, and pulls its OS image at first boot.
+    pub fn is_joining(&self) -> bool {
+        let node = self
+            .status
+            .node_ref
+            .as_ref()
+            .and_then(|n| n.name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        matches!(self.phase(), Some("Provisioning" | "Provisioned")) && !node
+    }
+
+    /// The pointer Ignition's secret, `spec.providerSpec.value.userDataSecret.name`.
+    pub fn user_data_secret(&self) -> Option<&str> {
+        self.spec
+            .provider_spec
+            .as_ref()
+            .and_then(|p| p.value.as_ref())
+            .and_then(|v| v.user_data_secret.as_ref())
+            .and_then(|s| s.name.as_deref())
+            .filter(|n| !n.is_empty())
+    }
+
+    /// Its MachineSet, by label.
+    pub fn machine_set(&self) -> Option<&str> {
+        self.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_MACHINESET))
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+    }
+}
+
+impl Resource for ClusterVersion {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("ClusterVersion")
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("config.openshift.io")
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("v1")
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("clusterversions")
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl Resource for Machine {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("Machine")
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("machine.openshift.io")
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("v1beta1")
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("machines")
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn machine(phase: &str, node: Option<&str>) -> Machine {
+        serde_json::from_value(json!({
+            "metadata": {"name": "m", "namespace": "openshift-machine-api"},
+            "spec": {"providerSpec": {"value": {"userDataSecret": {"name": "worker-user-data"}}}},
+            "status": {"phase": phase, "nodeRef": node.map(|n| json!({"kind": "Node", "name": n}))}
+        }))
+        .expect("machine")
+    }
+
+    #[test]
+    fn joining_is_provisioning_or_provisioned_without_a_node() {
+        for (phase, node, joining) in [
+            ("Provisioning", None, true),
+            ("Provisioned", None, true),
+            ("Provisioned", Some("n"), false),
+            ("Running", None, false),
+            ("Deleting", None, false),
+            ("Failed", None, false),
+        ] {
+            assert_eq!(
+                machine(phase, node).is_joining(),
+                joining,
+                "{phase} {node:?}"
+            );
+        }
+        assert_eq!(
+            machine("Running", None).user_data_secret(),
+            Some("worker-user-data")
+        );
+    }
+}

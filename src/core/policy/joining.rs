@@ -1,0 +1,122 @@
+//! The joining-machine rule (4.21 and later): a machine that is provisioning pulls its pool's
+//! layered image at first boot, before its Node exists, so no node rule can see it.
+//!
+//! The Machine Config Server (`clusterServer.resolveDesiredImageForPool`, release-4.21) puts a
+//! pool's image into a joining machine's Ignition when its MachineOSConfig has an image, the
+//! build of that config for the pool's served rendered config succeeded, at least one machine of
+//! the pool has updated, and the image is not in the internal registry (whose DNS a machine
+//! cannot resolve before it joins). `machine-config-daemon-firstboot` then pulls it; deleting it
+//! first fails the scale-up.
+//!
+//! Which pool a machine joins comes from its pointer Ignition, `userDataSecret.name`, by the
+//! installer's convention `<pool>-user-data` (infra MachineSets boot from `worker-user-data` and
+//! move pools once labelled, and at first boot they pull worker's image, which is what counts).
+//! A machine whose secret names no pool could join any: it counts for every pool.
+
+use std::sync::Arc;
+
+use crate::core::cluster::Machine;
+use crate::core::image::ImageKey;
+use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use crate::core::snapshot::Snapshot;
+
+use super::images::Guard;
+use super::{Deletion, JoiningMachine};
+
+/// Joining machines that would pull one of the guarded images.
+pub(super) fn joining_machines(
+    snapshot: &Snapshot,
+    target: Deletion<'_>,
+    guard: &Guard,
+) -> Vec<JoiningMachine> {
+    if guard.is_empty() || !snapshot.rules().serves_joining_machines {
+        return Vec::new();
+    }
+    let target_config = match target {
+        Deletion::MachineOSConfig(m) => Some(m),
+        Deletion::MachineOSBuild(_) => None,
+    };
+    // Each pool's served image, when it is one of the guarded ones.
+    let served: Vec<(&str, &str)> = snapshot
+        .pools
+        .iter()
+        .filter_map(|p| {
+            let config = target_config
+                .filter(|m| m.pool_name() == p.name())
+                .or_else(|| config_of(snapshot, p.name()))?;
+            let image = served_image(p, config, &snapshot.machine_os_builds)?;
+            guard.find(image).map(|_| (p.name(), image))
+        })
+        .collect();
+    if served.is_empty() {
+        return Vec::new();
+    }
+    let mut joining: Vec<JoiningMachine> = snapshot
+        .machines
+        .iter()
+        .filter(|m| m.is_joining())
+        .filter_map(|m| {
+            let pool = pool_of(m, &snapshot.pools);
+            let (pool_name, image) = served
+                .iter()
+                .find(|(p, _)| pool.is_none_or(|mine| mine == *p))?;
+            let guarded = guard.find(image)?;
+            Some(JoiningMachine {
+                machine: format!("{}/{}", m.namespace(), m.name()),
+                phase: m.phase().unwrap_or_default().to_string(),
+                machine_set: m.machine_set().map(str::to_string),
+                pool: pool_name.to_string(),
+                pool_known: pool.is_some(),
+                image: guarded.image.clone(),
+                machine_os_build: guarded.machine_os_build.clone(),
+            })
+        })
+        .collect();
+    joining.sort_by(|a, b| a.machine.cmp(&b.machine));
+    joining
+}
+
+fn config_of<'s>(snapshot: &'s Snapshot, pool: &str) -> Option<&'s MachineOSConfig> {
+    snapshot
+        .machine_os_configs
+        .iter()
+        .map(Arc::as_ref)
+        .find(|m| m.pool_name() == pool)
+}
+
+/// The image the MCS serves machines joining `pool`, if any (`resolveDesiredImageForPool`).
+/// Where the objects do not say (no rendered config, no machine count), it counts as served.
+fn served_image<'a>(
+    pool: &MachineConfigPool,
+    config: &'a MachineOSConfig,
+    builds: &[Arc<MachineOSBuild>],
+) -> Option<&'a str> {
+    let image = config.current_image()?;
+    let rendered = pool.served_config();
+    let built = builds.iter().any(|b| {
+        b.config_by_spec() == Some(config.name())
+            && rendered.is_none_or(|r| b.rendered_config() == Some(r))
+            && b.succeeded()
+    });
+    let updated = pool.status.updated_machine_count.is_none_or(|n| n > 0);
+    (built && updated && !internal_registry(image)).then_some(image)
+}
+
+/// Whether `image` is in the cluster's internal registry, by its Service's host name
+/// (`<service>.openshift-image-registry.svc[.cluster.local]`). MCO also counts the registry's
+/// Routes; a Route host counts as external here, which can only refuse more.
+fn internal_registry(image: &str) -> bool {
+    let key = ImageKey::parse(image);
+    key.repo().is_some_and(|r| {
+        let host = r.registry.split(':').next().unwrap_or_default();
+        host.ends_with(".openshift-image-registry.svc")
+            || host.ends_with(".openshift-image-registry.svc.cluster.local")
+    })
+}
+
+/// The pool a machine joins, from its pointer Ignition's secret `<pool>-user-data`, if that
+/// names a pool of the snapshot.
+fn pool_of<'p>(machine: &Machine, pools: &'p [Arc<MachineConfigPool>]) -> Option<&'p str> {
+    let pool = machine.user_data_secret()?.strip_suffix("-user-data")?;
+    pools.iter().map(|p| p.name()).find(|p| *p == pool)
+}
