@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::cli::certs::CertsArgs;
 use crate::core::policy::PolicyMode;
 use crate::sources::live;
-use crate::webhook::review::DeletionMode;
+use crate::webhook::review::{DeletionMode, Enforcement};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -157,6 +157,11 @@ pub struct ServeArgs {
     /// (needs the mutating webhook, policy in-flight and a live cluster).
     #[arg(long, value_enum, default_value_t = DeletionMode::Deny)]
     pub deletion_mode: DeletionMode,
+    /// deny: refusals are enforced; warn: a deletion that would be refused is admitted with the
+    /// refusal as warnings, counted as `would-deny` and recorded as a DeletionWouldBeBlocked
+    /// Event (try the guard before enforcing it; deny mode only).
+    #[arg(long, value_enum, default_value_t = Enforcement::Deny)]
+    pub enforcement: Enforcement,
     /// Defer mode: add no finalizers (draining before an uninstall); deferred deletions
     /// still complete.
     #[arg(long)]
@@ -177,7 +182,15 @@ pub struct ServeArgs {
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// machineosconfig/NAME (or mosc/NAME, or NAME) or machineosbuild/NAME (or mosb/NAME).
-    pub target: String,
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub target: Option<String>,
+    /// The verdict for every MachineOSConfig (a table, or a JSON array of reports): what is
+    /// unsafe to delete right now. Exit status 1 when any would be refused.
+    #[arg(long)]
+    pub all: bool,
+    /// With --all: every MachineOSBuild too.
+    #[arg(long, requires = "all")]
+    pub builds: bool,
     #[command(flatten)]
     pub source: SourceArgs,
     /// Output format.

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use crate::cli::args::{CheckArgs, Output};
 use crate::cli::error::CliError;
-use crate::core::policy::{self, Deletion, TargetKind};
+use crate::core::policy::{self, Deletion, PolicyMode, TargetKind};
 use crate::core::report::{self, Report};
 use crate::core::snapshot::Snapshot;
 use crate::sources::{dump, live};
@@ -49,66 +49,13 @@ pub async fn check(args: CheckArgs) -> ExitCode {
 }
 
 async fn run_check(args: &CheckArgs) -> Result<bool, CliError> {
-    let (kind, name) = parse_target(&args.target)?;
-    let (snapshots, notes, source) = match &args.source.from_dir {
-        Some(dir) => {
-            let loaded = read_dump(dir, args.source.allow_incomplete)?;
-            let mut notes = loaded.warnings.clone();
-            notes.extend(
-                loaded
-                    .incomplete
-                    .iter()
-                    .map(|i| format!("not read whole: {i}")),
-            );
-            notes.extend(loaded.variant_note());
-            for n in &notes {
-                eprintln!("warning: {n}");
-            }
-            let snapshots: Vec<Snapshot> = loaded.snapshots().cloned().collect();
-            (snapshots, notes, dir.display().to_string())
-        }
-        None => {
-            let client = args.source.cluster.client().await?;
-            let (snapshot, missing) = live::snapshot(&client).await?;
-            let notes: Vec<String> = missing
-                .iter()
-                .map(|m| format!("the cluster does not serve {m}; treated as empty"))
-                .collect();
-            for n in &notes {
-                eprintln!("warning: {n}");
-            }
-            (vec![snapshot], notes, "the cluster".to_string())
-        }
+    let target = args.target.as_deref().map(parse_target).transpose()?;
+    let (snapshots, notes, source) = gather(args).await?;
+    let mode = args.source.policy.into();
+    let Some((kind, name)) = target else {
+        return Ok(all(args, &snapshots, notes, mode)?);
     };
-    let snapshots: Vec<Snapshot> = snapshots
-        .into_iter()
-        .map(|mut s| {
-            if let Some(v) = &args.source.openshift_version {
-                s.release = Some(v.clone());
-            }
-            s
-        })
-        .collect();
-    // Where copies of an object disagree, the most cautious verdict over the combinations.
-    let verdicts = snapshots.iter().filter_map(|snapshot| {
-        let target = find(snapshot, kind, name)?;
-        Some(policy::evaluate(
-            snapshot,
-            target,
-            args.source.policy.into(),
-        ))
-    });
-    let mut verdict: Option<policy::Verdict> = None;
-    for v in verdicts {
-        let refused = !v.allowed;
-        if verdict.is_none() || refused {
-            verdict = Some(v);
-        }
-        if refused {
-            break;
-        }
-    }
-    let verdict = verdict.ok_or_else(|| {
+    let verdict = most_cautious(&snapshots, kind, name, mode).ok_or_else(|| {
         let api = format!("{}s.", kind.cli_name());
         let hint = notes
             .iter()
@@ -130,6 +77,114 @@ async fn run_check(args: &CheckArgs) -> Result<bool, CliError> {
         }
     }
     Ok(verdict.allowed)
+}
+
+/// The snapshots to decide from (one, or one per combination of disagreeing copies in a dump),
+/// the notes about the source (also printed on stderr), and the source's name.
+async fn gather(args: &CheckArgs) -> Result<(Vec<Snapshot>, Vec<String>, String), CliError> {
+    let (snapshots, notes, source) = match &args.source.from_dir {
+        Some(dir) => {
+            let loaded = read_dump(dir, args.source.allow_incomplete)?;
+            let mut notes = loaded.warnings.clone();
+            notes.extend(
+                loaded
+                    .incomplete
+                    .iter()
+                    .map(|i| format!("not read whole: {i}")),
+            );
+            notes.extend(loaded.variant_note());
+            let snapshots: Vec<Snapshot> = loaded.snapshots().cloned().collect();
+            (snapshots, notes, dir.display().to_string())
+        }
+        None => {
+            let client = args.source.cluster.client().await?;
+            let (snapshot, missing) = live::snapshot(&client).await?;
+            let notes: Vec<String> = missing
+                .iter()
+                .map(|m| format!("the cluster does not serve {m}; treated as empty"))
+                .collect();
+            (vec![snapshot], notes, "the cluster".to_string())
+        }
+    };
+    for n in &notes {
+        eprintln!("warning: {n}");
+    }
+    let snapshots = snapshots
+        .into_iter()
+        .map(|mut s| {
+            if let Some(v) = &args.source.openshift_version {
+                s.release = Some(v.clone());
+            }
+            s
+        })
+        .collect();
+    Ok((snapshots, notes, source))
+}
+
+/// The verdict for one target: where copies of an object disagree, the most cautious verdict
+/// over the combinations (the first refusal, else the first verdict).
+fn most_cautious(
+    snapshots: &[Snapshot],
+    kind: TargetKind,
+    name: &str,
+    mode: PolicyMode,
+) -> Option<policy::Verdict> {
+    let mut verdict: Option<policy::Verdict> = None;
+    for snapshot in snapshots {
+        let Some(target) = find(snapshot, kind, name) else {
+            continue;
+        };
+        let v = policy::evaluate(snapshot, target, mode);
+        let refused = !v.allowed;
+        if verdict.is_none() || refused {
+            verdict = Some(v);
+        }
+        if refused {
+            break;
+        }
+    }
+    verdict
+}
+
+/// `check --all`: every MachineOSConfig (and with --builds every MachineOSBuild), as a table or
+/// a JSON array of reports. True when every deletion would be allowed.
+fn all(
+    args: &CheckArgs,
+    snapshots: &[Snapshot],
+    notes: Vec<String>,
+    mode: PolicyMode,
+) -> Result<bool, CliError> {
+    let Some(first) = snapshots.first() else {
+        return Ok(true);
+    };
+    let mut targets: Vec<(TargetKind, String)> = first
+        .machine_os_configs
+        .iter()
+        .map(|m| (TargetKind::MachineOSConfig, m.name().to_string()))
+        .collect();
+    if args.builds {
+        targets.extend(
+            first
+                .machine_os_builds
+                .iter()
+                .map(|b| (TargetKind::MachineOSBuild, b.name().to_string())),
+        );
+    }
+    let verdicts: Vec<policy::Verdict> = targets
+        .iter()
+        .filter_map(|(kind, name)| most_cautious(snapshots, *kind, name, mode))
+        .collect();
+    match args.output {
+        Output::Text => print!("{}", report::table(&verdicts)),
+        Output::Json => {
+            let reports: Vec<Report> = verdicts
+                .iter()
+                .map(|v| Report::new(v, notes.clone()))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&reports)?);
+        }
+    }
+    Ok(verdicts.iter().all(|v| v.allowed))
 }
 
 /// Reads a dump; one that could not be read whole is an error unless `allow_incomplete`.

@@ -23,7 +23,7 @@ use crate::telemetry::events::Events;
 use crate::telemetry::metrics::Metrics;
 use crate::webhook::cert_expiry;
 use crate::webhook::listener::{self, ConnectionLimits, Limits};
-use crate::webhook::review::{DeletionMode, Reviewer};
+use crate::webhook::review::{DeletionMode, Enforcement, Reviewer};
 use crate::webhook::routes::{self, Draining};
 use crate::webhook::tls::{CertFiles, ReloadingResolver};
 
@@ -45,6 +45,7 @@ pub struct ServeConfig {
     pub source: Source,
     pub policy: PolicyMode,
     pub deletion_mode: DeletionMode,
+    pub enforcement: Enforcement,
     pub no_new_finalizers: bool,
     pub listen: SocketAddr,
     pub metrics_listen: Option<SocketAddr>,
@@ -75,6 +76,11 @@ pub enum ConfigError {
         "--deletion-mode defer needs a live cluster (the finalizer controller writes to it), not --from-dir"
     )]
     DeferNeedsLiveCluster,
+    #[error(
+        "--enforcement warn is for deny mode: defer mode admits deletions already and holds them \
+         until the rollout settles"
+    )]
+    WarnNeedsDenyMode,
 }
 
 impl TryFrom<ServeArgs> for ServeConfig {
@@ -88,6 +94,9 @@ impl TryFrom<ServeArgs> for ServeConfig {
         }
         if defer && args.source.from_dir.is_some() {
             return Err(ConfigError::DeferNeedsLiveCluster);
+        }
+        if defer && args.enforcement == Enforcement::Warn {
+            return Err(ConfigError::WarnNeedsDenyMode);
         }
         if args.no_new_finalizers && !defer {
             tracing::info!(
@@ -106,6 +115,7 @@ impl TryFrom<ServeArgs> for ServeConfig {
             source,
             policy,
             deletion_mode: args.deletion_mode,
+            enforcement: args.enforcement,
             no_new_finalizers: args.no_new_finalizers,
             listen: args.listen,
             metrics_listen: args.metrics_listen,
@@ -187,6 +197,7 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
         listen = %config.listen,
         policy = %config.policy,
         deletion_mode = ?config.deletion_mode,
+        enforcement = ?config.enforcement,
         no_new_finalizers = config.no_new_finalizers,
         "mosc-guard serving"
     );
@@ -214,7 +225,8 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
                 snapshot.release.clone_from(&config.release);
             }
             let view = StaticView(Arc::new(snapshot));
-            let reviewer = Reviewer::new(view, config.policy, metrics, config.confirm_timeout);
+            let reviewer = Reviewer::new(view, config.policy, metrics, config.confirm_timeout)
+                .with_enforcement(config.enforcement);
             serve_and_drain(Arc::new(reviewer), listeners, &config, shutdown_signal()).await;
         }
     }
@@ -241,6 +253,7 @@ async fn run_live(
         config.confirm_timeout,
     )
     .with_deletion_mode(config.deletion_mode)
+    .with_enforcement(config.enforcement)
     .with_events(events.clone());
     if config.no_new_finalizers {
         reviewer = reviewer.without_new_finalizers();
@@ -442,6 +455,11 @@ mod tests {
             Err(ConfigError::DeferNeedsLiveCluster)
         );
         assert_eq!(config(&["--deletion-mode", "defer"]), Ok(()));
+        assert_eq!(
+            config(&["--deletion-mode", "defer", "--enforcement", "warn"]),
+            Err(ConfigError::WarnNeedsDenyMode)
+        );
+        assert_eq!(config(&["--enforcement", "warn"]), Ok(()));
         assert_eq!(
             config(&["--policy", "in-use", "--from-dir", "/tmp"]),
             Ok(())

@@ -298,6 +298,11 @@ fn machine_line(m: &JoiningMachine) -> String {
     )
 }
 
+/// What blocks a deletion, in a phrase (a table row's "why").
+pub fn summary(v: &Verdict) -> String {
+    headline(v)
+}
+
 fn headline(v: &Verdict) -> String {
     let n = v.blocking.len();
     if n == 0 && v.rolling.is_empty() && !v.joining.is_empty() {

@@ -65,6 +65,51 @@ impl<'a> Report<'a> {
     }
 }
 
+/// `check --all` as text: one line per target, its verdict and why.
+pub fn table(verdicts: &[Verdict]) -> String {
+    let rows: Vec<[String; 4]> = verdicts
+        .iter()
+        .map(|v| {
+            let (delete, why) = if !v.allowed {
+                ("refused", message::summary(v))
+            } else if v.overridden() {
+                (
+                    "allowed",
+                    format!(
+                        "override: {}",
+                        v.override_reason.as_deref().unwrap_or_default()
+                    ),
+                )
+            } else {
+                ("allowed", "-".to_string())
+            };
+            [
+                v.kind.cli_name().to_string(),
+                v.name.clone(),
+                delete.to_string(),
+                why,
+            ]
+        })
+        .collect();
+    let head = ["KIND", "NAME", "DELETE", "WHY"].map(str::to_string);
+    let width = |c: usize| {
+        std::iter::once(&head)
+            .chain(&rows)
+            .map(|r| r[c].len())
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let mut out = String::new();
+    for r in std::iter::once(&head).chain(&rows) {
+        out.push_str(&format!(
+            "{:w0$}  {:w1$}  {:w2$}  {}\n",
+            r[0], r[1], r[2], r[3]
+        ));
+    }
+    out
+}
+
 /// Human-readable verdict: the denial message when blocked, a one-line summary and any
 /// override warnings when allowed.
 pub fn text(verdict: &Verdict) -> String {

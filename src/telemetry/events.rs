@@ -35,6 +35,8 @@ const API_TIMEOUT: Duration = Duration::from_secs(10);
 const NAMESPACE: &str = "default";
 
 pub const REASON_BLOCKED: &str = "DeletionBlocked";
+/// `--enforcement warn`: a deletion that would have been refused was admitted.
+pub const REASON_WOULD_BLOCK: &str = "DeletionWouldBeBlocked";
 pub const REASON_DEFERRED: &str = "DeletionDeferred";
 pub const REASON_RELEASED: &str = "DeletionReleased";
 

@@ -11,7 +11,7 @@ use prometheus_client::registry::Registry;
 use crate::core::finalizer::ReleaseReason;
 
 /// What an admission request came to.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 #[allow(non_camel_case_types)]
 pub enum Outcome {
     allowed,
@@ -23,6 +23,34 @@ pub enum Outcome {
     ignored,
     /// Allowed in defer mode while nodes still need its images: the finalizer holds it.
     deferred,
+    /// `--enforcement warn`: would have been refused (or could not be verified), admitted with
+    /// the refusal as warnings.
+    would_deny,
+}
+
+impl Outcome {
+    /// The label value (`would-deny`, as Gatekeeper and Kyverno spell their dry runs).
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::allowed => "allowed",
+            Outcome::denied => "denied",
+            Outcome::overridden => "overridden",
+            Outcome::unverified => "unverified",
+            Outcome::ignored => "ignored",
+            Outcome::deferred => "deferred",
+            Outcome::would_deny => "would-deny",
+        }
+    }
+}
+
+impl EncodeLabelValue for Outcome {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write as _;
+        encoder.write_str(self.label())
+    }
 }
 
 /// What a mutation request came to.
@@ -98,6 +126,36 @@ struct ControllerErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BlockedLabels {
+    machineosconfig: String,
+    reason: &'static str,
+}
+
+/// Why deleting a MachineOSConfig now would be refused, as the `reason` label says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocked {
+    /// A node still needs one of its images.
+    Node,
+    /// A pool is still rolling one out.
+    Pool,
+    /// A joining machine would pull one at first boot.
+    Machine,
+    /// Nothing: deleting it now is allowed.
+    No,
+}
+
+impl Blocked {
+    fn label(self) -> &'static str {
+        match self {
+            Blocked::Node => "node",
+            Blocked::Pool => "pool",
+            Blocked::Machine => "machine",
+            Blocked::No => "none",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CacheLabels {
     cache: &'static str,
 }
@@ -130,6 +188,7 @@ pub struct Metrics {
     controller_errors: Family<ControllerErrorLabels, Counter>,
     certificate_expiry: Gauge,
     release_cautious: Gauge,
+    deletion_blocked: Family<BlockedLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -242,6 +301,14 @@ impl Default for Metrics {
              or newer than the releases mosc-guard knows (4.19 to 4.23)",
             release_cautious.clone(),
         );
+        let deletion_blocked = Family::<BlockedLabels, Gauge>::default();
+        registry.register(
+            "deletion_blocked",
+            "Per MachineOSConfig, 1 while deleting it now would be refused (decided from the \
+             caches, as a denial is), with the first reason: node, pool or machine; 0 with \
+             reason none otherwise",
+            deletion_blocked.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -260,6 +327,7 @@ impl Default for Metrics {
             controller_errors,
             certificate_expiry,
             release_cautious,
+            deletion_blocked,
         }
     }
 }
@@ -326,6 +394,21 @@ impl Metrics {
     }
 
     /// Renders the text exposition after refreshing the cache gauges.
+    /// The deletion-blocked gauge, one series per MachineOSConfig: the previous set is
+    /// replaced whole, so a config that went or changed reason leaves no stale series.
+    pub fn deletion_blocked(&self, configs: impl IntoIterator<Item = (String, Blocked)>) {
+        self.deletion_blocked.clear();
+        for (machineosconfig, why) in configs {
+            let labels = BlockedLabels {
+                machineosconfig,
+                reason: why.label(),
+            };
+            self.deletion_blocked
+                .get_or_create(&labels)
+                .set(i64::from(why != Blocked::No));
+        }
+    }
+
     /// Whether decisions now use the cautious release rules.
     pub fn release_rules(&self, cautious: bool) {
         self.release_cautious.set(i64::from(cautious));

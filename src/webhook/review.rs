@@ -32,6 +32,15 @@ pub enum DeletionMode {
     Defer,
 }
 
+/// Whether refusals are enforced: `warn` admits what would be refused, with the refusal as
+/// warnings, a `would-deny` count and a Warning Event, so a site can try the guard first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Enforcement {
+    #[default]
+    Deny,
+    Warn,
+}
+
 /// A verdict confirmed as far as the guard could.
 #[derive(Debug)]
 pub enum Checked {
@@ -52,6 +61,7 @@ pub struct Reviewer<V> {
     /// guard fails closed.
     pub confirm_timeout: Duration,
     deletion_mode: DeletionMode,
+    enforcement: Enforcement,
     no_new_finalizers: bool,
     events: Option<Events>,
     /// Confirming reads, coalesced: a burst of requests shares reads (see [`Coalesced`]).
@@ -73,6 +83,7 @@ impl<V: ClusterView> Reviewer<V> {
             metrics,
             confirm_timeout,
             deletion_mode: DeletionMode::Deny,
+            enforcement: Enforcement::Deny,
             no_new_finalizers: false,
             events: None,
             confirmations: Coalesced::default(),
@@ -83,6 +94,12 @@ impl<V: ClusterView> Reviewer<V> {
     /// Answers MachineOSConfig deletions as `mode` says.
     pub fn with_deletion_mode(mut self, mode: DeletionMode) -> Self {
         self.deletion_mode = mode;
+        self
+    }
+
+    /// Enforces refusals, or only warns of them.
+    pub fn with_enforcement(mut self, enforcement: Enforcement) -> Self {
+        self.enforcement = enforcement;
         self
     }
 
@@ -121,6 +138,10 @@ impl<V: ClusterView> Reviewer<V> {
                 let decided = self
                     .deletion(req, kind, &name, subject, finalizer_release)
                     .await;
+                let decided = match self.enforcement {
+                    Enforcement::Deny => decided,
+                    Enforcement::Warn => decided.not_enforced(req),
+                };
                 if decodable {
                     self.record_refusal(req, kind, &decided);
                 }
@@ -253,11 +274,16 @@ impl<V: ClusterView> Reviewer<V> {
         }
     }
 
-    /// A DeletionBlocked Event for a refused deletion, recorded in the background so the
-    /// answer to the API server does not wait for it. Dry runs leave no trace.
+    /// A DeletionBlocked Event for a refused deletion (DeletionWouldBeBlocked under
+    /// `--enforcement warn`), recorded in the background so the answer to the API server does
+    /// not wait for it. Dry runs leave no trace.
     fn record_refusal(&self, req: &Request, kind: TargetKind, decided: &Decision) {
-        let refused = matches!(decided.outcome, Outcome::denied | Outcome::unverified);
-        let Some(events) = self.events.clone().filter(|_| refused && !req.dry_run) else {
+        let reason = match decided.outcome {
+            Outcome::denied | Outcome::unverified => events::REASON_BLOCKED,
+            Outcome::would_deny => events::REASON_WOULD_BLOCK,
+            _ => return,
+        };
+        let Some(events) = self.events.clone().filter(|_| !req.dry_run) else {
             return;
         };
         // Only about an object the cache has, under its real uid: a forged review of a made-up
@@ -280,9 +306,7 @@ impl<V: ClusterView> Reviewer<V> {
         }
         let regarding = events::reference(kind, &req.name, Some(&uid));
         tokio::spawn(async move {
-            events
-                .record(&regarding, true, events::REASON_BLOCKED, &note)
-                .await;
+            events.record(&regarding, true, reason, &note).await;
         });
     }
 }
@@ -307,6 +331,35 @@ struct Decision {
 }
 
 impl Decision {
+    /// `--enforcement warn`: a refusal becomes an allow that carries the refusal's text as
+    /// warnings (one per line, as the API server shows them), marked as not enforced.
+    fn not_enforced(self, req: &Request) -> Self {
+        if !matches!(self.outcome, Outcome::denied | Outcome::unverified) {
+            return self;
+        }
+        let mut warnings = vec![
+            "mosc-guard (--enforcement warn): this deletion would have been refused; it was admitted"
+                .to_string(),
+        ];
+        warnings.extend(
+            self.response
+                .result
+                .message
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| message::clip_to(format!("mosc-guard: {}", l.trim()), 256)),
+        );
+        warnings.extend(self.response.warnings.clone().unwrap_or_default());
+        let mut response = admission::allow(req, warnings);
+        // The refusal's words also go to the Event, as for an enforced refusal.
+        response.result.message = self.response.result.message;
+        Self {
+            outcome: Outcome::would_deny,
+            blocking_nodes: self.blocking_nodes,
+            response,
+        }
+    }
+
     fn new(outcome: Outcome, response: AdmissionResponse) -> Self {
         Self {
             outcome,

@@ -14,9 +14,10 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use tower_http::timeout::TimeoutLayer;
 
+use crate::core::policy::{Deletion, Verdict};
 use crate::sources::error::NotReady;
 use crate::sources::view::ClusterView;
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{Blocked, Metrics};
 use crate::webhook::admission;
 use crate::webhook::mutation;
 use crate::webhook::review::Reviewer;
@@ -142,7 +143,13 @@ fn readiness<V: ClusterView>(app: &AppState<V>) -> Result<(), NotReady> {
 
 async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
     let view = &app.reviewer.view;
-    app.metrics.release_rules(view.objects().rules().cautious());
+    let objects = view.objects();
+    app.metrics.release_rules(objects.rules().cautious());
+    app.metrics
+        .deletion_blocked(objects.machine_os_configs.iter().map(|mosc| {
+            let v = app.reviewer.cached(Deletion::MachineOSConfig(mosc));
+            (mosc.name().to_string(), blocked_by(&v))
+        }));
     let body = app
         .metrics
         .render(&view.sizes(), &view.stale(), readiness(&app).is_ok());
@@ -154,6 +161,19 @@ async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Respons
         body,
     )
         .into_response()
+}
+
+/// The first reason a verdict refuses, for the deletion-blocked gauge.
+fn blocked_by(v: &Verdict) -> Blocked {
+    if v.allowed {
+        Blocked::No
+    } else if !v.blocking.is_empty() {
+        Blocked::Node
+    } else if !v.rolling.is_empty() {
+        Blocked::Pool
+    } else {
+        Blocked::Machine
+    }
 }
 
 /// Set once shutdown has begun: `/readyz` then answers 503, so the endpoint is taken out of
