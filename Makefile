@@ -28,17 +28,18 @@ binaries: deps
 	@hack/build-binaries.sh >/dev/null
 
 build: deps
-	$(CARGO) build --all-targets --locked
+	$(CARGO) build --workspace --all-targets --locked
 
 lint: deps
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets --locked -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) deny --log-level error --locked check licenses bans sources
 
-## Every test tier. Integration tests start their own servers on 127.0.0.1.
+## Every test tier. Integration tests start their own servers on 127.0.0.1; `--workspace` also
+## runs the test kit's own unit tests (testkit/, the shared harness).
 ## (Benchmarks and the demo are compiled and linted by `lint`; `make bench`/`make demo` run them.)
 test: deps binaries lint
-	$(CARGO) test --locked --no-fail-fast --lib --bins --tests -- --test-threads=2
+	$(CARGO) test --locked --no-fail-fast --workspace --lib --bins --tests -- --test-threads=2
 
 ## The report's scenario, narrated. GUARD=defer plays it in defer mode, GUARD=off without mosc-guard.
 demo: deps binaries
@@ -95,7 +96,7 @@ soak: deps binaries
 	echo "+ load (as make load)"; \
 	$(LOAD_CMD) 2>&1 | tee -a $(SOAK_LOG) || status=1; \
 	echo "== soak summary ($(SOAK_LOG)) =="; \
-	grep -E 'property [a-z_]+: |^  (decoded|blocked|false-denial reasons|denial reasons|failed requests|Deny|Allow|Malformed|guard RSS|rotations)|^soak [a-z]+: |^chaos [a-z-]+|^test [a-z_]+ \.\.\. FAILED|^load: |^through the API server|^test result: ' $(SOAK_LOG); \
+	grep -E 'property [a-z_]+: |^  (decoded|blocked|false-denial reasons|denial reasons|failed requests|Deny|Allow|Malformed|guard RSS|rotations)|^soak [a-z]+: |^chaos [a-z-]+|^test [a-z_:]+ \.\.\. FAILED|^load: |^through the API server|^test result: ' $(SOAK_LOG); \
 	exit $$status
 
 ## Load against a guard on a real API server (RELIABILITY.md): directly over HTTPS, LOAD_RATE

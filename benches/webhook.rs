@@ -4,9 +4,6 @@
 //!
 //! Run: `cargo bench --bench webhook` (figures are recorded in BENCHMARKS.md).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +20,8 @@ use mosc_guard::webhook::review::Reviewer;
 use mosc_guard::webhook::routes;
 use mosc_guard::webhook::tls::{CertFiles, ReloadingResolver};
 use serde_json::{Value, json};
-use support::pki::Pki;
+use testkit::pki::Pki;
+use testkit::review::{MACHINE_OS_CONFIG, Review};
 
 const IMAGE: &str = "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image@sha256:01971adebd63aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 
@@ -70,17 +68,9 @@ fn mosc() -> Value {
 }
 
 fn review() -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "3c9f2a58-5d0e-4a43-9d34-1f0b2b5e9e01",
-            "kind": {"group": "machineconfiguration.openshift.io", "version": "v1", "kind": "MachineOSConfig"},
-            "resource": {"group": "machineconfiguration.openshift.io", "version": "v1", "resource": "machineosconfigs"},
-            "name": "worker", "operation": "DELETE",
-            "userInfo": {"username": "kube:admin"},
-            "object": null, "oldObject": mosc(), "dryRun": false
-        }
-    })
+    Review::delete(MACHINE_OS_CONFIG, mosc())
+        .user("kube:admin")
+        .json()
 }
 
 /// The baseline: decode the review, allow it, echo the uid.
@@ -113,7 +103,7 @@ async fn serve(app: Router, tls: Arc<rustls::ServerConfig>) -> String {
 }
 
 fn main() {
-    support::tls::ensure_crypto_provider();
+    testkit::tls::ensure_crypto_provider();
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let dir = tempfile::tempdir().expect("tempdir");
     let pki = Pki::new(dir.path()).expect("pki");
@@ -135,7 +125,7 @@ fn main() {
         Arc::clone(&tls),
     ));
     let noop_url = rt.block_on(serve(Router::new().route("/validate", post(noop)), tls));
-    let http = support::tls::https_client(&pki.ca_pem()).expect("client");
+    let http = testkit::tls::https_client(&pki.ca_pem()).expect("client");
     let body = serde_json::to_vec(&review()).expect("json");
 
     let mut c = Criterion::default().configure_from_args();

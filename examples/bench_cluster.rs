@@ -1,7 +1,7 @@
 //! `make bench-cluster`: mosc-guard against a real kube-apiserver holding N realistic nodes
 //! (BENCHMARKS.md, "Cluster benchmark").
 //!
-//! Nodes are `support::realistic`: OpenShift workers with 20 labels, 30 annotations (OVN's JSON ones, the
+//! Nodes are `testkit::realistic`: OpenShift workers with 20 labels, 30 annotations (OVN's JSON ones, the
 //! machine API's, MCO's), a status with conditions, addresses and 30 images; all in one
 //! layered pool settled on one image. While it measures, a churn task updates node status at
 //! `CHURN` updates per node per hour (kubelets report about every 5 minutes: 12), as a live
@@ -21,9 +21,6 @@
 //! `GUARD_ARGS` (extra `serve` arguments, e.g. `--fence-wait-ms=0`). `MOSC_GUARD_BIN` selects
 //! the guard binary (the Makefile passes the release build).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,13 +30,14 @@ use futures::StreamExt;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use support::Result;
-use support::controlplane::ControlPlane;
-use support::mco::{self, CURRENT_IMAGE, STATE};
-use support::objects::{create_built_mosc, image};
-use support::realistic;
-use support::scenario::create_pool;
-use support::serve::{ServeProcess, register_validating_webhook_at};
+use testkit::Result;
+use testkit::controlplane::ControlPlane;
+use testkit::guard::GuardBin;
+use testkit::mco::{self, CURRENT_IMAGE, STATE};
+use testkit::objects::{create_built_mosc, image};
+use testkit::realistic;
+use testkit::scenario::create_pool;
+use testkit::webhooks::register_validating_webhook;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -82,7 +80,7 @@ async fn create_nodes(client: &kube::Client, n: usize, image: &str) -> Result<()
                 match nodes.create(&PostParams::default(), &node).await {
                     Ok(_) => Ok(()),
                     Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                    Err(e) => Err::<(), support::Error>(e.into()),
+                    Err(e) => Err::<(), testkit::Error>(e.into()),
                 }
             }
         })
@@ -263,6 +261,8 @@ fn memory_mib(pid: u32) -> (f64, f64, f64) {
 }
 
 async fn run() -> Result<()> {
+    // Fail before starting any server when the product binary is missing.
+    let bin = GuardBin::from_env()?;
     let n = env_or("NODES", 5000) as usize;
     let churn = env_or("CHURN", 12);
     let samples = env_or("SAMPLES", 200);
@@ -304,11 +304,12 @@ async fn run() -> Result<()> {
     // 2. The allow-all webhook: same binary and TLS code, an empty snapshot.
     let empty = tempfile::tempdir()?;
     let empty_dir = empty.path().to_string_lossy().to_string();
-    let mut allow_all = ServeProcess::spawn_with(&cp, None, &["--from-dir", &empty_dir])?;
-    allow_all
-        .wait_status("/readyz", 200, Duration::from_secs(30))
+    let allow_all = bin
+        .serve_offline(cp.pki())
+        .args(&["--from-dir", &empty_dir])
+        .start()
         .await?;
-    register_validating_webhook_at(&cp, &allow_all.base_url()).await?;
+    register_validating_webhook(&cp, &allow_all).await?;
     let (baseline, base_answers) = measure(&client, samples).await?;
     if base_answers[Answer::Allowed as usize] as u64 != samples {
         return Err(format!(
@@ -318,25 +319,16 @@ async fn run() -> Result<()> {
     }
 
     // 3. The guard.
-    let mut args: Vec<&str> = vec!["--shutdown-delay=0"];
-    args.extend(guard_args.iter().map(String::as_str));
+    let args: Vec<&str> = guard_args.iter().map(String::as_str).collect();
     let spawned = Instant::now();
-    let guard = ServeProcess::spawn(&cp, cp.kubeconfig(), &args)?;
-    loop {
-        if let Some((200, _)) = guard.get("/readyz").await {
-            break;
-        }
-        if spawned.elapsed() > Duration::from_secs(300) {
-            return Err(format!(
-                "the guard was not ready within 300 s:\n{}",
-                guard.log_tail(30)
-            )
-            .into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let guard = bin
+        .serve(&cp)
+        .args(&args)
+        .ready_timeout(Duration::from_secs(300))
+        .start()
+        .await?;
     let ready = spawned.elapsed();
-    register_validating_webhook_at(&cp, &guard.base_url()).await?;
+    register_validating_webhook(&cp, &guard).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     // CPU while idle: applying node watch events at the churn rate.
     let (cpu_before, idle_from) = (cpu_seconds(guard.pid()), Instant::now());

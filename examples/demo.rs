@@ -1,7 +1,7 @@
 //! `make demo`: the report's scenario played the way an admin would, narrated on stdout.
 //!
-//! A real kube-apiserver + etcd, a real registry and the MCO 4.20 simulator from the test harness
-//! (`tests/support/`), with a `worker` pool of 3 nodes. The admin opts the pool into image mode,
+//! A real kube-apiserver + etcd, a real registry and the MCO 4.20 simulator from the test kit
+//! (`testkit/`), with a `worker` pool of 3 nodes. The admin opts the pool into image mode,
 //! waits for the build and deletes the MachineOSConfig while the first node is updating to its
 //! image (the simulator holds that node mid-update, so every run has the same timing).
 //!
@@ -16,11 +16,8 @@
 //! - Anything else: usage error, exit 2.
 //!
 //! The harness's logs stay off the screen unless `RUST_LOG` is set (they go to stderr then).
-//! The guard binary must be built first (`cargo build --bin mosc-guard`), see
-//! `support::guard::guard_binary`.
-
-#[path = "../tests/support/mod.rs"]
-mod support;
+//! The guard binary must be built first (`cargo build --bin mosc-guard`), or named by
+//! `MOSC_GUARD_BIN`, see `testkit::guard::GuardBin::from_env`.
 
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -31,12 +28,13 @@ use kube::api::{DeleteParams, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 
-use support::controlplane::{ControlPlane, KubectlOutput};
-use support::guard::{Guard, register_mutating_webhook, register_validating_webhook};
-use support::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, REASON, STATE, STATE_DONE, STATE_WORKING};
-use support::scenario::{
+use testkit::controlplane::{ControlPlane, KubectlOutput};
+use testkit::guard::GuardBin;
+use testkit::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, REASON, STATE, STATE_DONE, STATE_WORKING};
+use testkit::scenario::{
     Build, Cluster, OCB_REPO, mosbs_of, node_annotations, pool_condition, wait_for, wait_for_build,
 };
+use testkit::webhooks::{register_mutating_webhook, register_validating_webhook};
 
 /// Bound of every wait; a passing run needs a few seconds per step at most.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -139,7 +137,7 @@ impl Outcome {
     }
 }
 
-async fn run(mode: Mode) -> support::Result<Outcome> {
+async fn run(mode: Mode) -> testkit::Result<Outcome> {
     let (label, what) = match mode {
         Mode::On => ("on", "with mosc-guard"),
         Mode::Defer => ("defer", "with mosc-guard deferring the deletion"),
@@ -148,15 +146,13 @@ async fn run(mode: Mode) -> support::Result<Outcome> {
     println!(
         "mosc-guard demo (GUARD={label}): delete a MachineOSConfig while a node still needs its image, {what}"
     );
-    if mode != Mode::Off {
-        // Fail before starting any server when the product binary is missing.
-        let bin = support::guard::guard_binary()?;
-        if !bin.is_file() {
-            return Err(format!("the mosc-guard binary {} does not exist", bin.display()).into());
-        }
-    }
+    // Fail before starting any server when the product binary is missing.
+    let bin = match mode {
+        Mode::Off => None,
+        Mode::On | Mode::Defer => Some(GuardBin::from_env()?),
+    };
     heading("Setup: kube-apiserver + etcd, a registry, the MCO 4.20 simulator, pool worker");
-    let cluster = Cluster::seed(NODE_COUNT, support::simulator::SimConfig::fast()).await?;
+    let cluster = Cluster::seed(NODE_COUNT, testkit::simulator::SimConfig::fast()).await?;
     let watch = PoolWatch::start(cluster.client.clone());
     wait_for(
         || async { Ok(watch.synced().then_some(())) },
@@ -178,7 +174,12 @@ async fn run(mode: Mode) -> support::Result<Outcome> {
     let guard = match mode {
         Mode::Off => None,
         Mode::On => {
-            let guard = Guard::start(&cluster.cp).await?;
+            let guard = bin
+                .as_ref()
+                .ok_or("no binary")?
+                .serve(&cluster.cp)
+                .start()
+                .await?;
             register_validating_webhook(&cluster.cp, &guard).await?;
             note(&format!(
                 "mosc-guard serving {}, registered as rendered from manifests/base",
@@ -195,7 +196,12 @@ async fn run(mode: Mode) -> support::Result<Outcome> {
         Mode::Defer => {
             // The Lease goes to `default`: this control plane has no mosc-guard namespace.
             let args = ["--deletion-mode", "defer", "--lease-namespace", "default"];
-            let guard = Guard::start_with_args(&cluster.cp, &args).await?;
+            let guard = bin
+                .ok_or("no binary")?
+                .serve(&cluster.cp)
+                .args(&args)
+                .start()
+                .await?;
             register_validating_webhook(&cluster.cp, &guard).await?;
             register_mutating_webhook(&cluster.cp, &guard).await?;
             note(&format!(
@@ -228,7 +234,7 @@ async fn run(mode: Mode) -> support::Result<Outcome> {
 }
 
 /// Steps 1-4 of the report, then what follows with or without the guard.
-async fn scenario(mode: Mode, cluster: &Cluster, watch: &PoolWatch) -> support::Result<Outcome> {
+async fn scenario(mode: Mode, cluster: &Cluster, watch: &PoolWatch) -> testkit::Result<Outcome> {
     let (cp, client) = (&cluster.cp, &cluster.client);
     let node = cluster.nodes[0].clone();
 
@@ -313,7 +319,7 @@ async fn guarded(
     node: &str,
     build: &Build,
     premature: &KubectlOutput,
-) -> support::Result<Outcome> {
+) -> testkit::Result<Outcome> {
     let (cp, client) = (&cluster.cp, &cluster.client);
     if premature.success() {
         return Ok(Outcome::fail(
@@ -399,7 +405,7 @@ async fn left_image_mode(
     watch: &PoolWatch,
     build: &Build,
     problems: &mut Vec<String>,
-) -> support::Result<usize> {
+) -> testkit::Result<usize> {
     let client = &cluster.client;
     image_and_build_gone(cluster, build).await?;
     note(&format!(
@@ -444,7 +450,7 @@ async fn deferred(
     node: &str,
     build: &Build,
     premature: &KubectlOutput,
-) -> support::Result<Outcome> {
+) -> testkit::Result<Outcome> {
     let (cp, client) = (&cluster.cp, &cluster.client);
     if !premature.success() {
         return Ok(Outcome::fail(format!(
@@ -520,7 +526,7 @@ async fn unguarded(
     node: &str,
     build: &Build,
     premature: &KubectlOutput,
-) -> support::Result<Outcome> {
+) -> testkit::Result<Outcome> {
     let (cp, client) = (&cluster.cp, &cluster.client);
     if !premature.success() {
         return Ok(Outcome::fail(format!(
@@ -613,7 +619,7 @@ fn mosc_manifest(push_spec: &str) -> String {
 
 /// Whether the build's image is still in the registry and a MachineOSBuild of MOSC worker
 /// still exists.
-async fn build_and_image_kept(cluster: &Cluster, build: &Build) -> support::Result<bool> {
+async fn build_and_image_kept(cluster: &Cluster, build: &Build) -> testkit::Result<bool> {
     let image = build.image_ref()?;
     let digest = image
         .digest
@@ -629,7 +635,7 @@ async fn build_and_image_kept(cluster: &Cluster, build: &Build) -> support::Resu
 
 /// Waits until the registry answers "manifest unknown" for the build's image and no
 /// MachineOSBuild of MOSC worker is left.
-async fn image_and_build_gone(cluster: &Cluster, build: &Build) -> support::Result<()> {
+async fn image_and_build_gone(cluster: &Cluster, build: &Build) -> testkit::Result<()> {
     let image = build.image_ref()?;
     let digest = image
         .digest
@@ -653,7 +659,7 @@ async fn image_and_build_gone(cluster: &Cluster, build: &Build) -> support::Resu
 
 /// `Some(())` once every worker is Done with desiredImage = currentImage = `image` (`None`: no
 /// image annotations) and pool worker is Updated with every machine updated.
-async fn pool_settled(cluster: &Cluster, image: Option<&str>) -> support::Result<Option<()>> {
+async fn pool_settled(cluster: &Cluster, image: Option<&str>) -> testkit::Result<Option<()>> {
     for node in &cluster.nodes {
         let a = node_annotations(&cluster.client, node).await?;
         let get = |k: &str| a.get(k).map(String::as_str).filter(|v| !v.is_empty());
@@ -675,7 +681,7 @@ async fn kubectl(
     cp: &ControlPlane,
     args: &[&str],
     stdin: Option<&str>,
-) -> support::Result<KubectlOutput> {
+) -> testkit::Result<KubectlOutput> {
     let shown: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
     match stdin {
         Some(input) => println!("$ kubectl {} <<EOF\n{}EOF", shown.join(" "), input),
@@ -695,7 +701,7 @@ async fn kubectl(
 }
 
 /// Prints pool worker's state the way `kubectl get mcp worker` shows it.
-async fn pool_line(client: &kube::Client) -> support::Result<()> {
+async fn pool_line(client: &kube::Client) -> testkit::Result<()> {
     let pool = mco::mcps(client).get(POOL).await?;
     println!(
         "  pool worker: UPDATED={} UPDATING={} DEGRADED={}  machines {}, ready {}, updated {}, degraded {}",

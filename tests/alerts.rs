@@ -10,8 +10,6 @@
 //! - the tests can fail: with every alert's expression replaced by one that never fires,
 //!   `promtool test rules` fails.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,7 +17,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use mosc_guard::telemetry::metrics::{Metrics, Outcome};
-use support::manifests::render;
+use testkit::manifests::render;
 
 const PROMTOOL: &str = "promtool";
 

@@ -8,34 +8,21 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 use mosc_guard::webhook::tls::{CertFiles, ReloadingResolver};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
+use testkit::cli::CliRun;
+use testkit::guard::GuardBin;
 
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
+
+fn certs(args: &[&str]) -> CliRun {
+    BIN.cli().arg("certs").args(args).run()
 }
 
-fn certs(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_mosc-guard"))
-        .arg("certs")
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run mosc-guard");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn certs_into(dir: &Path, extra: &[&str]) -> Run {
+fn certs_into(dir: &Path, extra: &[&str]) -> CliRun {
     let dir = dir.to_str().expect("UTF-8 temp path");
     let mut args = vec!["--out", dir];
     args.extend_from_slice(extra);
@@ -43,7 +30,7 @@ fn certs_into(dir: &Path, extra: &[&str]) -> Run {
 }
 
 /// Exit 2 with exactly one line on stderr, containing `needle`; nothing on stdout.
-fn assert_error(run: &Run, needle: &str) {
+fn assert_error(run: &CliRun, needle: &str) {
     assert_eq!(run.code, Some(2), "stderr: {}", run.stderr);
     assert_eq!(run.stdout, "");
     let lines: Vec<&str> = run.stderr.lines().collect();

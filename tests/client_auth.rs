@@ -3,34 +3,29 @@
 //! webhook (`--admission-control-config-file` with a WebhookAdmissionConfiguration whose
 //! kubeconfig names the webhook's host `127.0.0.1:PORT`).
 
-mod support;
-
 use std::path::Path;
 use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
-use support::controlplane::ControlPlane;
-use support::guard::{Guard, register_validating_webhook};
-use support::pki::{CertPair, Pki};
+use testkit::controlplane::ControlPlane;
+use testkit::guard::GuardBin;
+use testkit::mco::GROUP;
+use testkit::pki::{CertPair, Pki};
+use testkit::review::{MACHINE_OS_BUILD, MACHINE_OS_CONFIG, Review};
+use testkit::webhooks::register_validating_webhook;
+
+const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
 
 /// An AdmissionReview deleting MachineOSConfig `name`, as the API server would send it.
 fn review(name: &str) -> Value {
-    let group = "machineconfiguration.openshift.io";
-    json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "7d1f7c0e-0000-4000-8000-000000000001",
-            "kind": {"group": group, "version": "v1", "kind": "MachineOSConfig"},
-            "resource": {"group": group, "version": "v1", "resource": "machineosconfigs"},
-            "name": name, "operation": "DELETE",
-            "userInfo": {"username": "attacker"},
-            "oldObject": {"apiVersion": format!("{group}/v1"), "kind": "MachineOSConfig",
-                          "metadata": {"name": name}, "spec": {"machineConfigPool": {"name": name}}},
-            "dryRun": false
-        }
-    })
+    let old = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "MachineOSConfig",
+                     "metadata": {"name": name}, "spec": {"machineConfigPool": {"name": name}}});
+    Review::delete(MACHINE_OS_CONFIG, old)
+        .uid("7d1f7c0e-0000-4000-8000-000000000001")
+        .user("attacker")
+        .json()
 }
 
 /// An HTTPS client trusting `ca_pem`, presenting `cert` if given.
@@ -101,7 +96,7 @@ fn admission_config(dir: &Path, port: u16, cert: &CertPair) -> std::path::PathBu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_caller_with_a_client_certificate_gets_the_webhook() {
-    let dir = support::temp_dir("mosc-guard-client-auth-").expect("temp dir");
+    let dir = testkit::temp_dir("mosc-guard-client-auth-").expect("temp dir");
     // The CA the guard trusts for callers, and the certificate the API server presents.
     let callers = Pki::new(&dir.path().join("callers")).expect("caller CA");
     let apiserver_cert = callers
@@ -110,8 +105,8 @@ async fn only_a_caller_with_a_client_certificate_gets_the_webhook() {
     // Someone else's CA: a certificate it signed must not get in.
     let strangers = Pki::new(&dir.path().join("strangers")).expect("other CA");
     let stranger_cert = strangers.client_cert("attacker", &[]).expect("cert");
-    let port = support::net::free_port().expect("free port");
-    let metrics_port = support::net::free_port().expect("free port");
+    let port = testkit::net::free_port().expect("free port");
+    let metrics_port = testkit::net::free_port().expect("free port");
     let metrics_url = format!("https://127.0.0.1:{metrics_port}/metrics");
     let config = admission_config(dir.path(), port, &apiserver_cert);
 
@@ -119,7 +114,12 @@ async fn only_a_caller_with_a_client_certificate_gets_the_webhook() {
         .await
         .expect("control plane");
     let ca_arg = callers.ca_path().display().to_string();
-    let mut guard = Guard::start_on_ports(&cp, port, metrics_port, &["--client-ca-file", &ca_arg])
+    let guard = BIN
+        .serve(&cp)
+        .port(port)
+        .metrics_port(metrics_port)
+        .args(&["--client-ca-file", &ca_arg])
+        .start()
         .await
         .expect("guard starts (its --metrics-listen /readyz needs no client certificate)");
     register_validating_webhook(&cp, &guard)
@@ -128,7 +128,7 @@ async fn only_a_caller_with_a_client_certificate_gets_the_webhook() {
 
     // The API server presents its certificate: the deletion is decided by the guard (a MOSC
     // that never built guards nothing, so it is allowed after the fresh read).
-    support::scenario::create_mosc(&cp.client(), "infra", "registry.example.com/ocb:latest")
+    testkit::scenario::create_mosc(&cp.client(), "infra", "registry.example.com/ocb:latest")
         .await
         .expect("MOSC infra");
     let out = cp
@@ -217,22 +217,14 @@ async fn only_a_caller_with_a_client_certificate_gets_the_webhook() {
         .await
         .expect("kubectl");
     assert!(out.success(), "{out:?}");
-    let group = "machineconfiguration.openshift.io";
     let forged = |name: &str| {
-        json!({
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {
-                "uid": "7d1f7c0e-0000-4000-8000-000000000002",
-                "kind": {"group": group, "version": "v1", "kind": "MachineOSBuild"},
-                "resource": {"group": group, "version": "v1", "resource": "machineosbuilds"},
-                "name": name, "operation": "DELETE",
-                "userInfo": {"username": "attacker"},
-                "oldObject": {"apiVersion": format!("{group}/v1"), "kind": "MachineOSBuild",
-                              "metadata": {"name": name, "uid": "forged"},
-                              "status": {"digestedImagePushSpec": image}},
-                "dryRun": false
-            }
-        })
+        let old = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "MachineOSBuild",
+                         "metadata": {"name": name, "uid": "forged"},
+                         "status": {"digestedImagePushSpec": image}});
+        Review::delete(MACHINE_OS_BUILD, old)
+            .uid("7d1f7c0e-0000-4000-8000-000000000002")
+            .user("attacker")
+            .json()
     };
     let trusted = client(guard.ca_pem(), Some(&apiserver_cert));
     // The node cache may need a moment to see node-1: repeat (bounded) until refused.

@@ -1,14 +1,12 @@
-//! The harness CRDs enforce the OpenShift 4.20 API contract (`../shared/docs/api-contract.md`):
-//! the real kube-apiserver rejects each listed violation, one object per rule, and accepts the
+//! The kit's CRDs (`tests/crds/`) enforce the OpenShift 4.20 API contract, as openshift/api
+//! release-4.20's published schema states it: the real kube-apiserver rejects each listed violation, one object per rule, and accepts the
 //! objects MCO 4.20 writes. If a CRD in `tests/crds/` loosens, one of these cases fails.
-
-mod support;
 
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use support::controlplane::ControlPlane;
-use support::mco;
+use testkit::controlplane::ControlPlane;
+use testkit::mco;
 
 const DIGEST: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const REPO: &str =

@@ -3,8 +3,6 @@
 //! node change at or below it. The cache reaches the API server through a forwarder that can
 //! hold back what the server sends, so its watch lags behind a change the test commits.
 
-mod support;
-
 use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
@@ -12,10 +10,10 @@ use serde_json::json;
 
 use mosc_guard::sources::live;
 use mosc_guard::sources::node_cache::NodeCache;
-use support::controlplane::{ControlPlane, client_from_kubeconfig};
-use support::forwarder::Forwarder;
-use support::mco::{self, DESIRED_IMAGE};
-use support::scenario::{create_nodes, wait_for};
+use testkit::controlplane::{ControlPlane, client_from_kubeconfig};
+use testkit::forwarder::Forwarder;
+use testkit::mco::{self, DESIRED_IMAGE};
+use testkit::scenario::{create_nodes, wait_for};
 
 const IMAGE: &str = "registry.example/ocb-image@sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
@@ -68,16 +66,11 @@ async fn the_fence_holds_until_a_lagging_node_watch_delivers_the_change() {
     .expect("node");
 
     // The cache's own connection to the API server goes through the forwarder.
-    let api_server = cp
-        .server()
-        .trim_start_matches("https://")
-        .parse()
-        .expect("API server address");
-    let forwarder = Forwarder::start(api_server).await.expect("forwarder");
-    support::users::apply(&cp, CACHE_RBAC).await.expect("RBAC");
+    let forwarder = Forwarder::to_apiserver(&cp).await.expect("forwarder");
+    testkit::users::apply(&cp, CACHE_RBAC).await.expect("RBAC");
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig =
-        support::users::kubeconfig_via(&cp, "fence-cache", dir.path(), &forwarder.https_url())
+        testkit::users::kubeconfig_via(&cp, "fence-cache", dir.path(), &forwarder.https_url())
             .expect("kubeconfig");
     let lagging = client_from_kubeconfig(&kubeconfig).await.expect("client");
     let cache = NodeCache::start(lagging, Duration::from_secs(30));

@@ -1,12 +1,10 @@
 //! Quick check of the end-to-end harness itself: a real control plane (with the MCO CRDs) and a
 //! real registry come up, kubectl works against them, and a pushed image can be pulled and deleted.
 
-mod support;
-
 use std::time::Instant;
 
-use support::controlplane::ControlPlane;
-use support::registry::Registry;
+use testkit::controlplane::ControlPlane;
+use testkit::registry::Registry;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_plane_and_registry_work() {

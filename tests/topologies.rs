@@ -15,42 +15,31 @@
 //!
 //! Each test starts its own control plane, registry and guard, and stops them when it ends.
 
-mod support;
-
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use serde_json::json;
 
-use support::guard::{Guard, register_validating_webhook};
-use support::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, STATE, STATE_DEGRADED, STATE_DONE};
-use support::objects::create_windows_node;
-use support::scenario::{
+use testkit::guard::GuardBin;
+use testkit::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, STATE, STATE_DEGRADED, STATE_DONE};
+use testkit::objects::create_windows_node;
+use testkit::scenario::{
     Build, Cluster, Rollout, create_labelled_nodes, create_pool, create_pool_selecting,
-    node_annotations, rendered_config, wait_for,
+    node_annotations, registered_guard, rendered_config, wait_for,
 };
-use support::simulator::{
-    JOB_UID_ANNOTATION, MCO_NAMESPACE, SimConfig, digest_configmap_name, job_name,
-};
-use support::steps::{
+use testkit::scenario::{
     DegradedWatch, STEP_TIMEOUT, kubectl, wait_image_and_builds_gone, wait_pool_settled_in,
     wait_rolled_out_in,
 };
+use testkit::simulator::{
+    JOB_UID_ANNOTATION, MCO_NAMESPACE, SimConfig, digest_configmap_name, job_name,
+};
+
+const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
 
 const MASTER_ROLE: &str = "node-role.kubernetes.io/master";
 const WORKER_ROLE: &str = "node-role.kubernetes.io/worker";
 const INFRA_ROLE: &str = "node-role.kubernetes.io/infra";
-
-/// Starts mosc-guard (deny mode) and registers it as the validating webhook.
-async fn guard(cluster: &Cluster) -> Guard {
-    let guard = Guard::start_with_args(&cluster.cp, &[])
-        .await
-        .expect("mosc-guard starts");
-    register_validating_webhook(&cluster.cp, &guard)
-        .await
-        .expect("validating webhook registered");
-    guard
-}
 
 /// Waits until the simulator's pool status counts `machines` nodes in `pool`: the topology
 /// is as MCO places it before anything is decided on it.
@@ -277,7 +266,7 @@ async fn a_worker_pool_with_a_windows_node_leaves_image_mode_once_its_linux_node
     create_windows_node(&cluster.client, windows)
         .await
         .expect("create the Windows node");
-    let _guard = guard(&cluster).await;
+    let _guard = registered_guard(&BIN, &cluster, &[]).await;
     let watch = DegradedWatch::start(&cluster.client, "worker");
     // MCO never manages the Windows node: the pool counts the three Linux workers.
     wait_machine_count(&cluster, "worker", 3).await;
@@ -350,7 +339,7 @@ async fn a_compact_clusters_master_pool_rollout_is_guarded() {
     .await
     .expect("create the compact cluster's nodes");
     cluster.nodes = masters.clone();
-    let _guard = guard(&cluster).await;
+    let _guard = registered_guard(&BIN, &cluster, &[]).await;
     let watches = [
         DegradedWatch::start(&client, "master"),
         DegradedWatch::start(&client, "worker"),
@@ -408,7 +397,7 @@ async fn a_stray_empty_selector_pool_changes_no_verdict() {
     create_pool_selecting(&cluster.client, "stray", json!({}), 1)
         .await
         .expect("create pool stray");
-    let _guard = guard(&cluster).await;
+    let _guard = registered_guard(&BIN, &cluster, &[]).await;
     let watches = [
         DegradedWatch::start(&cluster.client, "worker"),
         DegradedWatch::start(&cluster.client, "stray"),

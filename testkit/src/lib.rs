@@ -1,0 +1,117 @@
+//! mosc-guard's test kit: everything its integration tests, examples and benchmarks share.
+//!
+//! Real etcd + kube-apiserver ([`controlplane`]), a real distribution registry ([`registry`]), an
+//! MCO 4.20 simulator that drives MachineOSConfigs, builds, nodes and pools through them
+//! ([`simulator`]), the report's scenario and its steps ([`scenario`]), and the product itself:
+//! the `mosc-guard` process ([`guard`]), registered as the cluster's webhook ([`webhooks`]),
+//! probed ([`probe`]), sent AdmissionReviews ([`review`]) and run as a CLI ([`cli`]); and a
+//! scripted [`ClusterView`](mosc_guard::sources::view::ClusterView) for in-process servers
+//! ([`view`]). Every server listens on 127.0.0.1 only and stops when its handle is dropped.
+//!
+//! The kit cannot see cargo's `CARGO_BIN_EXE_mosc-guard` (only the package's own tests can):
+//! a test names the binary with [`guard::GuardBin::at`]`(env!("CARGO_BIN_EXE_mosc-guard"))`;
+//! examples and benchmarks use [`guard::GuardBin::from_env`] (`MOSC_GUARD_BIN`).
+//!
+//! Environment: `MOSC_GUARD_KUBE_APISERVER` / `MOSC_GUARD_KUBE_CONTROLLER_MANAGER` /
+//! `MOSC_GUARD_ETCD` / `MOSC_GUARD_REGISTRY` override the binaries built by
+//! `hack/build-binaries.sh`; `MOSC_GUARD_E2E_KEEP_DIRS=1` keeps the temporary directories (logs,
+//! PKI, kubeconfig) of a run; `RUST_LOG` filters the kit's own log (default `info`; a guard
+//! process inherits it too, a CLI run does not, see [`cli`]).
+
+pub mod binaries;
+pub mod cli;
+pub mod controlplane;
+pub mod crds;
+pub mod forwarder;
+pub mod guard;
+pub mod image_ref;
+pub mod kubectl;
+pub mod manifests;
+pub mod mco;
+pub mod net;
+pub mod objects;
+pub mod pki;
+pub mod probe;
+pub mod process;
+pub mod realistic;
+pub mod registry;
+pub mod registry_client;
+pub mod review;
+pub mod scenario;
+pub mod simulator;
+pub mod tls;
+pub mod users;
+pub mod view;
+pub mod webhooks;
+
+use std::path::{Path, PathBuf};
+
+/// Error of the kit: any error or message. Its `Debug` is its `Display` (with the chain of
+/// sources), so `expect` in a test prints multi-line messages such as log tails readably.
+pub struct Error(Box<dyn std::error::Error + Send + Sync>);
+
+impl<E: Into<Box<dyn std::error::Error + Send + Sync>>> From<E> for Error {
+    fn from(e: E) -> Self {
+        Self(e.into())
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(s) = source {
+            write!(f, ": {s}")?;
+            source = s.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+/// Result type of the kit.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The mosc-guard repository (this crate's parent directory): where `tests/crds`,
+/// `tests/fixtures`, `manifests` and `hack` are.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from(".."), Path::to_path_buf)
+}
+
+/// A temporary directory named `<prefix>...`, removed on Drop unless `MOSC_GUARD_E2E_KEEP_DIRS`
+/// is set (then its path is logged, so logs of a failed run can be read afterwards).
+pub fn temp_dir(prefix: &str) -> Result<tempfile::TempDir> {
+    let keep = std::env::var_os("MOSC_GUARD_E2E_KEEP_DIRS").is_some_and(|v| !v.is_empty());
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .disable_cleanup(keep)
+        .tempdir()?;
+    if keep {
+        tracing::info!("keeping {}", dir.path().display());
+    }
+    Ok(dir)
+}
+
+/// Installs a tracing subscriber (once per process) that writes through the test harness's
+/// capture, so `--nocapture` shows the story of a test. `RUST_LOG` overrides the default `info`.
+pub fn init_tracing() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .with_ansi(false)
+            .with_target(false)
+            .with_timer(tracing_subscriber::fmt::time::uptime())
+            .try_init();
+    });
+}

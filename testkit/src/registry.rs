@@ -1,0 +1,118 @@
+//! A real CNCF distribution registry on 127.0.0.1 with filesystem storage and deletes enabled.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::binaries::binaries;
+use crate::net::{free_port, retry_on_port_clash};
+use crate::process::ChildProcess;
+use crate::registry_client::RegistryClient;
+use crate::{Result, init_tracing, temp_dir};
+
+/// A running registry; stops (and its storage is removed) on Drop.
+#[derive(Debug)]
+pub struct Registry {
+    process: ChildProcess,
+    client: RegistryClient,
+    host: String,
+    // Dropped last: the process must be gone before its storage is removed.
+    _dir: TempDir,
+}
+
+impl Registry {
+    /// Starts the registry on a free port and waits until `GET /v2/` answers 200.
+    pub async fn start() -> Result<Self> {
+        retry_on_port_clash("registry", Self::start_once).await
+    }
+
+    async fn start_once() -> Result<Self> {
+        init_tracing();
+        let started = Instant::now();
+        let bins = tokio::task::spawn_blocking(binaries).await??;
+        let dir = temp_dir("mosc-guard-registry-")?;
+        let port = free_port()?;
+        let host = format!("127.0.0.1:{port}");
+        let storage = dir.path().join("storage");
+        std::fs::create_dir_all(&storage)?;
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\n\
+                 log:\n  level: info\n  formatter: text\n\
+                 storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n\
+                 \x20 maintenance:\n    uploadpurging:\n      enabled: false\n\
+                 http:\n  addr: {host}\n  secret: mosc-guard-e2e-not-secret\n",
+                storage = storage.display(),
+            ),
+        )?;
+        let mut cmd = Command::new(&bins.registry);
+        cmd.arg("serve")
+            .arg(&config)
+            // distribution v3 exports OpenTelemetry traces by default; there is no collector here.
+            .env("OTEL_TRACES_EXPORTER", "none")
+            .env("OTEL_SDK_DISABLED", "true");
+        let mut process = ChildProcess::spawn("registry", cmd, &dir.path().join("registry.log"))?;
+        let client = RegistryClient::new(&host)?;
+        let probe_client = client.clone();
+        process
+            .wait_ready(
+                "GET /v2/",
+                Duration::from_secs(30),
+                Duration::from_millis(50),
+                || {
+                    let c = probe_client.clone();
+                    async move { c.ping().await }
+                },
+            )
+            .await?;
+        tracing::info!("registry ready at {host} in {:.2?}", started.elapsed());
+        Ok(Self {
+            process,
+            client,
+            host,
+            _dir: dir,
+        })
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// An HTTP client for this registry's API.
+    pub fn client(&self) -> &RegistryClient {
+        &self.client
+    }
+
+    /// The registry's log file.
+    pub fn log_path(&self) -> &std::path::Path {
+        self.process.log_path()
+    }
+
+    /// Pushes a small random image as `repo:tag`; returns its manifest digest `sha256:<hex>`.
+    pub async fn push_image(&self, repo: &str, tag: &str) -> Result<String> {
+        self.client.push_image(repo, tag).await
+    }
+
+    /// `None` when the manifest exists, else the registry's error (`MANIFEST_UNKNOWN: manifest unknown`).
+    pub async fn manifest_status(&self, repo: &str, reference: &str) -> Result<Option<String>> {
+        self.client.manifest_status(repo, reference).await
+    }
+
+    /// Pulls a manifest; on failure returns the registry's error message (e.g. `manifest unknown`).
+    pub async fn pull_manifest(
+        &self,
+        repo: &str,
+        reference: &str,
+    ) -> std::result::Result<(), String> {
+        self.client.pull_manifest(repo, reference).await
+    }
+
+    /// Deletes a manifest by digest; `Ok(false)` when it was already gone.
+    pub async fn delete_manifest(&self, repo: &str, digest: &str) -> Result<bool> {
+        self.client.delete_manifest(repo, digest).await
+    }
+}

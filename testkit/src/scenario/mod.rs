@@ -1,0 +1,247 @@
+//! The report's scenario and the steps the end-to-end tests share: a `worker` pool of plain
+//! Node objects opted into image mode by a MachineOSConfig whose images live on the kit's
+//! registry ([`Cluster`]), the guard registered in front of it ([`guarded`]), creating the
+//! objects ([`create`]), waiting for MCO and the pools ([`wait`]), reading what happened
+//! ([`read`]), and MCO's paths beyond the report's ([`paths`]). Everything is re-exported here.
+
+pub mod create;
+pub mod paths;
+pub mod read;
+pub mod wait;
+
+pub use create::*;
+pub use paths::*;
+pub use read::*;
+pub use wait::*;
+
+use std::time::{Duration, Instant};
+
+use crate::Result;
+use crate::cli::CliRun;
+use crate::controlplane::ControlPlane;
+use crate::guard::{Guard, GuardBin};
+use crate::image_ref::ImageRef;
+use crate::mco::{self, DESIRED_IMAGE, STATE};
+use crate::registry::Registry;
+use crate::simulator::{SimConfig, Simulator};
+use crate::webhooks::register_validating_webhook;
+
+/// Label that puts a node into the worker pool.
+pub const WORKER_ROLE_LABEL: &str = "node-role.kubernetes.io/worker";
+
+/// Hash part of the pools' rendered MachineConfig names (there is no render controller here).
+pub const RENDERED_HASH: &str = "5f4c2e8b9d0a1c3e7b6f8d2a4c9e1b3d";
+
+/// Repository of the built images, as on OpenShift's internal registry.
+pub const OCB_REPO: &str = "openshift-machine-config-operator/ocb-image";
+
+/// Generous bound for each wait. At the real builder's timing ([`SimConfig::real_timing`]) a
+/// build takes 6-7 s and a delete event is handled 5 s late; a passing step needs at most ~10 s.
+pub const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Names like OpenShift's AWS worker nodes, in the order the node controller picks them.
+pub fn node_names(count: usize) -> Vec<String> {
+    let mut names: Vec<String> = (0..count)
+        .map(|i| {
+            format!(
+                "ip-10-0-{}-{}.us-east-2.compute.internal",
+                11 + 16 * i,
+                240 - 37 * (i % 6)
+            )
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// `spec.renderedImagePushSpec` for a MOSC on the harness registry.
+pub fn push_spec(registry_host: &str) -> String {
+    format!("{registry_host}/{OCB_REPO}:latest")
+}
+
+/// The rendered MachineConfig a pool made by [`create_pool`] targets.
+pub fn rendered_config(pool: &str) -> String {
+    format!("rendered-{pool}-{RENDERED_HASH}")
+}
+
+/// Everything the scenario runs on: control plane, registry, simulator, the `worker` pool and
+/// its nodes. Fields drop in order: simulator first, control plane last.
+pub struct Cluster {
+    pub sim: Simulator,
+    pub registry: Registry,
+    pub cp: ControlPlane,
+    pub client: kube::Client,
+    /// The nodes the scenario rolls out to (the seeded workers), sorted: the node controller
+    /// updates them in this order.
+    pub nodes: Vec<String>,
+}
+
+impl Cluster {
+    /// Starts control plane and registry (in parallel), the simulator with `sim`, and seeds pool
+    /// `worker` (maxUnavailable 1) with `nodes` worker nodes.
+    pub async fn seed(nodes: usize, sim: SimConfig) -> Result<Self> {
+        let started = Instant::now();
+        let (cp, registry, client) = start_servers().await?;
+        let names = node_names(nodes);
+        create_pool(&client, "worker", WORKER_ROLE_LABEL, 1).await?;
+        create_nodes(
+            &client,
+            &names,
+            WORKER_ROLE_LABEL,
+            &rendered_config("worker"),
+        )
+        .await?;
+        let sim = Simulator::start(client.clone(), registry.host(), sim)?;
+        tracing::info!("scenario: cluster seeded in {:.2?}", started.elapsed());
+        Ok(Self {
+            sim,
+            registry,
+            cp,
+            client,
+            nodes: names,
+        })
+    }
+
+    /// Starts control plane, registry and the simulator with `sim`, with no pool and no node:
+    /// the caller builds the topology (and sets [`Cluster::nodes`] to the nodes it rolls).
+    pub async fn bare(sim: SimConfig) -> Result<Self> {
+        let (cp, registry, client) = start_servers().await?;
+        let sim = Simulator::start(client.clone(), registry.host(), sim)?;
+        Ok(Self {
+            sim,
+            registry,
+            cp,
+            client,
+            nodes: Vec::new(),
+        })
+    }
+
+    /// The MOSC push spec on this cluster's registry.
+    pub fn push_spec(&self) -> String {
+        push_spec(self.registry.host())
+    }
+
+    /// Steps 1-3 of the report: hold the first worker's daemon, create MOSC `worker`, wait for the
+    /// build to succeed and the first worker to be Working with desiredImage = the new image.
+    pub async fn start_layered_rollout(&self, timeout: Duration) -> Result<Rollout> {
+        let node = self
+            .nodes
+            .first()
+            .cloned()
+            .ok_or("the cluster has no nodes")?;
+        self.start_rollout("worker", &node, timeout).await
+    }
+
+    /// Holds `node`'s daemon, creates MOSC `pool` (named as its pool), waits for the build to
+    /// succeed and `node` to be Working with desiredImage = the new image.
+    pub async fn start_rollout(
+        &self,
+        pool: &str,
+        node: &str,
+        timeout: Duration,
+    ) -> Result<Rollout> {
+        self.sim.hold(node);
+        create_mosc(&self.client, pool, &self.push_spec()).await?;
+        let build = wait_for_build(&self.client, pool, timeout).await?;
+        let client = &self.client;
+        let image = &build.image;
+        wait_for(
+            || async move {
+                let a = node_annotations(client, node).await?;
+                let working = a.get(STATE).map(String::as_str) == Some(mco::STATE_WORKING);
+                Ok((working && a.get(DESIRED_IMAGE) == Some(image)).then_some(()))
+            },
+            timeout,
+            &format!("{node} to be Working with desiredImage {image}"),
+        )
+        .await?;
+        Ok(Rollout {
+            build,
+            node: node.to_owned(),
+        })
+    }
+}
+
+/// How a layered rollout was caught: the build and the node held mid-update to its image.
+#[derive(Debug, Clone)]
+pub struct Rollout {
+    pub build: Build,
+    /// The node caught (the first worker in the report's scenario): state Working,
+    /// desiredImage = the build's image, daemon held.
+    pub node: String,
+}
+
+/// A succeeded build: its name and digested image.
+#[derive(Debug, Clone)]
+pub struct Build {
+    pub mosb: String,
+    /// `<repo>@sha256:<hex>`.
+    pub image: String,
+}
+
+impl Build {
+    /// The image split into host, repository and digest.
+    pub fn image_ref(&self) -> Result<ImageRef> {
+        ImageRef::parse(&self.image)
+    }
+}
+
+/// Control plane and registry (started in parallel), and MCO's namespace.
+async fn start_servers() -> Result<(ControlPlane, Registry, kube::Client)> {
+    let (cp, registry) = tokio::try_join!(ControlPlane::start(), Registry::start())?;
+    let client = cp.client();
+    create_mco_namespace(&client).await?;
+    Ok((cp, registry, client))
+}
+
+/// The shared per-test setup: a cluster with a 3-node `worker` pool and a simulator at the
+/// timing the test names ([`SimConfig::real_timing`] or [`SimConfig::fast`]).
+pub async fn seed(timing: SimConfig) -> Cluster {
+    Cluster::seed(3, timing).await.expect("seed cluster")
+}
+
+/// A cluster with mosc-guard running and registered, and the report's steps 1-3 done: the
+/// first worker is held mid-update to the new image.
+pub struct Guarded {
+    pub cluster: Cluster,
+    pub guard: Guard,
+    pub rollout: Rollout,
+}
+
+/// [`seed`] at `timing`, then a guard (`bin`) with `extra_args` registered as the validating webhook,
+/// then the report's steps 1-3.
+pub async fn guarded(bin: &GuardBin, timing: SimConfig, extra_args: &[&str]) -> Guarded {
+    let cluster = seed(timing).await;
+    let guard = bin
+        .serve(&cluster.cp)
+        .args(extra_args)
+        .start()
+        .await
+        .expect("mosc-guard starts");
+    register_validating_webhook(&cluster.cp, &guard)
+        .await
+        .expect("webhook registered");
+    let rollout = cluster
+        .start_layered_rollout(STEP_TIMEOUT)
+        .await
+        .expect("layered rollout starts");
+    Guarded {
+        cluster,
+        guard,
+        rollout,
+    }
+}
+
+impl Cluster {
+    /// `mosc-guard ARGS --kubeconfig <admin>` (`bin`), run as [`crate::cli`] runs it.
+    pub fn run_cli(&self, bin: &GuardBin, args: &[&str]) -> CliRun {
+        bin.cli().args(args).kubeconfig(self.cp.kubeconfig()).run()
+    }
+
+    /// `mosc-guard check TARGET EXTRA...` against the live control plane.
+    pub fn check(&self, bin: &GuardBin, target: &str, extra: &[&str]) -> CliRun {
+        let mut args = vec!["check", target];
+        args.extend_from_slice(extra);
+        self.run_cli(bin, &args)
+    }
+}

@@ -1,0 +1,289 @@
+//! What `manifests/base` renders: the documented objects, the webhook configurations, and the image tag the Makefile builds.
+
+use super::*;
+
+#[test]
+fn base_renders_the_documented_objects() {
+    let objects = rendered("base");
+    let keys: BTreeSet<_> = objects.iter().map(key).collect();
+    let want: BTreeSet<_> = [
+        ("Namespace", "", NAME),
+        ("ServiceAccount", NAMESPACE, NAME),
+        ("ClusterRole", "", NAME),
+        ("ClusterRoleBinding", "", NAME),
+        ("Role", "default", "mosc-guard-events"),
+        ("RoleBinding", "default", "mosc-guard-events"),
+        ("Role", NAMESPACE, "mosc-guard-leader-election"),
+        ("RoleBinding", NAMESPACE, "mosc-guard-leader-election"),
+        ("Service", NAMESPACE, NAME),
+        ("Deployment", NAMESPACE, NAME),
+        ("PodDisruptionBudget", NAMESPACE, NAME),
+        ("ValidatingWebhookConfiguration", "", NAME),
+        ("NetworkPolicy", NAMESPACE, NAME),
+        ("ValidatingAdmissionPolicy", "", VAP),
+        ("ValidatingAdmissionPolicyBinding", "", VAP),
+    ]
+    .into_iter()
+    .map(|(k, n, m)| (k.to_owned(), n.to_owned(), m.to_owned()))
+    .collect();
+    assert_eq!(keys, want);
+
+    // Least privilege, rule by rule.
+    let mut cluster = triples("", &["nodes"], &["get", "list", "watch"]);
+    cluster.extend(triples(
+        MCO,
+        &["machineosconfigs", "machineosbuilds", "machineconfigpools"],
+        &["get", "list", "watch"],
+    ));
+    cluster.extend(triples(MCO, &["machineosconfigs"], &["patch"]));
+    assert_eq!(rule_set(get(&objects, "ClusterRole", NAME)), cluster);
+    let events = objects
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "default")
+        .expect("events Role");
+    assert_eq!(
+        rule_set(events),
+        triples("events.k8s.io", &["events"], &["create", "patch"])
+    );
+    let leases = get(&objects, "Role", "mosc-guard-leader-election");
+    assert_eq!(
+        rule_set(leases),
+        triples(
+            "coordination.k8s.io",
+            &["leases"],
+            &["get", "create", "update"]
+        )
+    );
+    assert_eq!(granted_to_guard(&objects).len(), cluster.len() + 2 + 3);
+
+    // The Deployment.
+    let deployment = get(&objects, "Deployment", NAME);
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"], 2);
+    assert_eq!(spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], NAME);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let term = &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        [0]["podAffinityTerm"];
+    assert_eq!(term["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(
+        term["labelSelector"]["matchLabels"],
+        spec["selector"]["matchLabels"]
+    );
+    let c = container(&objects);
+    assert_eq!(c["args"], json!(SERVE_ARGS));
+    // kubelet must not kill the guard while it drains (delay) and finishes in-flight reviews
+    // (grace) after SIGTERM.
+    let seconds_of = |flag: &str| -> u64 {
+        SERVE_ARGS
+            .iter()
+            .find_map(|a| a.strip_prefix(flag)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{flag} in {SERVE_ARGS:?}"))
+    };
+    let termination = pod["terminationGracePeriodSeconds"]
+        .as_u64()
+        .expect("terminationGracePeriodSeconds");
+    assert!(
+        termination > seconds_of("--shutdown-delay") + seconds_of("--shutdown-grace"),
+        "terminationGracePeriodSeconds {termination} must exceed --shutdown-delay + --shutdown-grace"
+    );
+    assert_eq!(
+        c["env"],
+        json!([
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ])
+    );
+    assert_eq!(
+        c["ports"],
+        json!([
+            {"name": "https", "containerPort": 8443, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": 9443, "protocol": "TCP"}
+        ])
+    );
+    for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
+        assert_eq!(
+            c[probe]["httpGet"],
+            json!({"path": path, "port": "metrics", "scheme": "HTTPS"}),
+            "{probe}"
+        );
+    }
+    let sc = &c["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["capabilities"], json!({"drop": ["ALL"]}));
+    let resources = &c["resources"];
+    assert!(
+        resources["requests"]["cpu"].is_string() && resources["requests"]["memory"].is_string()
+    );
+    assert!(resources["limits"]["memory"].is_string(), "{resources}");
+    assert!(
+        resources["limits"].get("cpu").is_none(),
+        "no CPU limit: {resources}"
+    );
+    // The certificate files the arguments name are the Secret volume's.
+    let mount = &c["volumeMounts"][0];
+    assert_eq!(
+        mount,
+        &json!({"name": "tls", "mountPath": "/etc/mosc-guard/tls", "readOnly": true})
+    );
+    assert_eq!(tls_secret_name(&objects), "mosc-guard-tls");
+
+    // Service -> pods, PDB -> pods.
+    let pod_labels = &spec["template"]["metadata"]["labels"];
+    let service = get(&objects, "Service", NAME);
+    assert_eq!(&service["spec"]["selector"], pod_labels);
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([
+            {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"},
+            {"name": "metrics", "port": 9443, "targetPort": "metrics", "protocol": "TCP"}
+        ])
+    );
+    let pdb = get(&objects, "PodDisruptionBudget", NAME);
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(&pdb["spec"]["selector"]["matchLabels"], pod_labels);
+
+    // Pod Security: the namespace enforces and warns about "restricted" (the dry-run test
+    // shows the API server raises no warning for the Deployment).
+    let ns = get(&objects, "Namespace", NAME);
+    assert_eq!(
+        ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+    assert_eq!(
+        ns["metadata"]["labels"]["pod-security.kubernetes.io/warn"],
+        "restricted"
+    );
+}
+
+#[test]
+fn webhook_configurations_are_as_documented() {
+    // Through the loader the harness uses to register the guard.
+    let config = testkit::manifests::validating_webhook_configuration().expect("validating");
+    assert_eq!(config.metadata.name.as_deref(), Some(NAME));
+    let webhooks = config.webhooks.expect("webhooks");
+    assert_eq!(webhooks.len(), 1);
+    let w = &webhooks[0];
+    assert_eq!(w.name, "deletions.mosc-guard.dev");
+    assert_eq!(w.admission_review_versions, ["v1"]);
+    let service = w
+        .client_config
+        .service
+        .as_ref()
+        .expect("clientConfig.service");
+    assert_eq!(
+        (
+            service.namespace.as_str(),
+            service.name.as_str(),
+            service.path.as_deref(),
+            service.port
+        ),
+        (NAMESPACE, NAME, Some("/validate"), Some(443))
+    );
+    assert!(w.client_config.url.is_none() && w.client_config.ca_bundle.is_none());
+    let rules = w.rules.as_ref().expect("rules");
+    assert_eq!(rules.len(), 2);
+    let rule = &rules[0];
+    assert_eq!(rule.api_groups.as_deref(), Some(&[MCO.to_owned()][..]));
+    assert_eq!(rule.api_versions.as_deref(), Some(&["v1".to_owned()][..]));
+    assert_eq!(rule.operations.as_deref(), Some(&["DELETE".to_owned()][..]));
+    assert_eq!(
+        rule.resources.as_deref(),
+        Some(&["machineosconfigs".to_owned(), "machineosbuilds".to_owned()][..])
+    );
+    assert_eq!(rule.scope.as_deref(), Some("Cluster"));
+    // UPDATEs of MachineOSConfigs, narrowed by matchConditions to those that take the
+    // finalizer off an object being deleted (exercised in tests/defer_mode.rs).
+    let rule = &rules[1];
+    assert_eq!(rule.api_groups.as_deref(), Some(&[MCO.to_owned()][..]));
+    assert_eq!(rule.operations.as_deref(), Some(&["UPDATE".to_owned()][..]));
+    assert_eq!(
+        rule.resources.as_deref(),
+        Some(&["machineosconfigs".to_owned()][..])
+    );
+    let conditions = w.match_conditions.as_ref().expect("matchConditions");
+    assert_eq!(conditions.len(), 1);
+    assert!(
+        conditions[0]
+            .expression
+            .starts_with("request.operation == 'DELETE' ||")
+            && conditions[0]
+                .expression
+                .contains("'mosc-guard.dev/wait-for-rollout' in oldObject.metadata.finalizers"),
+        "{conditions:?}"
+    );
+    assert_eq!(w.failure_policy.as_deref(), Some("Fail"));
+    assert_eq!(w.side_effects, "NoneOnDryRun");
+    assert_eq!(w.timeout_seconds, Some(10));
+    assert_eq!(w.match_policy.as_deref(), Some("Equivalent"));
+
+    let config = testkit::manifests::mutating_webhook_configuration().expect("mutating");
+    assert_eq!(config.metadata.name.as_deref(), Some(NAME));
+    let webhooks = config.webhooks.expect("webhooks");
+    assert_eq!(webhooks.len(), 1);
+    let w = &webhooks[0];
+    assert_eq!(w.name, "finalizers.mosc-guard.dev");
+    assert_eq!(w.admission_review_versions, ["v1"]);
+    let service = w
+        .client_config
+        .service
+        .as_ref()
+        .expect("clientConfig.service");
+    assert_eq!(
+        (
+            service.namespace.as_str(),
+            service.name.as_str(),
+            service.path.as_deref(),
+            service.port
+        ),
+        (NAMESPACE, NAME, Some("/mutate"), Some(443))
+    );
+    let rules = w.rules.as_ref().expect("rules");
+    assert_eq!(rules.len(), 1);
+    let rule = &rules[0];
+    assert_eq!(rule.api_groups.as_deref(), Some(&[MCO.to_owned()][..]));
+    assert_eq!(rule.api_versions.as_deref(), Some(&["v1".to_owned()][..]));
+    assert_eq!(
+        rule.operations.as_deref(),
+        Some(&["CREATE".to_owned(), "UPDATE".to_owned()][..])
+    );
+    assert_eq!(
+        rule.resources.as_deref(),
+        Some(&["machineosconfigs".to_owned()][..])
+    );
+    assert_eq!(rule.scope.as_deref(), Some("Cluster"));
+    assert_eq!(w.failure_policy.as_deref(), Some("Ignore"));
+    assert_eq!(w.reinvocation_policy.as_deref(), Some("IfNeeded"));
+    assert_eq!(w.side_effects, "None");
+    assert_eq!(w.timeout_seconds, Some(5));
+    assert_eq!(w.match_policy.as_deref(), Some("Equivalent"));
+}
+
+#[test]
+fn makefile_builds_the_tag_the_manifests_deploy() {
+    let makefile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Makefile"))
+        .expect("read Makefile");
+    assert!(
+        makefile
+            .lines()
+            .any(|l| l.trim() == "IMAGE ?= quay.io/mosc-guard/mosc-guard:$(VERSION)"),
+        "Makefile's IMAGE default"
+    );
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/base/kustomization.yaml"
+    ))
+    .expect("read kustomization");
+    assert!(
+        base.contains(&format!("newTag: \"{}\"", env!("CARGO_PKG_VERSION"))),
+        "manifests/base/kustomization.yaml's newTag is the crate version"
+    );
+}
