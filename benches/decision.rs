@@ -151,6 +151,8 @@ fn cluster(n: usize, shape: Shape) -> (Snapshot, MachineOSConfig) {
                 })
                 .collect()
         },
+        machines: Vec::new(),
+        release: Some("4.20.8".to_string()),
     };
     (snapshot, mosc)
 }

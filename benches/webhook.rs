@@ -55,6 +55,7 @@ fn cluster() -> Snapshot {
             json!({"metadata": {"name": "worker"}, "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}}}}),
         )],
         nodes: (0..1_000).map(node).collect(),
+        ..Default::default()
     }
 }
 

@@ -219,7 +219,8 @@ async fn only_a_caller_with_a_client_certificate_gets_the_webhook() {
     assert!(out.success(), "{out:?}");
     let forged = |name: &str| {
         let old = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "MachineOSBuild",
-                         "metadata": {"name": name, "uid": "forged"},
+                         "metadata": {"name": name, "uid": "forged",
+                             "labels": {"machineconfiguration.openshift.io/machine-os-config": "worker"}},
                          "status": {"digestedImagePushSpec": image}});
         Review::delete(MACHINE_OS_BUILD, old)
             .uid("7d1f7c0e-0000-4000-8000-000000000002")

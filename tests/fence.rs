@@ -199,8 +199,11 @@ async fn node_lists_page_through_every_node() {
     let labels: Vec<(&str, &str)> = listed[0].labels().collect();
     assert_eq!(
         labels,
-        [("node-role.kubernetes.io/worker", "")],
-        "only the selector's label is kept"
+        [
+            ("kubernetes.io/os", "linux"),
+            ("node-role.kubernetes.io/worker", "")
+        ],
+        "only the labels membership reads are kept: the selector's and the OS label"
     );
 }
 

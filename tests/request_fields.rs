@@ -105,7 +105,9 @@ async fn a_refusal_about_a_253_character_build_is_recorded() {
             "renderedImagePushSpec": "registry.example:5000/ocb-image:worker",
         }
     }));
-    mosb.metadata.labels = Some([(mco::LABEL_MOSC.to_owned(), "worker".to_owned())].into());
+    mosb.metadata = testkit::objects::owned_by_mosc(&client, "worker", &name, None)
+        .await
+        .expect("MachineOSBuild metadata");
     mco::mosbs(&client)
         .create(&Default::default(), &mosb)
         .await

@@ -16,6 +16,7 @@ use crate::core::cluster::{ClusterVersion, Machine};
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeMeta;
 use crate::core::node::{Interner, WireMeta, WireNode};
+use crate::core::release::Rules;
 use crate::core::snapshot::Snapshot;
 
 /// Page size for list calls of the MCO kinds (a handful of objects each).
@@ -147,23 +148,50 @@ pub struct Around {
     pub versions_served: bool,
 }
 
-/// Lists Machines in every namespace and reads the ClusterVersion.
+/// Lists Machines in every namespace and reads the ClusterVersion. A ClusterVersion the guard
+/// may not read counts as an unknown release (the most cautious rules); Machines it may not list
+/// are an error where they matter (the release serves joining machines, or is unknown), and
+/// count as none on the releases that serve them nothing.
 pub async fn around_the_pools(client: &Client) -> Result<Around, LiveError> {
-    let (machines, versions) = tokio::try_join!(
+    let (machines, versions) = tokio::join!(
         list::<Machine>(client, "machines"),
         list::<ClusterVersion>(client, "clusterversions"),
-    )?;
+    );
+    let (versions, versions_served) = match versions {
+        Ok(v) => {
+            let served = v.is_some();
+            (v, served)
+        }
+        Err(e) if forbidden(&e) => {
+            tracing::warn!(error = %e, "cannot read the ClusterVersion; deciding with the most cautious rules");
+            (None, true)
+        }
+        Err(e) => return Err(e),
+    };
     let release = versions
         .as_deref()
         .unwrap_or_default()
         .iter()
         .find(|v| v.metadata.name.as_deref() == Some("version"))
         .and_then(|v| v.version().map(str::to_string));
+    let machines = match machines {
+        Err(e)
+            if forbidden(&e) && !Rules::for_version(release.as_deref()).serves_joining_machines =>
+        {
+            None
+        }
+        other => other?,
+    };
     Ok(Around {
         machines,
         release,
-        versions_served: versions.is_some(),
+        versions_served,
     })
+}
+
+/// Whether a list failed with 403 (RBAC).
+fn forbidden(e: &LiveError) -> bool {
+    matches!(e, LiveError::List { source: kube::Error::Api(s), .. } if s.code == 403)
 }
 
 /// Every node, listed now and kept lean: besides the name and image annotations, only the

@@ -45,7 +45,46 @@ pub struct ControlPlane {
     dir: TempDir,
 }
 
+/// The OpenShift release a control plane says it runs (its ClusterVersion) unless a test sets
+/// another with [`ControlPlane::set_release`]: the one the simulator's default builder models.
+pub const DEFAULT_RELEASE: &str = "4.20.8";
+
+/// Creates or updates the ClusterVersion `version` so that `status.desired.version` is
+/// `version`, as the cluster-version operator writes it.
+async fn set_release(client: &kube::Client, version: &str) -> Result<()> {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("config.openshift.io", "v1", "ClusterVersion"),
+        "clusterversions",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let object = serde_json::json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+        "metadata": {"name": "version"},
+        "spec": {"clusterID": "00000000-0000-4000-8000-000000000e2e", "channel": "stable"},
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch("version", &params, &Patch::Apply(&object))
+        .await?;
+    let status = serde_json::json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+        "metadata": {"name": "version"},
+        "status": {"desired": {"version": version},
+                   "history": [{"state": "Completed", "version": version}]},
+    });
+    api.patch_status("version", &params, &Patch::Apply(&status))
+        .await?;
+    Ok(())
+}
+
 impl ControlPlane {
+    /// Makes the cluster say it runs OpenShift `version` (its ClusterVersion), as after an
+    /// upgrade: the guard decides with that release's rules.
+    pub async fn set_release(&self, version: &str) -> Result<()> {
+        set_release(&self.client, version).await
+    }
+
     /// Starts etcd and kube-apiserver on free ports, writes an admin kubeconfig, waits for
     /// `/readyz`, applies the CRDs in `tests/crds/`, waits until they are Established and warms
     /// them up (see [`crds::install`]), so the first test requests are not slowed down.
@@ -111,6 +150,7 @@ impl ControlPlane {
         )?;
         let client = client_from_kubeconfig(&kubeconfig).await?;
         crds::install(&client).await?;
+        set_release(&client, DEFAULT_RELEASE).await?;
         let crds_ready = started.elapsed();
         // After the CRDs, so the garbage collector's first discovery already monitors them.
         let controller_manager =

@@ -16,6 +16,41 @@ pub fn image(hex_byte: &str) -> String {
     )
 }
 
+/// The metadata MCO gives a MachineOSBuild `name` of MOSC `pool`: the `machine-os-config`,
+/// `target-machine-config-pool` (and, when known, `rendered-machine-config`) labels and a
+/// controller reference to the MOSC, whose uid is read from the API server.
+pub async fn owned_by_mosc(
+    client: &kube::Client,
+    pool: &str,
+    name: &str,
+    rendered: Option<&str>,
+) -> Result<kube::api::ObjectMeta> {
+    let config = mco::moscs(client).get(pool).await?;
+    let mut labels: std::collections::BTreeMap<String, String> = [
+        (LABEL_MOSC.to_owned(), pool.to_owned()),
+        (LABEL_POOL.to_owned(), pool.to_owned()),
+    ]
+    .into();
+    if let Some(r) = rendered {
+        labels.insert(LABEL_RENDERED.to_owned(), r.to_owned());
+    }
+    Ok(kube::api::ObjectMeta {
+        name: Some(name.to_owned()),
+        labels: Some(labels),
+        owner_references: Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: format!("{}/v1", mco::GROUP),
+                kind: "MachineOSConfig".to_owned(),
+                name: pool.to_owned(),
+                uid: config.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            },
+        ]),
+        ..Default::default()
+    })
+}
+
 /// Creates MOSC `pool` and a succeeded MachineOSBuild of it whose image is `image`, with the
 /// labels, spec and status MCO 4.20 writes, and the MOSC's status naming that image.
 pub async fn create_built_mosc(client: &kube::Client, pool: &str, image: &str) -> Result<()> {
@@ -30,14 +65,7 @@ pub async fn create_built_mosc(client: &kube::Client, pool: &str, image: &str) -
             "renderedImagePushSpec": format!("{repo}:{build}"),
         }
     }));
-    mosb.metadata.labels = Some(
-        [
-            (LABEL_MOSC.to_owned(), pool.to_owned()),
-            (LABEL_POOL.to_owned(), pool.to_owned()),
-            (LABEL_RENDERED.to_owned(), rendered.clone()),
-        ]
-        .into(),
-    );
+    mosb.metadata = owned_by_mosc(client, pool, &build, Some(&rendered)).await?;
     mco::mosbs(client)
         .create(&Default::default(), &mosb)
         .await?;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mosc_guard::core::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
+use mosc_guard::core::model::{LABEL_MACHINE_OS_CONFIG, LABEL_TARGET_POOL, OVERRIDE_ANNOTATION};
 use mosc_guard::core::policy::PolicyMode;
 use mosc_guard::core::snapshot::Snapshot;
 use mosc_guard::sources::view::{ClusterView, StaticView};
@@ -42,8 +42,12 @@ fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {
 fn cluster() -> Snapshot {
     Snapshot {
         machine_os_configs: vec![parse(mosc("worker", None)), parse(mosc("infra", None))],
+        // As MCO writes it: both labels and a controller reference to the config.
         machine_os_builds: vec![parse(json!({
-            "metadata": {"name": "worker-8f2a1c", "labels": {LABEL_MACHINE_OS_CONFIG: "worker"}},
+            "metadata": {"name": "worker-8f2a1c",
+                "labels": {LABEL_MACHINE_OS_CONFIG: "worker", LABEL_TARGET_POOL: "worker"},
+                "ownerReferences": [{"apiVersion": format!("{GROUP}/v1"), "kind": "MachineOSConfig",
+                    "name": "worker", "uid": "uid-worker", "controller": true}]},
             "status": {"digestedImagePushSpec": IMAGE}
         }))],
         pools: vec![parse(
@@ -57,6 +61,8 @@ fn cluster() -> Snapshot {
                 "machineconfiguration.openshift.io/state": "Working"
             }
         }}))],
+        release: Some("4.20.8".to_string()),
+        ..Default::default()
     }
 }
 

@@ -133,7 +133,9 @@ async fn seed(cp: &ControlPlane, nodes: usize) -> (Value, Value) {
                         "renderedImagePushSpec": format!("{REPO}:{name}"),
                     }
                 }));
-            mosb.metadata.labels = Some([(mco::LABEL_MOSC.to_owned(), pool.to_owned())].into());
+            mosb.metadata = testkit::objects::owned_by_mosc(&client, pool, &name, None)
+                .await
+                .expect("MOSB metadata");
             let api = mco::mosbs(&client);
             api.create(&PostParams::default(), &mosb)
                 .await

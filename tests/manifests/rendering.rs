@@ -36,6 +36,17 @@ fn base_renders_the_documented_objects() {
         &["get", "list", "watch"],
     ));
     cluster.extend(triples(MCO, &["machineosconfigs"], &["patch"]));
+    // The release, and Machines that join the cluster: read only.
+    cluster.extend(triples(
+        "config.openshift.io",
+        &["clusterversions"],
+        &["get", "list", "watch"],
+    ));
+    cluster.extend(triples(
+        "machine.openshift.io",
+        &["machines"],
+        &["get", "list", "watch"],
+    ));
     assert_eq!(rule_set(get(&objects, "ClusterRole", NAME)), cluster);
     let events = objects
         .iter()

@@ -112,6 +112,7 @@ fn decode_cluster() -> Snapshot {
                 },
             )),
         ],
+        ..Default::default()
     }
 }
 

@@ -192,6 +192,7 @@ impl World {
                 .enumerate()
                 .map(|(i, n)| Arc::new(node(&format!("node-{i}"), n)))
                 .collect(),
+            ..Default::default()
         }
     }
 
