@@ -1,15 +1,15 @@
 //! `check`: the verdict for one MachineOSConfig or MachineOSBuild, from the live cluster or a
 //! dump, as text or JSON. Exit status 0 safe, 1 blocked, 2 error.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::args::{CheckArgs, Output};
+use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
 use crate::core::policy::{self, Deletion, PolicyMode, TargetKind};
 use crate::core::report::{self, Report};
 use crate::core::snapshot::Snapshot;
-use crate::sources::{dump, live};
+use crate::sources::live;
 
 /// Parses a `check` target.
 pub fn parse_target(target: &str) -> Result<(TargetKind, &str), CliError> {
@@ -185,18 +185,6 @@ fn all(
         }
     }
     Ok(verdicts.iter().all(|v| v.allowed))
-}
-
-/// Reads a dump; one that could not be read whole is an error unless `allow_incomplete`.
-pub(super) fn read_dump(dir: &Path, allow_incomplete: bool) -> Result<dump::Loaded, CliError> {
-    let loaded = dump::load_dir(dir)?;
-    if loaded.incomplete.is_empty() || allow_incomplete {
-        return Ok(loaded);
-    }
-    Err(CliError::Incomplete {
-        dir: dir.to_path_buf(),
-        missing: loaded.incomplete,
-    })
 }
 
 fn find<'a>(snapshot: &'a Snapshot, kind: TargetKind, name: &str) -> Option<Deletion<'a>> {

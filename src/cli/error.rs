@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use crate::cli::serve::ConfigError;
 use crate::core::policy::TargetKind;
 use crate::defer::release::ReleaseError;
 use crate::sources::dump::DumpError;
@@ -55,4 +54,23 @@ pub enum CliError {
     Release(#[from] ReleaseError),
     #[error("encoding the report: {0}")]
     Encode(#[from] serde_json::Error),
+}
+
+/// A combination of `serve` flags that cannot work.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error(
+        "--deletion-mode defer needs --policy in-flight: under in-use a settled pool's \
+         MachineOSConfig would never be released (its nodes run the image until it is deleted)"
+    )]
+    DeferNeedsInFlight,
+    #[error(
+        "--deletion-mode defer needs a live cluster (the finalizer controller writes to it), not --from-dir"
+    )]
+    DeferNeedsLiveCluster,
+    #[error(
+        "--enforcement warn is for deny mode: defer mode admits deletions already and holds them \
+         until the rollout settles"
+    )]
+    WarnNeedsDenyMode,
 }

@@ -4,6 +4,7 @@
 pub mod args;
 pub mod certs;
 pub mod check;
+mod dump;
 pub mod error;
 pub mod release;
 pub mod serve;

@@ -3,7 +3,7 @@
 //! both modes the Lease-holder's finalizer controller.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,10 +11,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::args::{ClusterArgs, ServeArgs};
-use crate::cli::check::read_dump;
-use crate::cli::error::CliError;
+use crate::cli::dump::load_static;
+use crate::cli::error::{CliError, ConfigError};
 use crate::core::policy::PolicyMode;
-use crate::core::snapshot::Snapshot;
 use crate::defer::controller;
 use crate::defer::leader::{self, LeaseSettings};
 use crate::sources::caches::Caches;
@@ -62,25 +61,6 @@ pub struct ServeConfig {
     pub lease_namespace: String,
     pub lease_name: String,
     pub identity: String,
-}
-
-/// A combination of `serve` flags that cannot work.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ConfigError {
-    #[error(
-        "--deletion-mode defer needs --policy in-flight: under in-use a settled pool's \
-         MachineOSConfig would never be released (its nodes run the image until it is deleted)"
-    )]
-    DeferNeedsInFlight,
-    #[error(
-        "--deletion-mode defer needs a live cluster (the finalizer controller writes to it), not --from-dir"
-    )]
-    DeferNeedsLiveCluster,
-    #[error(
-        "--enforcement warn is for deny mode: defer mode admits deletions already and holds them \
-         until the rollout settles"
-    )]
-    WarnNeedsDenyMode,
 }
 
 impl TryFrom<ServeArgs> for ServeConfig {
@@ -345,25 +325,6 @@ fn default_identity() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "mosc-guard".to_string());
     format!("{host}-{}", std::process::id())
-}
-
-/// The dump `serve --from-dir` decides from: one snapshot, so disagreeing copies (like an
-/// incomplete dump) need --allow-incomplete, and then the copy read last of each is served.
-fn load_static(dir: &Path, allow_incomplete: bool) -> Result<Snapshot, CliError> {
-    let loaded = read_dump(dir, allow_incomplete)?;
-    for w in loaded.warnings.iter().chain(&loaded.incomplete) {
-        tracing::warn!("{w}");
-    }
-    if let Some(note) = loaded.variant_note() {
-        if !allow_incomplete {
-            return Err(CliError::Disagreeing {
-                dir: dir.to_path_buf(),
-                note,
-            });
-        }
-        tracing::warn!("{note}; serving the copy read last of each");
-    }
-    Ok(loaded.snapshot)
 }
 
 /// Resolves on SIGTERM (kubelet stopping the pod) or Ctrl-C.
