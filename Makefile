@@ -142,16 +142,30 @@ image-test: image binaries
 	MOSC_GUARD_IMAGE=$(IMAGE) $(CARGO) test --locked --test image -- --test-threads=1
 
 ## `oc mosc-guard` / `kubectl mosc-guard`: installs the release binary as kubectl-mosc_guard
-## (kubectl's and oc's plugin name for `mosc-guard`) into $(PREFIX)/bin, and mosc-guard beside
-## it. The krew manifest is plugins/mosc-guard.yaml.
+## (the plugin file name for `mosc-guard`; oc and kubectl run it) into $(PREFIX)/bin, and as
+## mosc-guard beside it. PLUGIN_BIN=path installs that binary instead of building one. The krew
+## manifest is plugins/mosc-guard.yaml (hack/plugin-archive.sh makes its release archive).
 PREFIX ?= /usr/local
-.PHONY: install-plugin uninstall-plugin
+PLUGIN_BIN ?= target/release/mosc-guard
+.PHONY: install-plugin uninstall-plugin plugin-archive
 install-plugin:
-	$(CARGO) build --locked --release --bin mosc-guard
+	@if [ "$(PLUGIN_BIN)" = target/release/mosc-guard ]; then \
+	  $(CARGO) build --locked --release --bin mosc-guard; fi
 	install -d "$(DESTDIR)$(PREFIX)/bin"
-	install -m 0755 target/release/mosc-guard "$(DESTDIR)$(PREFIX)/bin/mosc-guard"
-	install -m 0755 target/release/mosc-guard "$(DESTDIR)$(PREFIX)/bin/kubectl-mosc_guard"
-	@echo "installed $(DESTDIR)$(PREFIX)/bin/kubectl-mosc_guard: try 'oc mosc-guard check --all' or 'kubectl mosc-guard check --all'"
+	install -m 0755 "$(PLUGIN_BIN)" "$(DESTDIR)$(PREFIX)/bin/mosc-guard"
+	install -m 0755 "$(PLUGIN_BIN)" "$(DESTDIR)$(PREFIX)/bin/kubectl-mosc_guard"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/kubectl-mosc_guard: 'oc mosc-guard check --all' or 'kubectl mosc-guard check --all' runs it"
+
+## The krew release archive (static musl binary) and its manifest with the archive's sha256,
+## into target/plugin/.
+plugin-archive: deps
+	@hack/plugin-archive.sh
+
+## The OLM bundle image (bundle/bundle.Containerfile, FROM scratch: no registry access).
+BUNDLE_IMAGE ?= quay.io/mosc-guard/mosc-guard-bundle:v$(VERSION)
+.PHONY: bundle-image
+bundle-image:
+	@IMAGE=$(BUNDLE_IMAGE) hack/image.sh bundle
 
 uninstall-plugin:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/kubectl-mosc_guard" "$(DESTDIR)$(PREFIX)/bin/mosc-guard"

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the end-to-end test harness's kube-apiserver, kube-controller-manager, etcd and registry from the pinned Go
-# modules in hack/controlplane and hack/registry, each only if its cached copy is missing.
+# modules in hack/controlplane and hack/registry, and opm (operator-registry, which validates
+# bundle/ in tests/olm.rs) from hack/opm, each only if its cached copy is missing.
 #
 # Cache: ${XDG_CACHE_HOME:-$HOME/.cache}/mosc-guard/bin/<name>-<version>, the version read from the
 # go.mod files, so bumping a module version builds a new binary. Builds go to a temporary name and
 # are renamed into place, so an interrupted build never leaves a half-written binary behind.
 #
-# Output (stdout): one `name=path` line per binary, for tests/support/binaries.rs.
-# Build progress goes to stderr; nothing but the four lines is printed when everything is cached.
+# Output (stdout): one `name=path` line per binary, for testkit/src/binaries.rs (and opm's for
+# tests/olm.rs). Build progress goes to stderr; nothing but those lines is printed when
+# everything is cached.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -39,9 +41,9 @@ find_go() {
     fi
 }
 
-# build NAME VERSION MODULE_DIR PACKAGE [EXTRA_LDFLAGS]: build PACKAGE into the cache unless present.
+# build NAME VERSION MODULE_DIR PACKAGE [EXTRA_LDFLAGS [TAGS]]: build PACKAGE into the cache unless present.
 build() {
-    local name="$1" version="$2" module_dir="$3" package="$4" extra_ldflags="${5:-}"
+    local name="$1" version="$2" module_dir="$3" package="$4" extra_ldflags="${5:-}" tags="${6:-}"
     local out="$bin_dir/$name-$version"
     if [[ ! -x "$out" ]]; then
         find_go
@@ -53,7 +55,7 @@ build() {
             local tmp="$out.tmp.$$"
             echo "build-binaries.sh: building $name $version (this can take several minutes) ..." >&2
             local start=$SECONDS
-            if ! (cd "$module_dir" && "$go_bin" build -trimpath -buildvcs=false \
+            if ! (cd "$module_dir" && "$go_bin" build -trimpath -buildvcs=false -tags="$tags" \
                 -ldflags="-s -w $extra_ldflags" -o "$tmp" "$package"); then
                 rm -f "$tmp"
                 echo "build-binaries.sh: building $name failed" >&2
@@ -69,9 +71,11 @@ build() {
 
 cp_mod="$here/controlplane/go.mod"
 reg_mod="$here/registry/go.mod"
+opm_mod="$here/opm/go.mod"
 kube_version="$(mod_version "$cp_mod" k8s.io/kubernetes)"
 etcd_version="$(mod_version "$cp_mod" go.etcd.io/etcd/server/v3)"
 registry_version="$(mod_version "$reg_mod" github.com/distribution/distribution/v3)"
+opm_version="$(mod_version "$opm_mod" github.com/operator-framework/operator-registry)"
 
 # kube-apiserver reports its version from these variables; without them it says v0.0.0-master.
 kube_minor="${kube_version#v1.}"
@@ -85,3 +89,9 @@ build kube-apiserver "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/
 # The real garbage collector (run with --controllers=garbagecollector only) acts on foregroundDeletion.
 build kube-controller-manager "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
 build registry "$registry_version" "$here/registry" github.com/distribution/distribution/v3/cmd/registry
+# opm as operator-registry's Makefile builds it (json1 for its sqlite code, the OpenPGP
+# implementation in Go instead of gpgme); `opm version` reports the pinned version.
+opm_pkg=github.com/operator-framework/operator-registry
+build opm "$opm_version" "$here/opm" "$opm_pkg/cmd/opm" \
+    "-X $opm_pkg/cmd/opm/version.opmVersion=$opm_version -X $opm_pkg/cmd/opm/version.gitCommit=$opm_version" \
+    json1,containers_image_openpgp

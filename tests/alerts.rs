@@ -235,3 +235,112 @@ fn the_rule_tests_can_fail() {
     assert!(!ok, "promtool passed rules that never fire:\n{out}");
     assert!(out.contains("FAILED"), "{out}");
 }
+
+/// Where every alert's `runbook_url` points: its section of docs/operations.md as GitHub
+/// renders it.
+const RUNBOOK_BASE: &str = "https://github.com/mosc-guard/mosc-guard/blob/main/docs/operations.md#";
+
+/// GitHub's anchor of a Markdown heading: lower case, spaces to `-`, punctuation but `-` and
+/// `_` dropped; a repeated heading gets `-1`, `-2`, ...
+fn heading_anchors(markdown: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut anchors = BTreeSet::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let Some(text) = line.strip_prefix('#') else {
+            continue;
+        };
+        if fenced {
+            continue;
+        }
+        let text = text.trim_start_matches('#').trim();
+        let slug: String = text
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        let n = seen.entry(slug.clone()).or_default();
+        anchors.insert(if *n == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{n}")
+        });
+        *n += 1;
+    }
+    anchors
+}
+
+#[test]
+fn every_alert_links_its_runbook_section_in_operations_md() {
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md"))
+            .expect("read docs/operations.md");
+    let anchors = heading_anchors(&docs);
+    assert!(
+        anchors.contains("runbooks"),
+        "docs/operations.md has a Runbooks section"
+    );
+    let spec = rule_spec();
+    for rule in alerts(&spec) {
+        let name = rule["alert"].as_str().expect("alert name");
+        let url = rule["annotations"]["runbook_url"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no runbook_url annotation"));
+        let anchor = url
+            .strip_prefix(RUNBOOK_BASE)
+            .unwrap_or_else(|| panic!("{name}: runbook_url {url} is not under {RUNBOOK_BASE}"));
+        assert_eq!(
+            anchor,
+            name.to_lowercase(),
+            "{name}: the section is named after the alert"
+        );
+        assert!(
+            anchors.contains(anchor),
+            "{name}: docs/operations.md has no heading with anchor #{anchor} ({anchors:?})"
+        );
+        // The section is a runbook: it says what the alert means and what to do.
+        let heading = format!("### {name}\n");
+        let start = docs
+            .find(&heading)
+            .unwrap_or_else(|| panic!("no `{heading}`"));
+        let section = &docs[start + heading.len()..];
+        let section = &section[..section.find("\n#").unwrap_or(section.len())];
+        for part in [
+            "**Meaning**",
+            "**Impact**",
+            "**Diagnosis**",
+            "**Mitigation**",
+        ] {
+            assert!(
+                section.contains(part),
+                "{name}: its runbook has no {part}:\n{section}"
+            );
+        }
+    }
+}
+
+#[test]
+fn heading_anchors_are_githubs() {
+    let anchors = heading_anchors(
+        "# Operating mosc-guard\n## Shutdown: the drain delay\n```\n# not a heading\n```\n### MoscGuardUnavailable\n## Install\n## Install\n",
+    );
+    let want: BTreeSet<String> = [
+        "operating-mosc-guard",
+        "shutdown-the-drain-delay",
+        "moscguardunavailable",
+        "install",
+        "install-1",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(anchors, want);
+}

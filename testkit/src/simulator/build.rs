@@ -1,62 +1,34 @@
 //! The build controller (machine-os-builder): one MachineOSBuild and one pushed image per
 //! (MOSC, rendered config), shaped as MCO 4.20 writes them, with the build's Job, ConfigMaps
 //! and Secrets ([`super::jobs`]); MOSC status; the rebuild annotation; reuse of a build when a
-//! config is rolled back; and the two delete handlers, as measured on a real 4.20 builder:
-//!
-//! - every MOSC or MOSB delete event is handled [`super::SimConfig::delete_delay`] (5 s) after
-//!   the object is gone from the API;
-//! - the MOSB-delete handler (`deleteBuilderForMachineOSBuild`) cleans the build's objects,
-//!   deletes the image (with the in-use check only while a MOSC of the MOSB's name exists) and
-//!   the digest ConfigMap. With the garbage collector, a deleted MOSC's MOSBs go ~0.1 s after
-//!   it, so this is the path that deletes their images;
-//! - the MOSC-delete handler (`deleteMachineOSConfig`) then finds no MOSB, unless a MOSB's
-//!   deletion was refused: for each MOSB the MOSC controls it deletes the image first, the digest
-//!   ConfigMap, then tries the MOSB; a failure retries the item 5 times, then drops it;
-//! - an image is deleted by its tag (`spec.renderedImagePushSpec`): the tag is resolved to a
-//!   digest and that digest deleted, which removes every tag on it (after a same-name rebuild
-//!   the tag names the new image).
+//! config is rolled back; and the two delete handlers ([`deletes`]), which are where the
+//! releases differ.
+
+mod deletes;
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::jobs::{self, MCO_NAMESPACE};
-use super::nodes::pool_members;
-use super::{Ctx, Reconciler, is_conflict, is_not_found, now_rfc3339};
+use super::{Ctx, Reconciler, is_conflict, now_rfc3339};
 use crate::Result;
 use crate::image_ref::ImageRef;
 use crate::mco::{
-    self, CURRENT_IMAGE, CURRENT_MOSB, DESIRED_IMAGE, GROUP, LABEL_MOSC, LABEL_POOL,
-    LABEL_RENDERED, REBUILD, condition_true, str_at,
+    self, CURRENT_MOSB, GROUP, LABEL_MOSC, LABEL_POOL, LABEL_RENDERED, REBUILD, condition_true,
+    str_at,
 };
+use deletes::{DeleteEvent, Queued};
 
 /// MOSB annotation naming the MOSC's push secret (4.20 writes it on every build).
 pub const PUSH_SECRET_ANNOTATION: &str =
     "machineconfiguration.openshift.io/rendered-image-push-secret";
-/// Requeues of a failing queue item before the builder drops it (`Config.MaxRetries`).
-const MAX_RETRIES: u32 = 5;
-/// First requeue delay of a failing item; it doubles with every requeue (the rate limiter's
-/// 5 ms * 2^n).
-const RETRY_BASE: Duration = Duration::from_millis(5);
-
-/// An informer delete event, with the object's last state.
-enum DeleteEvent {
-    Mosc(DynamicObject),
-    Mosb(DynamicObject),
-}
-
-/// A delete event waiting in the builder's queue.
-struct Queued {
-    event: DeleteEvent,
-    due: Instant,
-    requeues: u32,
-}
 
 pub(super) struct BuildController {
     ctx: Ctx,
@@ -89,251 +61,6 @@ impl BuildController {
         }
     }
 
-    /// The informer delete events: MOSCs and MOSBs seen before that are gone now (or replaced
-    /// by a new object of the same name), queued for the builder's delete delay.
-    fn queue_deletions(&mut self, world: &World) {
-        let due = Instant::now() + self.ctx.cfg.delete_delay;
-        let live_moscs = by_name(&world.moscs);
-        let live_mosbs = by_name(&world.mosbs);
-        for (name, seen) in std::mem::replace(&mut self.seen_moscs, live_moscs) {
-            if !same_object(self.seen_moscs.get(&name), &seen) {
-                tracing::info!(
-                    "sim build: MachineOSConfig {name} is gone from the API; its delete event is \
-                     handled in {:?}",
-                    self.ctx.cfg.delete_delay
-                );
-                self.queue.push(Queued {
-                    event: DeleteEvent::Mosc(seen),
-                    due,
-                    requeues: 0,
-                });
-            }
-        }
-        for (name, seen) in std::mem::replace(&mut self.seen_mosbs, live_mosbs) {
-            if !same_object(self.seen_mosbs.get(&name), &seen) {
-                tracing::info!(
-                    "sim build: MachineOSBuild {name} is gone from the API; its delete event is \
-                     handled in {:?}",
-                    self.ctx.cfg.delete_delay
-                );
-                self.builds
-                    .remove(&seen.metadata.uid.clone().unwrap_or_default());
-                self.queue.push(Queued {
-                    event: DeleteEvent::Mosb(seen),
-                    due,
-                    requeues: 0,
-                });
-            }
-        }
-    }
-
-    /// Handles the delete events that are due, requeueing a failed one (rate-limited) up to
-    /// [`MAX_RETRIES`] times, then dropping it. MOSC events wait while the cleanup is held.
-    async fn handle_due_deletions(&mut self, world: &World) {
-        let hold = self.ctx.knobs(|k| k.hold_cleanup);
-        let now = Instant::now();
-        let (due, waiting): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut self.queue)
-            .into_iter()
-            .partition(|q| q.due <= now && !(hold && matches!(q.event, DeleteEvent::Mosc(_))));
-        self.queue = waiting;
-        for mut item in due {
-            let (what, result) = match &item.event {
-                DeleteEvent::Mosc(mosc) => (
-                    format!(
-                        "MachineOSConfig {}",
-                        mosc.metadata.name.as_deref().unwrap_or_default()
-                    ),
-                    self.machine_os_config_deleted(mosc, world).await,
-                ),
-                DeleteEvent::Mosb(mosb) => (
-                    format!(
-                        "MachineOSBuild {}",
-                        mosb.metadata.name.as_deref().unwrap_or_default()
-                    ),
-                    self.machine_os_build_deleted(mosb, world).await,
-                ),
-            };
-            let Err(e) = result else { continue };
-            if item.requeues < MAX_RETRIES {
-                tracing::info!(
-                    "sim build: handling the delete event of {what} failed (requeue {} of \
-                     {MAX_RETRIES}): {e}",
-                    item.requeues + 1
-                );
-                item.due = Instant::now() + RETRY_BASE * 2u32.pow(item.requeues);
-                item.requeues += 1;
-                self.queue.push(item);
-            } else {
-                tracing::warn!(
-                    "sim build: dropping the delete event of {what} after {MAX_RETRIES} \
-                     requeues: {e}"
-                );
-            }
-        }
-    }
-
-    /// `deleteMachineOSConfig`: for every MOSB with the MOSC's two labels that the deleted MOSC
-    /// controls (`metav1.IsControlledBy`), [`Self::delete_machine_os_build`]. Usually the
-    /// garbage collector has deleted them all already and there is nothing to do.
-    async fn machine_os_config_deleted(&self, mosc: &DynamicObject, world: &World) -> Result<()> {
-        let name = mosc.metadata.name.clone().unwrap_or_default();
-        let uid = mosc.metadata.uid.clone().unwrap_or_default();
-        let pool = str_at(&mosc.data, &["spec", "machineConfigPool", "name"]).unwrap_or_default();
-        let selector = format!("{LABEL_POOL}={pool},{LABEL_MOSC}={name}");
-        let builds = mco::mosbs(&self.ctx.client)
-            .list(&ListParams::default().labels(&selector))
-            .await?
-            .items;
-        tracing::info!(
-            "sim build: removing the MachineOSBuild(s) of deleted MachineOSConfig {name}: {} found",
-            builds.len()
-        );
-        for build in &builds {
-            let build_name = build.metadata.name.as_deref().unwrap_or_default();
-            if !controlled_by(build, &uid) {
-                tracing::info!(
-                    "sim build: skipping MachineOSBuild {build_name}: not controlled by the \
-                     deleted MachineOSConfig {name} (uid {uid})"
-                );
-                continue;
-            }
-            self.delete_machine_os_build(build, world).await?;
-        }
-        Ok(())
-    }
-
-    /// The MOSB-delete handler (`deleteBuilderForMachineOSBuild`): the build's Job, ConfigMaps
-    /// and Secrets, then the image ([`Self::delete_mosb_image`]), then the digest ConfigMap.
-    async fn machine_os_build_deleted(&self, mosb: &DynamicObject, world: &World) -> Result<()> {
-        let name = mosb.metadata.name.clone().unwrap_or_default();
-        jobs::clean_build_objects(&self.ctx, mosb).await?;
-        let Some(mosc) = label(mosb, LABEL_MOSC) else {
-            tracing::warn!(
-                "sim build: MachineOSBuild {name} has no {LABEL_MOSC} label; cannot delete its image"
-            );
-            return Ok(());
-        };
-        self.delete_mosb_image(mosb, &mosc, world).await?;
-        jobs::delete_digest_configmap(&self.ctx, &name).await
-    }
-
-    /// `deleteMachineOSBuild`: the image first ([`Self::delete_mosb_image`]), the digest
-    /// ConfigMap, then the MOSB itself (which the guard may refuse: that is the error).
-    async fn delete_machine_os_build(&self, mosb: &DynamicObject, world: &World) -> Result<()> {
-        let name = mosb.metadata.name.clone().unwrap_or_default();
-        let mosc = label(mosb, LABEL_MOSC).unwrap_or_else(|| "<unknown MachineOSConfig>".into());
-        self.delete_mosb_image(mosb, &mosc, world).await?;
-        jobs::delete_digest_configmap(&self.ctx, &name).await?;
-        self.delete_mosb(&name, &format!("for MachineOSConfig {mosc}"))
-            .await
-    }
-
-    /// `deleteMOSBImage`: while a MOSC named `mosc` exists (any uid, terminating or not), MCO
-    /// 4.20's in-use check keeps the image if a node of the MOSB's target pool has the MOSB's
-    /// `status.digestedImagePushSpec` as current or desired image, compared as exact strings
-    /// (a missing annotation and a missing field are both ""); otherwise the image of
-    /// `spec.renderedImagePushSpec` is deleted by its tag. Once the MOSC is gone there is no check.
-    async fn delete_mosb_image(
-        &self,
-        mosb: &DynamicObject,
-        mosc: &str,
-        world: &World,
-    ) -> Result<()> {
-        let name = mosb.metadata.name.clone().unwrap_or_default();
-        let mosc_exists = world
-            .moscs
-            .iter()
-            .any(|m| m.metadata.name.as_deref() == Some(mosc));
-        if mosc_exists && self.ctx.cfg.in_use_check {
-            let pool_name = label(mosb, LABEL_POOL).unwrap_or_default();
-            let pool = world
-                .pools
-                .iter()
-                .find(|p| p.metadata.name.as_deref() == Some(pool_name.as_str()))
-                .ok_or_else(|| {
-                    format!(
-                        "could not get MachineConfigPool {pool_name:?} of MachineOSBuild {name}"
-                    )
-                })?;
-            let digested = str_at(&mosb.data, &["status", "digestedImagePushSpec"]).unwrap_or("");
-            let users: Vec<&str> = pool_members(pool, &world.pools, &world.nodes)
-                .into_iter()
-                .filter(|n| {
-                    raw_annotation(n, CURRENT_IMAGE) == digested
-                        || raw_annotation(n, DESIRED_IMAGE) == digested
-                })
-                .filter_map(|n| n.metadata.name.as_deref())
-                .collect();
-            if !users.is_empty() {
-                tracing::info!(
-                    "sim build: keeping the image of {name} ({digested:?}): applied on or desired \
-                     by {} (4.20 in-use check)",
-                    users.join(", ")
-                );
-                return Ok(());
-            }
-        } else if !mosc_exists {
-            tracing::info!(
-                "sim build: MachineOSConfig {mosc} is gone: deleting the image of {name} with no \
-                 in-use check"
-            );
-        }
-        let Some(tagged) = str_at(&mosb.data, &["spec", "renderedImagePushSpec"]) else {
-            return Ok(());
-        };
-        self.delete_image_by_tag(tagged, &name).await
-    }
-
-    /// Deletes an image by its tag, as containers/image does for a registry that is not the
-    /// internal one: resolves the tag to a digest and deletes that manifest, which removes
-    /// every tag on it. A tag or manifest already gone is tolerated.
-    async fn delete_image_by_tag(&self, tagged: &str, mosb: &str) -> Result<()> {
-        let r = ImageRef::parse(tagged)?;
-        if r.host != self.ctx.registry.host() {
-            return Err(format!(
-                "could not delete image {tagged} of {mosb}: pinging container registry {}: \
-                 connection refused",
-                r.host
-            )
-            .into());
-        }
-        let reference = r
-            .tag
-            .clone()
-            .or_else(|| r.digest.clone())
-            .unwrap_or_default();
-        let Some(digest) = self.ctx.registry.resolve(&r.repo, &reference).await? else {
-            tracing::info!("sim build: image {tagged} of {mosb} not found; nothing to delete");
-            return Ok(());
-        };
-        if self.ctx.registry.delete_manifest(&r.repo, &digest).await? {
-            tracing::info!(
-                "sim build: deleted image {tagged} ({}) of {mosb} from the registry",
-                r.with_digest(&digest)
-            );
-        }
-        Ok(())
-    }
-
-    async fn delete_mosb(&self, name: &str, why: &str) -> Result<()> {
-        let api = mco::mosbs(&self.ctx.client);
-        // No propagation policy, as MCO: the MOSB's own foregroundDeletion finalizer applies.
-        match self
-            .ctx
-            .write(
-                &format!("deleting MachineOSBuild {name}"),
-                api.delete(name, &DeleteParams::default()),
-            )
-            .await
-        {
-            Ok(_) => {
-                tracing::info!("sim build: deleted MachineOSBuild {name} ({why})");
-                Ok(())
-            }
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(format!("could not delete MachineOSBuild {name} ({why}): {e}").into()),
-        }
-    }
 
     /// Builds for one MOSC: create its MOSB, finish the build, point the MOSC at the result.
     async fn sync_mosc(&mut self, mosc: &DynamicObject, world: &World) -> Result<()> {
@@ -690,18 +417,6 @@ impl Reconciler for BuildController {
     }
 }
 
-/// Objects by name.
-fn by_name(objects: &[DynamicObject]) -> HashMap<String, DynamicObject> {
-    objects
-        .iter()
-        .filter_map(|o| Some((o.metadata.name.clone()?, o.clone())))
-        .collect()
-}
-
-/// Whether `live` is the object `seen` (same uid), not a new one of the same name or none.
-fn same_object(live: Option<&DynamicObject>, seen: &DynamicObject) -> bool {
-    live.is_some_and(|l| l.metadata.uid == seen.metadata.uid)
-}
 
 fn label(obj: &DynamicObject, key: &str) -> Option<String> {
     obj.metadata
@@ -711,14 +426,6 @@ fn label(obj: &DynamicObject, key: &str) -> Option<String> {
         .cloned()
 }
 
-/// A node annotation as Go's map index reads it: "" when absent.
-fn raw_annotation<'a>(node: &'a Node, key: &str) -> &'a str {
-    node.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map_or("", String::as_str)
-}
 
 /// Whether `obj`'s controller ownerReference names `uid` (4.20's cleanup test since the
 /// same-name recreate fix).

@@ -78,7 +78,7 @@ async fn update(ctx: &Ctx, node: &Node) -> Result<()> {
     }
     let annotations = match (&desired_image, &current_image) {
         (Some(image), current) if current.as_ref() != Some(image) => {
-            match pull(ctx, &name, image).await {
+            match pull(ctx, &format!("daemon {name}"), image, || ctx.is_held(&name)).await {
                 Pull::Held => return Ok(()),
                 Pull::Ok => {
                     tracing::info!("sim daemon {name}: rebased to {image}; Done");
@@ -123,19 +123,22 @@ async fn update(ctx: &Ctx, node: &Node) -> Result<()> {
     }
 }
 
-enum Pull {
+/// How a pull of the desired image ended.
+pub(super) enum Pull {
     Ok,
+    /// Stopped because the node (or machine) is held.
     Held,
     /// The node's degraded reason.
     Failed(String),
 }
 
-/// `rpm-ostree rebase ostree-unverified-registry:<image>`: pulls the manifest, retrying.
-async fn pull(ctx: &Ctx, node: &str, image: &str) -> Pull {
+/// `rpm-ostree rebase ostree-unverified-registry:<image>` by `who` (a node's daemon, or a
+/// machine's first boot): pulls the manifest, retrying; stops early while `held()`.
+pub(super) async fn pull(ctx: &Ctx, who: &str, image: &str, held: impl Fn() -> bool) -> Pull {
     let attempts = ctx.cfg.pull_retries + 1;
     let mut last_error = String::new();
     for attempt in 1..=attempts {
-        if ctx.is_held(node) {
+        if held() {
             return Pull::Held;
         }
         let result = match ImageRef::parse(image) {
@@ -158,7 +161,7 @@ async fn pull(ctx: &Ctx, node: &str, image: &str) -> Pull {
             Ok(()) => return Pull::Ok,
             Err(e) => {
                 tracing::info!(
-                    "sim daemon {node}: pull attempt {attempt}/{attempts} of {image} failed: {e}"
+                    "sim {who}: pull attempt {attempt}/{attempts} of {image} failed: {e}"
                 );
                 last_error = e;
             }

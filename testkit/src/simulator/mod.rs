@@ -1,21 +1,26 @@
-//! An MCO 4.20 simulator: the parts of the machine-config-operator that matter for MachineOSConfig
-//! deletion, acting only through the real API server and the real registry, and writing only
-//! objects a real 4.20 API server accepts (`tests/crds/`, written from openshift/api release-4.20's
-//! published schema).
+//! An MCO simulator: the parts of the machine-config-operator (and of the Machine API) that matter
+//! for MachineOSConfig deletion, acting only through the real API server and the real registry,
+//! and writing only objects a real API server accepts (`tests/crds/`, written from openshift/api's
+//! published schema). It plays one [`Release`] ([`Simulator::start_on`]; 4.20, the seed's, by
+//! default): what differs between releases is in [`crate::release`].
 //!
-//! Four polling loops, each level-triggered from what the API server shows:
+//! Five polling loops, each level-triggered from what the API server shows:
 //! - [`build`]: the machine-os-builder. Builds (MOSB, its Job, ConfigMaps and Secrets in
 //!   `openshift-machine-config-operator` ([`jobs`]), and the pushed image) for each MOSC, shaped as
 //!   4.20 writes them; MOSC status; rebuilds and rollbacks; and its delete handlers as measured
 //!   on a real 4.20 builder: delete events handled [`SimConfig::delete_delay`] late, the
 //!   MOSB-delete path deleting a gone MOSC's images (no in-use check), the MOSC-delete path
 //!   (image first, then the MOSB, 5 retries) for MOSBs whose deletion was refused, images deleted
-//!   by tag;
+//!   by tag; 4.19's cleanup by label and 4.23's in-use check on the build's pool;
 //! - [`nodes`]: the node controller, targeting nodes only once a Succeeded build for the pool's
 //!   current rendered config matches the MOSC's image, honouring maxUnavailable, never reverting
 //!   a node that is mid-update (the 4.20 bug);
 //! - [`daemon`]: one machine-config-daemon per node, pulling the desired image from the registry;
-//! - [`pools`]: MachineConfigPool status as MCO computes it, build waits and failures included.
+//! - [`pools`]: MachineConfigPool status as MCO computes it, build waits and failures included;
+//! - [`machines`]: the Machine API provisioning Machines (Provisioning, Provisioned, Running) and
+//!   their first boot: the Ignition the Machine Config Server serves ([`mcs`]: on 4.21 and later
+//!   with the pool's layered image), the image pulled by digest, the Node registered, or a first
+//!   boot that fails and leaves the Machine Provisioned with no Node.
 //!
 //! Pool membership everywhere is MCO's (`pkg/helpers`: [`crate::mco::primary_pool`]).
 //!
@@ -27,14 +32,19 @@
 //! This is test harness code, not product code: it shares nothing with the mosc-guard crate.
 
 mod build;
+mod config;
 mod daemon;
 mod jobs;
+mod machines;
+mod mcs;
 mod nodes;
 mod pools;
 
+pub use config::SimConfig;
 pub use jobs::{JOB_UID_ANNOTATION, MCO_NAMESPACE, digest_configmap_name, job_name};
+pub use machines::{BootOutcome, FirstBoot};
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,69 +53,7 @@ use tokio::task::JoinHandle;
 
 use crate::Result;
 use crate::registry_client::RegistryClient;
-
-/// Timing and behaviour of the simulated MCO. Every test says which timing it runs at:
-/// [`SimConfig::real_timing`] (also `Default`), the machine-os-builder's own timing, or
-/// [`SimConfig::fast`] for suites that run many rollouts or faults (soak, chaos).
-#[derive(Debug, Clone)]
-pub struct SimConfig {
-    /// How long a daemon waits (drain, reboot prep) before its first pull of a new image.
-    pub pull_delay: Duration,
-    /// Extra pull attempts after the first failed one (MCO: about 5 over ~75 s).
-    pub pull_retries: u32,
-    /// Pause between pull attempts.
-    pub retry_interval: Duration,
-    /// How often each loop reads the API server.
-    pub poll_interval: Duration,
-    /// How long a build runs between MOSB creation and its image being pushed (at least until
-    /// the next second, so that buildEnd is later than buildStart). [`Simulator::set_build_delay`]
-    /// changes it at run time. Keep it longer than [`SimConfig::delete_delay`], as every real
-    /// build is: a same-name rebuild (a MOSC deleted and recreated, the rebuild annotation)
-    /// pushes to the old build's tag, and a rebuild finished before the old build's delete event
-    /// is handled would have its new image deleted by that tag.
-    pub build_delay: Duration,
-    /// How long after a MOSC or MOSB is gone from the API its delete event is handled: the
-    /// machine-os-builder queues every event with its `UpdateDelay`, 5 s in 4.20.
-    pub delete_delay: Duration,
-    /// MCO 4.20's in-use check before it deletes a MOSB's image while the MOSC exists (on by
-    /// default; off models a stale informer cache that misses the node).
-    pub in_use_check: bool,
-}
-
-impl SimConfig {
-    /// The real machine-os-builder's timing where a verdict can depend on it: delete events
-    /// handled 5 s late, builds of 6 s (a real one takes minutes, 17-22 s with an instant
-    /// builder pod; what matters is that it outlasts the delete delay). The node daemons stay
-    /// quick (drain, reboot and rpm-ostree's ~75 s of retries take well under a second each),
-    /// which only shortens a rollout.
-    pub fn real_timing() -> Self {
-        Self {
-            build_delay: Duration::from_secs(6),
-            delete_delay: Duration::from_secs(5),
-            ..Self::fast()
-        }
-    }
-
-    /// Everything in milliseconds (the harness's timing before the real builder was
-    /// measured), delete events handled after 100 ms: for suites that run many rollouts.
-    pub fn fast() -> Self {
-        Self {
-            pull_delay: Duration::from_millis(200),
-            pull_retries: 3,
-            retry_interval: Duration::from_millis(200),
-            poll_interval: Duration::from_millis(100),
-            build_delay: Duration::from_millis(300),
-            delete_delay: Duration::from_millis(100),
-            in_use_check: true,
-        }
-    }
-}
-
-impl Default for SimConfig {
-    fn default() -> Self {
-        Self::real_timing()
-    }
-}
+pub use crate::release::Release;
 
 /// What a test can switch while the simulator runs.
 #[derive(Debug, Default)]
@@ -124,6 +72,13 @@ struct Knobs {
     rejected: Vec<String>,
     /// MOSC delete events the build controller has not handled yet.
     pending_cleanups: usize,
+    /// Machines whose first boot waits after fetching its Ignition, before pulling the image.
+    held_machines: HashSet<String>,
+    /// Machine name -> its first boot so far.
+    boots: BTreeMap<String, FirstBoot>,
+    /// Images (digested) the in-use check kept from deletion: on 4.23 once the MOSC is gone,
+    /// leaked.
+    kept: Vec<String>,
 }
 
 /// What every loop shares.
@@ -132,6 +87,7 @@ struct Ctx {
     client: kube::Client,
     registry: RegistryClient,
     cfg: SimConfig,
+    release: Release,
     knobs: Arc<Mutex<Knobs>>,
 }
 
@@ -145,6 +101,13 @@ impl Ctx {
 
     fn is_held(&self, node: &str) -> bool {
         self.knobs(|k| k.held.contains(node))
+    }
+
+    fn update_knobs(&self, change: impl FnOnce(&mut Knobs)) {
+        match self.knobs.lock() {
+            Ok(mut k) => change(&mut k),
+            Err(poisoned) => change(&mut poisoned.into_inner()),
+        }
     }
 
     fn build_delay(&self) -> Duration {
@@ -177,21 +140,36 @@ impl Ctx {
 pub struct Simulator {
     tasks: Vec<JoinHandle<()>>,
     knobs: Arc<Mutex<Knobs>>,
+    release: Release,
 }
 
 impl Simulator {
-    /// Starts the simulator's loops on the current tokio runtime. `registry_host` (`127.0.0.1:PORT`)
-    /// is the only registry it pushes to, pulls from or deletes in.
+    /// [`Simulator::start_on`] 4.20, the seed's release (the control plane's default
+    /// ClusterVersion).
     pub fn start(client: kube::Client, registry_host: &str, cfg: SimConfig) -> Result<Self> {
+        Self::start_on(Release::V4_20, client, registry_host, cfg)
+    }
+
+    /// Starts the simulator's loops on the current tokio runtime, behaving as `release`'s MCO
+    /// (the caller makes the ClusterVersion say so: [`crate::scenario::Cluster::seed_on`]).
+    /// `registry_host` (`127.0.0.1:PORT`) is the only registry it pushes to, pulls from or
+    /// deletes in.
+    pub fn start_on(
+        release: Release,
+        client: kube::Client,
+        registry_host: &str,
+        cfg: SimConfig,
+    ) -> Result<Self> {
         crate::init_tracing();
         let ctx = Ctx {
             client,
             registry: RegistryClient::new(registry_host)?,
             cfg,
+            release,
             knobs: Arc::default(),
         };
         tracing::info!(
-            "sim: MCO 4.20 simulator started (registry {registry_host}, {:?})",
+            "sim: MCO {release} simulator started (registry {registry_host}, {:?})",
             ctx.cfg
         );
         let tasks = vec![
@@ -211,11 +189,22 @@ impl Simulator {
                 ctx.clone(),
                 pools::PoolStatus::new(ctx.clone()),
             ),
+            spawn_loop(
+                "machine-api",
+                ctx.clone(),
+                machines::MachineApi::new(ctx.clone()),
+            ),
         ];
         Ok(Self {
             tasks,
             knobs: ctx.knobs,
+            release,
         })
+    }
+
+    /// The release this simulator plays.
+    pub fn openshift_release(&self) -> Release {
+        self.release
     }
 
     fn knobs(&self, change: impl FnOnce(&mut Knobs)) {
@@ -285,18 +274,47 @@ impl Simulator {
     /// How many MOSC delete events the build controller has still to handle (queued for
     /// [`SimConfig::delete_delay`], held, or being retried).
     pub fn pending_cleanups(&self) -> usize {
-        match self.knobs.lock() {
-            Ok(k) => k.pending_cleanups,
-            Err(poisoned) => poisoned.into_inner().pending_cleanups,
-        }
+        self.read(|k| k.pending_cleanups)
     }
 
     /// Every write the API server refused as invalid so far (422), with its message. A
     /// faithful simulator makes none: tests assert this is empty.
     pub fn rejected_writes(&self) -> Vec<String> {
+        self.read(|k| k.rejected.clone())
+    }
+
+    /// Machine `name`'s first boot, once its Ignition was fetched, holding after that fetch and
+    /// before the image is pulled (the Node does not register meanwhile).
+    pub fn hold_machine(&self, name: &str) {
+        self.knobs(|k| {
+            k.held_machines.insert(name.to_owned());
+        });
+        tracing::info!("sim: holding the first boot of machine {name}");
+    }
+
+    /// Lets machine `name`'s first boot go on.
+    pub fn release_machine(&self, name: &str) {
+        self.knobs(|k| {
+            k.held_machines.remove(name);
+        });
+        tracing::info!("sim: releasing the first boot of machine {name}");
+    }
+
+    /// Machine `name`'s first boot, once it fetched its Ignition.
+    pub fn first_boot(&self, name: &str) -> Option<FirstBoot> {
+        self.read(|k| k.boots.get(name).cloned())
+    }
+
+    /// The digested images MCO's in-use check kept from deletion so far (on 4.23, after the
+    /// MOSC is gone, they stay in the registry: leaked).
+    pub fn kept_images(&self) -> Vec<String> {
+        self.read(|k| k.kept.clone())
+    }
+
+    fn read<T>(&self, read: impl FnOnce(&Knobs) -> T) -> T {
         match self.knobs.lock() {
-            Ok(k) => k.rejected.clone(),
-            Err(poisoned) => poisoned.into_inner().rejected.clone(),
+            Ok(k) => read(&k),
+            Err(poisoned) => read(&poisoned.into_inner()),
         }
     }
 
