@@ -55,10 +55,20 @@ pub fn denial(v: &Verdict) -> String {
             1 => ("that image", "the node", "fails"),
             _ => ("those images", "the nodes", "fail"),
         };
-        let _ = writeln!(
-            out,
-            "Deleting it now removes {images} from the registry and {nodes} {fail} \"manifest unknown\" (the pool goes Degraded)."
-        );
+        if v.rules.keeps_in_use_images {
+            // 4.23's MOSB-delete path keeps an image the build's own pool uses (#6348), so
+            // "removes" would be wrong for exactly the node named above.
+            let _ = writeln!(
+                out,
+                "Deleting it now leaves {images} to MCO {}'s in-use check, which keeps (and leaks) an image only while its cache shows a node of the build's own pool using it, spelled exactly so; a node it misses fails \"manifest unknown\" (the pool goes Degraded).",
+                v.rules.row
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "Deleting it now removes {images} from the registry and {nodes} {fail} \"manifest unknown\" (the pool goes Degraded)."
+            );
+        }
         if !v.joining.is_empty() {
             let _ = writeln!(out, "{}", joining_advice(v));
         }

@@ -83,3 +83,70 @@ pub async fn wait_can_i(
     )
     .await
 }
+
+/// The RBAC a deny-mode guard running as user `user` needs, and nothing more: read nodes, the
+/// three MCO kinds, the ClusterVersion and (4.21 on, joining machines) Machines in every
+/// namespace; patch MachineOSConfigs (only to remove a leftover defer-mode finalizer); record
+/// its Events (about cluster-scoped objects, so in `default`). The same grants as
+/// `manifests/base/rbac.yaml`, bound to a User.
+pub fn guard_rbac(user: &str) -> String {
+    format!(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {user}-reader}}
+rules:
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [get, list, watch]
+- apiGroups: [machineconfiguration.openshift.io]
+  resources: [machineosconfigs, machineosbuilds, machineconfigpools]
+  verbs: [get, list, watch]
+- apiGroups: [config.openshift.io]
+  resources: [clusterversions]
+  verbs: [get, list, watch]
+- apiGroups: [machine.openshift.io]
+  resources: [machines]
+  verbs: [get, list, watch]
+- apiGroups: [machineconfiguration.openshift.io]
+  resources: [machineosconfigs]
+  verbs: [patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {user}-reader}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {user}-reader}}
+subjects:
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: {user}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: {user}-events, namespace: default}}
+rules:
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {user}-events, namespace: default}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {user}-events}}
+subjects:
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: {user}}}
+"#
+    )
+}
+
+/// Grants user `user` [`guard_rbac`], waits until it is in effect (it may list Machines and may
+/// not read Secrets), and writes its kubeconfig into `dir`: a guard started with it runs with
+/// least privilege.
+pub async fn restricted_guard_kubeconfig(
+    cp: &ControlPlane,
+    user: &str,
+    dir: &Path,
+) -> Result<PathBuf> {
+    apply(cp, &guard_rbac(user)).await?;
+    wait_can_i(cp, "list", "machines.machine.openshift.io", user, true).await?;
+    wait_can_i(cp, "list", "secrets", user, false).await?;
+    kubeconfig(cp, user, dir)
+}

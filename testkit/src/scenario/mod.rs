@@ -2,14 +2,20 @@
 //! Node objects opted into image mode by a MachineOSConfig whose images live on the kit's
 //! registry ([`Cluster`]), the guard registered in front of it ([`guarded`]), creating the
 //! objects ([`create`]), waiting for MCO and the pools ([`wait`]), reading what happened
-//! ([`read`]), and MCO's paths beyond the report's ([`paths`]). Everything is re-exported here.
+//! ([`read`]), MCO's paths beyond the report's ([`paths`]), and machines joining a pool
+//! ([`machines`]). Everything is re-exported here.
+//!
+//! A cluster plays one OpenShift release ([`Cluster::seed_on`]; 4.20, the seed's, by default):
+//! its ClusterVersion says it and the simulator behaves as it.
 
 pub mod create;
+pub mod machines;
 pub mod paths;
 pub mod read;
 pub mod wait;
 
 pub use create::*;
+pub use machines::*;
 pub use paths::*;
 pub use read::*;
 pub use wait::*;
@@ -23,6 +29,7 @@ use crate::guard::{Guard, GuardBin};
 use crate::image_ref::ImageRef;
 use crate::mco::{self, DESIRED_IMAGE, STATE};
 use crate::registry::Registry;
+use crate::release::Release;
 use crate::simulator::{SimConfig, Simulator};
 use crate::webhooks::register_validating_webhook;
 
@@ -74,14 +81,22 @@ pub struct Cluster {
     /// The nodes the scenario rolls out to (the seeded workers), sorted: the node controller
     /// updates them in this order.
     pub nodes: Vec<String>,
+    /// The OpenShift release the cluster plays.
+    pub release: Release,
 }
 
 impl Cluster {
-    /// Starts control plane and registry (in parallel), the simulator with `sim`, and seeds pool
-    /// `worker` (maxUnavailable 1) with `nodes` worker nodes.
+    /// [`Cluster::seed_on`] 4.20, the seed's release.
     pub async fn seed(nodes: usize, sim: SimConfig) -> Result<Self> {
+        Self::seed_on(Release::V4_20, nodes, sim).await
+    }
+
+    /// Starts control plane and registry (in parallel), makes the ClusterVersion say `release`,
+    /// starts the simulator as `release`'s MCO with `sim`, and seeds pool `worker`
+    /// (maxUnavailable 1) with `nodes` worker nodes.
+    pub async fn seed_on(release: Release, nodes: usize, sim: SimConfig) -> Result<Self> {
         let started = Instant::now();
-        let (cp, registry, client) = start_servers().await?;
+        let (cp, registry, client) = start_servers(release).await?;
         let names = node_names(nodes);
         create_pool(&client, "worker", WORKER_ROLE_LABEL, 1).await?;
         create_nodes(
@@ -91,28 +106,39 @@ impl Cluster {
             &rendered_config("worker"),
         )
         .await?;
-        let sim = Simulator::start(client.clone(), registry.host(), sim)?;
-        tracing::info!("scenario: cluster seeded in {:.2?}", started.elapsed());
+        let sim = Simulator::start_on(release, client.clone(), registry.host(), sim)?;
+        tracing::info!(
+            "scenario: cluster seeded on OpenShift {release} in {:.2?}",
+            started.elapsed()
+        );
         Ok(Self {
             sim,
             registry,
             cp,
             client,
             nodes: names,
+            release,
         })
     }
 
-    /// Starts control plane, registry and the simulator with `sim`, with no pool and no node:
-    /// the caller builds the topology (and sets [`Cluster::nodes`] to the nodes it rolls).
+    /// [`Cluster::bare_on`] 4.20, the seed's release.
     pub async fn bare(sim: SimConfig) -> Result<Self> {
-        let (cp, registry, client) = start_servers().await?;
-        let sim = Simulator::start(client.clone(), registry.host(), sim)?;
+        Self::bare_on(Release::V4_20, sim).await
+    }
+
+    /// Starts control plane, registry and the simulator as `release`'s MCO with `sim`, with no
+    /// pool and no node: the caller builds the topology (and sets [`Cluster::nodes`] to the nodes
+    /// it rolls).
+    pub async fn bare_on(release: Release, sim: SimConfig) -> Result<Self> {
+        let (cp, registry, client) = start_servers(release).await?;
+        let sim = Simulator::start_on(release, client.clone(), registry.host(), sim)?;
         Ok(Self {
             sim,
             registry,
             cp,
             client,
             nodes: Vec::new(),
+            release,
         })
     }
 
@@ -186,18 +212,29 @@ impl Build {
     }
 }
 
-/// Control plane and registry (started in parallel), and MCO's namespace.
-async fn start_servers() -> Result<(ControlPlane, Registry, kube::Client)> {
+/// Control plane and registry (started in parallel), the ClusterVersion saying `release`, and
+/// MCO's namespace.
+async fn start_servers(release: Release) -> Result<(ControlPlane, Registry, kube::Client)> {
     let (cp, registry) = tokio::try_join!(ControlPlane::start(), Registry::start())?;
+    if release.version() != crate::controlplane::DEFAULT_RELEASE {
+        cp.set_release(release.version()).await?;
+    }
     let client = cp.client();
     create_mco_namespace(&client).await?;
     Ok((cp, registry, client))
 }
 
-/// The shared per-test setup: a cluster with a 3-node `worker` pool and a simulator at the
+/// The shared per-test setup: a 4.20 cluster with a 3-node `worker` pool and a simulator at the
 /// timing the test names ([`SimConfig::real_timing`] or [`SimConfig::fast`]).
 pub async fn seed(timing: SimConfig) -> Cluster {
-    Cluster::seed(3, timing).await.expect("seed cluster")
+    seed_on(Release::V4_20, timing).await
+}
+
+/// [`seed`] on `release`.
+pub async fn seed_on(release: Release, timing: SimConfig) -> Cluster {
+    Cluster::seed_on(release, 3, timing)
+        .await
+        .unwrap_or_else(|e| panic!("seed a {release} cluster: {e}"))
 }
 
 /// A cluster with mosc-guard running and registered, and the report's steps 1-3 done: the
@@ -211,7 +248,17 @@ pub struct Guarded {
 /// [`seed`] at `timing`, then a guard (`bin`) with `extra_args` registered as the validating webhook,
 /// then the report's steps 1-3.
 pub async fn guarded(bin: &GuardBin, timing: SimConfig, extra_args: &[&str]) -> Guarded {
-    let cluster = seed(timing).await;
+    guarded_on(bin, Release::V4_20, timing, extra_args).await
+}
+
+/// [`guarded`] on a cluster playing `release`.
+pub async fn guarded_on(
+    bin: &GuardBin,
+    release: Release,
+    timing: SimConfig,
+    extra_args: &[&str],
+) -> Guarded {
+    let cluster = seed_on(release, timing).await;
     let guard = bin
         .serve(&cluster.cp)
         .args(extra_args)

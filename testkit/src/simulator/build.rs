@@ -24,7 +24,7 @@ use crate::mco::{
     self, CURRENT_MOSB, GROUP, LABEL_MOSC, LABEL_POOL, LABEL_RENDERED, REBUILD, condition_true,
     str_at,
 };
-use deletes::{DeleteEvent, Queued};
+use deletes::Queued;
 
 /// MOSB annotation naming the MOSC's push secret (4.20 writes it on every build).
 pub const PUSH_SECRET_ANNOTATION: &str =
@@ -60,7 +60,6 @@ impl BuildController {
             builds: HashMap::new(),
         }
     }
-
 
     /// Builds for one MOSC: create its MOSB, finish the build, point the MOSC at the result.
     async fn sync_mosc(&mut self, mosc: &DynamicObject, world: &World) -> Result<()> {
@@ -401,11 +400,7 @@ impl Reconciler for BuildController {
         };
         self.queue_deletions(&world);
         self.handle_due_deletions(&world).await;
-        let pending = self
-            .queue
-            .iter()
-            .filter(|q| matches!(q.event, DeleteEvent::Mosc(_)))
-            .count();
+        let pending = self.pending_cleanups();
         if let Ok(mut k) = self.ctx.knobs.lock() {
             k.pending_cleanups = pending;
         }
@@ -417,7 +412,6 @@ impl Reconciler for BuildController {
     }
 }
 
-
 fn label(obj: &DynamicObject, key: &str) -> Option<String> {
     obj.metadata
         .labels
@@ -425,7 +419,6 @@ fn label(obj: &DynamicObject, key: &str) -> Option<String> {
         .and_then(|l| l.get(key))
         .cloned()
 }
-
 
 /// Whether `obj`'s controller ownerReference names `uid` (4.20's cleanup test since the
 /// same-name recreate fix).

@@ -50,6 +50,27 @@ fn denial_message_is_actionable() {
 }
 
 #[test]
+fn on_4_23_the_denial_leaves_the_image_to_mcos_in_use_check() {
+    let mut snap = Cluster::report().snapshot();
+    snap.release = Some("4.23.0".into());
+    let mosc = snap.machine_os_config("worker").expect("worker");
+    let msg = message::denial(&evaluate(
+        &snap,
+        Deletion::MachineOSConfig(mosc),
+        PolicyMode::InFlight,
+    ));
+    assert!(
+        msg.contains(
+            "Deleting it now leaves that image to MCO 4.23's in-use check, which keeps (and leaks) an image \
+             only while its cache shows a node of the build's own pool using it, spelled exactly so; \
+             a node it misses fails \"manifest unknown\" (the pool goes Degraded).\n"
+        ),
+        "{msg}"
+    );
+    assert!(!msg.contains("removes that image"), "{msg}");
+}
+
+#[test]
 fn denial_lists_five_nodes_then_counts_the_rest() {
     let mut c = Cluster::report();
     c.nodes = (0..8)

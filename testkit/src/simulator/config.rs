@@ -1,0 +1,76 @@
+//! [`SimConfig`]: the simulated MCO's timing and behaviour switches.
+
+use std::time::Duration;
+
+/// Timing and behaviour of the simulated MCO. Every test says which timing it runs at:
+/// [`SimConfig::real_timing`] (also `Default`), the machine-os-builder's own timing, or
+/// [`SimConfig::fast`] for suites that run many rollouts or faults (soak, chaos).
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// How long a daemon waits (drain, reboot prep) before its first pull of a new image.
+    pub pull_delay: Duration,
+    /// Extra pull attempts after the first failed one (MCO: about 5 over ~75 s).
+    pub pull_retries: u32,
+    /// Pause between pull attempts.
+    pub retry_interval: Duration,
+    /// How often each loop reads the API server.
+    pub poll_interval: Duration,
+    /// How long a build runs between MOSB creation and its image being pushed (at least until
+    /// the next second, so that buildEnd is later than buildStart). [`super::Simulator::set_build_delay`]
+    /// changes it at run time. Keep it longer than [`SimConfig::delete_delay`], as every real
+    /// build is: a same-name rebuild (a MOSC deleted and recreated, the rebuild annotation)
+    /// pushes to the old build's tag, and a rebuild finished before the old build's delete event
+    /// is handled would have its new image deleted by that tag.
+    pub build_delay: Duration,
+    /// How long after a MOSC or MOSB is gone from the API its delete event is handled: the
+    /// machine-os-builder queues every event with its `UpdateDelay`, 5 s in 4.20.
+    pub delete_delay: Duration,
+    /// MCO's in-use check before it deletes a MOSB's image (while the MOSC exists; on 4.23
+    /// whenever the build's pool exists). On by default; off models a stale informer cache that
+    /// misses the node.
+    pub in_use_check: bool,
+    /// How long a Machine stays Provisioning before its cloud instance exists (Provisioned).
+    pub provision_delay: Duration,
+    /// How long a Provisioned machine takes to boot and fetch its Ignition from the Machine
+    /// Config Server; its first boot then pulls the served image and registers the Node.
+    pub boot_delay: Duration,
+}
+
+impl SimConfig {
+    /// The real machine-os-builder's timing where a verdict can depend on it: delete events
+    /// handled 5 s late, builds of 6 s (a real one takes minutes, 17-22 s with an instant
+    /// builder pod; what matters is that it outlasts the delete delay). The node daemons stay
+    /// quick (drain, reboot and rpm-ostree's ~75 s of retries take well under a second each),
+    /// which only shortens a rollout; so do the machines (a real one boots in minutes): a test
+    /// that needs one caught between its Ignition and its Node holds it
+    /// ([`super::Simulator::hold_machine`]).
+    pub fn real_timing() -> Self {
+        Self {
+            build_delay: Duration::from_secs(6),
+            delete_delay: Duration::from_secs(5),
+            ..Self::fast()
+        }
+    }
+
+    /// Everything in milliseconds (the harness's timing before the real builder was
+    /// measured), delete events handled after 100 ms: for suites that run many rollouts.
+    pub fn fast() -> Self {
+        Self {
+            pull_delay: Duration::from_millis(200),
+            pull_retries: 3,
+            retry_interval: Duration::from_millis(200),
+            poll_interval: Duration::from_millis(100),
+            build_delay: Duration::from_millis(300),
+            delete_delay: Duration::from_millis(100),
+            in_use_check: true,
+            provision_delay: Duration::from_millis(300),
+            boot_delay: Duration::from_millis(300),
+        }
+    }
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self::real_timing()
+    }
+}
