@@ -12,6 +12,9 @@ need curl curl
 need git git
 # promtool unit-tests the PrometheusRule (tests/alerts.rs).
 need promtool prometheus
+# `make image` builds the container image with buildah; tests/image.rs runs it with podman.
+need buildah buildah
+need podman podman
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}" >&2
@@ -42,6 +45,14 @@ for component in rustfmt clippy; do
     rustup component add "$component" >/dev/null
   fi
 done
+
+# The container image's static binary (hack/image-context.sh). Without it `make test` says the
+# image tests are skipped and why (hack/image.sh ci); the rest of the suite does not need it.
+if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl; then
+  echo "installing rust target x86_64-unknown-linux-musl" >&2
+  rustup target add x86_64-unknown-linux-musl >/dev/null ||
+    echo "warning: could not add x86_64-unknown-linux-musl; the image tests will be skipped" >&2
+fi
 
 # `make lint` runs `cargo deny check licenses bans sources` (deny.toml). Built from crates.io
 # once into ~/.cargo/bin (a few minutes); later runs find it there.

@@ -71,7 +71,7 @@ pub fn table(verdicts: &[Verdict]) -> String {
         .iter()
         .map(|v| {
             let (delete, why) = if !v.allowed {
-                ("refused", message::summary(v))
+                ("refused", format!("{}{}", message::summary(v), named(v)))
             } else if v.overridden() {
                 (
                     "allowed",
@@ -106,6 +106,27 @@ pub fn table(verdicts: &[Verdict]) -> String {
             "{:w0$}  {:w1$}  {:w2$}  {}\n",
             r[0], r[1], r[2], r[3]
         ));
+    }
+    out
+}
+
+/// `: a, b, c (+N more)`: the nodes, then the joining machines, a refusal waits for, so one
+/// line of `check --all` says where to look; empty when it waits only for a pool.
+fn named(v: &Verdict) -> String {
+    const SHOWN: usize = 3;
+    let names: Vec<&str> = v
+        .blocking
+        .iter()
+        .map(|b| b.node.as_str())
+        .chain(v.joining.iter().map(|m| m.machine.as_str()))
+        .collect();
+    if names.is_empty() {
+        return String::new();
+    }
+    let more = names.len().saturating_sub(SHOWN);
+    let mut out = format!(": {}", names[..names.len().min(SHOWN)].join(", "));
+    if more > 0 {
+        out.push_str(&format!(" (+{more} more)"));
     }
     out
 }

@@ -159,7 +159,7 @@ impl<V: ClusterView> Reviewer<V> {
             user = req.user_info.username.as_deref().unwrap_or_default(),
             dry_run = req.dry_run,
             override_reason = override_of(req).unwrap_or_default(),
-            result = ?decided.outcome,
+            result = %decided.outcome.label(),
             blocking_nodes = decided.blocking_nodes,
             latency_ms = elapsed.as_secs_f64() * 1000.0,
             "admission decision"

@@ -14,7 +14,12 @@ async fn rendered_objects_pass_server_side_dry_run() {
     kubectl_ok(&cp, &["apply", "-f", "-"], Some(&namespaces_json(&base))).await;
     // The openshift component's console dashboard lives in openshift-config-managed, which
     // every OpenShift cluster has.
-    kubectl_ok(&cp, &["create", "namespace", "openshift-config-managed"], None).await;
+    kubectl_ok(
+        &cp,
+        &["create", "namespace", "openshift-config-managed"],
+        None,
+    )
+    .await;
 
     for dir in DIRS {
         let yaml = render_yaml(dir).expect("render");
