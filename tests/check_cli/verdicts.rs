@@ -65,6 +65,9 @@ fn rolling_pool_blocks_in_json() {
             // Updating, 0 of 3 machines updated.
             "rollingPools": [{"pool": "worker", "image": IMAGE, "pendingNodes": 3, "nextNodes": WORKERS,
                               "updatedMachines": 0, "machines": 3}],
+            "joiningMachines": [],
+            // The must-gather's ClusterVersion.
+            "release": {"version": "4.20.8", "rules": "4.20"},
             "warnings": null,
         }),
         "{run:?}"
