@@ -48,11 +48,13 @@ demo: deps binaries
 	@$(CARGO) build --locked --quiet --bin mosc-guard
 	@$(CARGO) run --locked --quiet --example demo
 
-## Criterion benchmarks: one decision at 5,000 and 50,000 nodes, and one HTTPS round trip
-## against a no-op webhook (see BENCHMARKS.md).
+## Criterion benchmarks: one decision at 5,000 and 50,000 nodes, one HTTPS round trip
+## against a no-op webhook, and reading a dump of real nodes against hostile nesting (see
+## BENCHMARKS.md).
 bench: deps
 	$(CARGO) bench --locked --bench decision
 	$(CARGO) bench --locked --bench webhook
+	$(CARGO) bench --locked --bench dump
 
 ## The cluster benchmark (BENCHMARKS.md): NODES realistic nodes on a real kube-apiserver with
 ## CHURN node status updates per node per hour, the release guard measured against an allow-all

@@ -15,6 +15,8 @@ need promtool prometheus
 # `make image` builds the container image with buildah; tests/image.rs runs it with podman.
 need buildah buildah
 need podman podman
+# musl-gcc compiles ring's C and assembly parts for the image's static musl binary.
+need musl-gcc musl-tools
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}" >&2

@@ -22,8 +22,8 @@ use crate::tls::{ensure_crypto_provider, https_client};
 use crate::{Result, init_tracing, temp_dir};
 use crate::{crds, kubectl};
 
-/// Field manager the harness uses for server-side apply.
-pub const FIELD_MANAGER: &str = "mosc-guard-e2e";
+/// Field manager the harness uses for server-side apply (defined with the CRDs it first applies).
+pub use crate::crds::FIELD_MANAGER;
 
 /// A running etcd + kube-apiserver + garbage collector. Dropping it stops all three and removes
 /// their data.
@@ -275,7 +275,7 @@ impl ControlPlane {
         *lock(&self.etcd) = process;
         let https = https_client(&self.pki.ca_pem())?;
         let server = self.server.clone();
-        crate::scenario::wait_for(
+        crate::poll::wait_for(
             || {
                 let (https, url) = (https.clone(), format!("{server}/readyz"));
                 async move { probe::ready(&https, &url).await.map(Some) }

@@ -8,7 +8,9 @@ use k8s_openapi::jiff::{self, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 
 use crate::Result;
-use crate::controlplane::FIELD_MANAGER;
+
+/// Field manager the harness uses for server-side apply.
+pub const FIELD_MANAGER: &str = "mosc-guard-e2e";
 
 /// Applies every CRD, waits until each is Established, then [`warm_up`]s them.
 pub async fn install(client: &kube::Client) -> Result<()> {

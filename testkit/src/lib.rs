@@ -32,6 +32,7 @@ pub mod mco;
 pub mod net;
 pub mod objects;
 pub mod pki;
+pub mod poll;
 pub mod probe;
 pub mod process;
 pub mod realistic;
