@@ -215,7 +215,14 @@ async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
     .await
     .expect("Event recorded");
 
-    // The allow was confirmed by a fresh read (node list, MOSB list) with these credentials.
+    // The garbage collector then deletes infra's build (the MOSC controls it), which the guard
+    // allows too: wait for it, so both allows are counted.
+    let infra_build = format!("infra-{}", &infra_image[infra_image.len() - 12..]);
+    testkit::poll::wait_gone(&mco::mosbs(&client), &infra_build, Duration::from_secs(30))
+        .await
+        .expect("infra's build garbage-collected");
+
+    // Each allow was confirmed by a fresh read (node list, MOSB list) with these credentials.
     let metrics = guard.metrics().await.expect("GET /metrics");
     // Sum of a counter over the series whose labels include `label`.
     let count = |name: &str, label: &str| -> f64 {
@@ -232,8 +239,9 @@ async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
             count(decisions, "result=\"allowed\""),
             count("mosc_guard_confirmations_total", "result=\"confirmed\""),
         ),
-        (2.0, 1.0, 1.0),
-        "two denials (dry run and real), one allow confirmed by a fresh read:\n{metrics}"
+        (2.0, 2.0, 2.0),
+        "two denials (dry run and real), two allows (infra's MOSC, then its build deleted by the \
+         garbage collector), each confirmed by a fresh read:\n{metrics}"
     );
 
     guard.stop();
