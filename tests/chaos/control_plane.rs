@@ -34,11 +34,12 @@ async fn control_plane_restart(which: &str) {
     }
     let mut unready: Option<(String, Vec<String>)> = None;
     while killed.elapsed() < down {
-        if unready.is_none()
-            && let Some((503, body)) = guard.readyz().await
-        {
+        if unready.is_none() {
+            // Metrics first, as in guard_cut_off: staleness only grows during the outage.
             let metrics = guard.metrics().await.unwrap_or_default();
-            unready = Some((body, stale_caches(&metrics)));
+            if let Some((503, body)) = guard.readyz().await {
+                unready = Some((body, stale_caches(&metrics)));
+            }
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

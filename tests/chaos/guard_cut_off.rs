@@ -65,11 +65,13 @@ async fn guard_cut_off(how: Cut) {
             during.push(format!("{name}: {}", first_line(&refused)));
         }
         attempts += 1;
-        if unready.is_none()
-            && let Some((503, body)) = guard.readyz().await
-        {
+        if unready.is_none() {
+            // Metrics first: caches only turn stale during the outage, so every cache the
+            // metrics call stale is also stale when /readyz answers a moment later.
             let metrics = guard.metrics().await.unwrap_or_default();
-            unready = Some((body, stale_caches(&metrics), cut.elapsed()));
+            if let Some((503, body)) = guard.readyz().await {
+                unready = Some((body, stale_caches(&metrics), cut.elapsed()));
+            }
         }
         if at_check.is_none() && cut.elapsed() >= check_at {
             at_check = Some(readiness_now(&guard, cut).await);
@@ -153,7 +155,7 @@ async fn guard_cut_off(how: Cut) {
 /// /readyz status and body, and the stale caches /metrics names, now.
 async fn readiness_now(guard: &Guard, since: Instant) -> (u16, String, Vec<String>, Duration) {
     let at = since.elapsed();
-    let (status, body) = guard.readyz().await.unwrap_or_default();
     let metrics = guard.metrics().await.unwrap_or_default();
+    let (status, body) = guard.readyz().await.unwrap_or_default();
     (status, body, stale_caches(&metrics), at)
 }
