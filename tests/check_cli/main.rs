@@ -7,10 +7,14 @@
 //!
 //! One test binary: the fixtures and the run helpers are here, the tests in [`verdicts`] (safe,
 //! blocked, overridden, noisy trees), [`errors`] (bad targets, directories, arguments, API
-//! servers) and [`dumps`] (a must-gather dump read whole or not, disagreeing copies).
+//! servers), [`dumps`] (a must-gather dump read whole or not, disagreeing copies),
+//! [`releases`] (the rules by the dump's ClusterVersion, upgrades in flight) and [`pipeline`]
+//! (MCO's own build pipeline: a superseded build, a stopped rollout).
 
 mod dumps;
 mod errors;
+mod pipeline;
+mod releases;
 mod verdicts;
 
 use std::fs;

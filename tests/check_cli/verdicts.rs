@@ -67,7 +67,7 @@ fn rolling_pool_blocks_in_json() {
                               "updatedMachines": 0, "machines": 3}],
             "joiningMachines": [],
             // The must-gather's ClusterVersion.
-            "release": {"version": "4.20.8", "rules": "4.20"},
+            "release": {"version": "4.20.8", "alsoRunning": [], "upgrading": false, "rules": ["4.20"]},
             "warnings": null,
         }),
         "{run:?}"
