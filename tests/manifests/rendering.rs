@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// MCO's machine-os-builder, as the webhook configuration and the guard name it.
+const MOB: &str = mosc_guard::core::model::MACHINE_OS_BUILDER_USER;
+
 #[test]
 fn base_renders_the_documented_objects() {
     let objects = rendered("base");
@@ -109,6 +112,7 @@ fn base_renders_the_documented_objects() {
         json!([
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "MOSC_GUARD_MCO_USER", "value": MOB},
         ])
     );
     assert_eq!(
@@ -181,7 +185,11 @@ fn webhook_configurations_are_as_documented() {
     let config = testkit::manifests::validating_webhook_configuration().expect("validating");
     assert_eq!(config.metadata.name.as_deref(), Some(NAME));
     let webhooks = config.webhooks.expect("webhooks");
-    assert_eq!(webhooks.len(), 1);
+    assert_eq!(
+        webhooks.len(),
+        2,
+        "the enforcing webhook and the one observing MCO"
+    );
     let w = &webhooks[0];
     assert_eq!(w.name, "deletions.mosc-guard.dev");
     assert_eq!(w.admission_review_versions, ["v1"]);
@@ -221,12 +229,23 @@ fn webhook_configurations_are_as_documented() {
         Some(&["machineosconfigs".to_owned()][..])
     );
     let conditions = w.match_conditions.as_ref().expect("matchConditions");
-    assert_eq!(conditions.len(), 1);
+    assert_eq!(conditions.len(), 2);
+    // MCO's own requests never reach the enforcing webhook (docs/policy.md, section 10).
+    assert_eq!(
+        (
+            conditions[0].name.as_str(),
+            conditions[0].expression.as_str()
+        ),
+        (
+            "not-mco",
+            format!("request.userInfo.username != '{MOB}'").as_str()
+        )
+    );
     assert!(
-        conditions[0]
+        conditions[1]
             .expression
             .starts_with("request.operation == 'DELETE' ||")
-            && conditions[0]
+            && conditions[1]
                 .expression
                 .contains("'mosc-guard.dev/wait-for-rollout' in oldObject.metadata.finalizers"),
         "{conditions:?}"
@@ -235,6 +254,35 @@ fn webhook_configurations_are_as_documented() {
     assert_eq!(w.side_effects, "NoneOnDryRun");
     assert_eq!(w.timeout_seconds, Some(10));
     assert_eq!(w.match_policy.as_deref(), Some("Equivalent"));
+    // The observing webhook: MCO's deletions only, never refused even when the guard is down.
+    let o = &webhooks[1];
+    assert_eq!(o.name, "mco-deletions.mosc-guard.dev");
+    assert_eq!(
+        o.client_config
+            .service
+            .as_ref()
+            .and_then(|s| s.path.as_deref()),
+        Some("/validate")
+    );
+    let rules = o.rules.as_ref().expect("rules");
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        rules[0].operations.as_deref(),
+        Some(&["DELETE".to_owned()][..])
+    );
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&["machineosconfigs".to_owned(), "machineosbuilds".to_owned()][..])
+    );
+    let only_mco = o.match_conditions.as_ref().expect("matchConditions");
+    assert_eq!(only_mco.len(), 1);
+    assert_eq!(
+        only_mco[0].expression,
+        format!("request.userInfo.username == '{MOB}'")
+    );
+    assert_eq!(o.failure_policy.as_deref(), Some("Ignore"));
+    assert_eq!(o.side_effects, "NoneOnDryRun");
+    assert!(o.timeout_seconds.is_some_and(|t| t <= 5), "{o:?}");
 
     let config = testkit::manifests::mutating_webhook_configuration().expect("mutating");
     assert_eq!(config.metadata.name.as_deref(), Some(NAME));
@@ -296,5 +344,69 @@ fn makefile_builds_the_tag_the_manifests_deploy() {
     assert!(
         base.contains(&format!("newTag: \"{}\"", env!("CARGO_PKG_VERSION"))),
         "manifests/base/kustomization.yaml's newTag is the crate version"
+    );
+}
+
+/// `components/mco-user`: one value in an overlay sets the MCO user in all three places (the
+/// enforcing webhook's exclusion, the observing webhook's selection, the guard's
+/// MOSC_GUARD_MCO_USER), and the ConfigMap carrying it is not rendered.
+#[test]
+fn the_mco_user_component_sets_the_user_everywhere_from_one_value() {
+    // kustomize takes only relative paths to other kustomizations: the overlay lives two levels
+    // below the repository (target/ exists whatever CARGO_TARGET_DIR says: it is made here).
+    let parent = testkit::repo_root().join("target");
+    std::fs::create_dir_all(&parent).expect("target/");
+    let dir = tempfile::Builder::new()
+        .prefix("mco-user-overlay")
+        .tempdir_in(&parent)
+        .expect("overlay dir");
+    let example = testkit::repo_root().join("manifests/components/mco-user/mco-user.example.yaml");
+    let text = std::fs::read_to_string(&example).expect("example");
+    let user = "system:serviceaccount:mco-elsewhere:image-builder";
+    assert!(text.contains(MOB), "the example names the default user");
+    std::fs::write(dir.path().join("mco-user.yaml"), text.replace(MOB, user)).expect("write");
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        concat!(
+            "resources: [../../manifests/overlays/openshift, mco-user.yaml]\n",
+            "components: [../../manifests/components/mco-user]\n",
+        ),
+    )
+    .expect("write kustomization");
+    let objects = rendered(dir.path().to_str().expect("utf-8 path"));
+    let config = get(&objects, "ValidatingWebhookConfiguration", NAME);
+    let expressions: Vec<&str> = config["webhooks"]
+        .as_array()
+        .expect("webhooks")
+        .iter()
+        .flat_map(|w| w["matchConditions"].as_array().into_iter().flatten())
+        .map(|c| str_of(&c["expression"], "expression"))
+        .filter(|e| e.contains("userInfo"))
+        .collect();
+    assert_eq!(
+        expressions,
+        [
+            format!("request.userInfo.username != '{user}'"),
+            format!("request.userInfo.username == '{user}'")
+        ]
+    );
+    let env = container(&objects)["env"].as_array().expect("env");
+    let mco = env
+        .iter()
+        .find(|e| e["name"] == "MOSC_GUARD_MCO_USER")
+        .expect("MOSC_GUARD_MCO_USER");
+    assert_eq!(mco["value"], user);
+    assert!(
+        objects
+            .iter()
+            .all(|o| o["metadata"]["name"] != "mosc-guard-mco-user"),
+        "the local-config ConfigMap stays out of the output"
+    );
+    // Without the component, every place names the machine-os-builder.
+    let base = rendered("overlays/openshift");
+    let env = container(&base)["env"].as_array().expect("env").clone();
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "MOSC_GUARD_MCO_USER" && e["value"] == MOB)
     );
 }
