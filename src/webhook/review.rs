@@ -94,6 +94,11 @@ impl McoUsers {
         )
     }
 
+    /// MCO's machine-os-builder alone: the default, as `serve --mco-user` has it.
+    pub fn machine_os_builder() -> Self {
+        Self::new([crate::core::model::MACHINE_OS_BUILDER_USER.to_string()])
+    }
+
     /// Whether `req` was sent by one of them.
     pub fn sent(&self, req: &Request) -> bool {
         req.user_info
@@ -121,11 +126,12 @@ impl<V: ClusterView> Reviewer<V> {
             events: None,
             confirmations: Coalesced::default(),
             event_limiter: EventLimiter::default(),
-            mco_users: McoUsers::default(),
+            mco_users: McoUsers::machine_os_builder(),
         }
     }
 
-    /// Admits every request of these users, MCO's own (see [`McoUsers`]).
+    /// Admits every request of these users, MCO's own (see [`McoUsers`]; by default the
+    /// machine-os-builder).
     pub fn with_mco_users(mut self, users: McoUsers) -> Self {
         self.mco_users = users;
         self
@@ -505,7 +511,104 @@ fn override_of(req: &Request) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
     use crate::core::message::Printable;
+    use crate::core::model::MACHINE_OS_BUILDER_USER;
+    use crate::core::release::ClusterRelease;
+    use crate::core::snapshot::Snapshot;
+    use crate::sources::view::StaticView;
+
+    const IMAGE: &str =
+        "quay.io/ocp/ocb@sha256:01971adebd63aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+    /// A build whose image a node is still rolling to.
+    fn build() -> serde_json::Value {
+        json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSBuild",
+            "metadata": {"name": "worker-1", "uid": "b-1",
+                "labels": {"machineconfiguration.openshift.io/machine-os-config": "worker"}},
+            "status": {"digestedImagePushSpec": IMAGE}})
+    }
+
+    fn reviewer(users: Option<McoUsers>) -> Reviewer<StaticView> {
+        let snapshot = Snapshot {
+            machine_os_builds: vec![Arc::new(serde_json::from_value(build()).expect("build"))],
+            nodes: vec![Arc::new(
+                serde_json::from_value(json!({"metadata": {"name": "n1", "annotations": {
+                    "machineconfiguration.openshift.io/desiredImage": IMAGE}}}))
+                .expect("node"),
+            )],
+            release: ClusterRelease::given("4.20.8"),
+            ..Default::default()
+        };
+        let r = Reviewer::new(
+            StaticView(Arc::new(snapshot)),
+            PolicyMode::InFlight,
+            Arc::new(Metrics::default()),
+            Duration::from_secs(1),
+        );
+        match users {
+            Some(u) => r.with_mco_users(u),
+            None => r,
+        }
+    }
+
+    fn delete_by(user: &str) -> Request {
+        let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u-1", "kind": {"group": "machineconfiguration.openshift.io", "version": "v1", "kind": "MachineOSBuild"},
+                "resource": {"group": "machineconfiguration.openshift.io", "version": "v1", "resource": "machineosbuilds"},
+                "name": "worker-1", "operation": "DELETE", "userInfo": {"username": user},
+                "oldObject": build(), "dryRun": false}});
+        admission::decode(&serde_json::to_vec(&body).expect("json")).expect("review")
+    }
+
+    #[tokio::test]
+    async fn mcos_own_deletion_is_admitted_whatever_the_verdict_and_others_are_not() {
+        let r = reviewer(None);
+        let mco = r.review(&delete_by(MACHINE_OS_BUILDER_USER)).await;
+        assert!(mco.allowed, "{mco:?}");
+        assert!(
+            mco.result
+                .message
+                .contains("mosc-guard would have refused it"),
+            "the Event's note keeps the refusal: {}",
+            mco.result.message
+        );
+        let admin = r.review(&delete_by("kube:admin")).await;
+        assert!(!admin.allowed, "{admin:?}");
+        let metrics = r.metrics.render(&[], &[], true);
+        assert!(
+            metrics.contains(
+                "mosc_guard_admission_decisions_total{resource=\"machineosbuilds\",result=\"mco-would-deny\"} 1"
+            ) && metrics.contains(
+                "mosc_guard_admission_decisions_total{resource=\"machineosbuilds\",result=\"denied\"} 1"
+            ),
+            "{metrics}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_mco_users_are_configurable_and_can_be_none() {
+        let other = "system:serviceaccount:mco:builder";
+        let r = reviewer(Some(McoUsers::new([other.to_string(), " ".to_string()])));
+        assert!(r.review(&delete_by(other)).await.allowed);
+        assert!(!r.review(&delete_by(MACHINE_OS_BUILDER_USER)).await.allowed);
+        let nobody = reviewer(Some(McoUsers::new([String::new()])));
+        assert!(
+            !nobody
+                .review(&delete_by(MACHINE_OS_BUILDER_USER))
+                .await
+                .allowed
+        );
+        assert!(
+            !nobody.review(&delete_by("")).await.allowed,
+            "a blank user is nobody's"
+        );
+    }
 
     #[test]
     fn control_characters_are_escaped_for_the_log() {
