@@ -25,6 +25,12 @@
 //!   still does. Reported with the denial messages bucketed, not asserted.
 //! - **stranded**: once a trial's rollout has settled, its MachineOSConfig must be gone and
 //!   carry no mosc-guard finalizer; a final sweep checks every MachineOSConfig again.
+//! - **liveness**: from the moment the oracle first sees the MachineOSConfig safe to delete (no
+//!   node needing its images, its pool not rolling one out), the deletion is allowed (deny) or
+//!   the object is gone (defer) within [`LIVENESS_BOUND`]; a trial that never settles, or whose
+//!   set-up fails, is a failure too, so a guard that refuses everything fails the soak.
+//! - **MCO refused**: no request of the simulated machine-os-builder (which acts as MCO's own
+//!   service account, through the webhook) is refused.
 //!
 //! `MOSC_GUARD_SOAK_TRIALS` (default 16, split between the two modes), `MOSC_GUARD_SOAK_SEED`
 //! (printed; the same seed replays the same choices, not the same timings),
@@ -73,6 +79,12 @@ const FINALIZER: &str = "mosc-guard.dev/wait-for-rollout";
 
 /// How long a trial waits for its rollout to settle and its MachineOSConfig to go.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Liveness: once the oracle first sees a trial's MachineOSConfig safe to delete, the deletion
+/// must be allowed (deny mode) or the object gone (defer mode: the controller re-checks on a
+/// backoff capped at 10 s) within this. Generous, because a trial may run across a guard or
+/// API-server restart; the soak prints the distribution.
+const LIVENESS_BOUND: Duration = Duration::from_secs(30);
 
 /// Every this many trials, one restarts the guard and one the API server.
 const CHAOS_PERIOD: usize = 25;
@@ -264,6 +276,9 @@ struct Trial<'a> {
     /// A real deletion of the MachineOSConfig went through (deny) or was accepted (defer).
     deleted: bool,
     chaos_done: bool,
+    /// When the oracle last began to see the MachineOSConfig safe to delete (reset when it
+    /// stops being safe): the start of the liveness clock.
+    safe_since: Option<Instant>,
     /// What the trial did, with times, for the notes about a trial that went wrong.
     log: Vec<String>,
     began: Instant,
@@ -353,6 +368,7 @@ async fn soak(mode: Mode) {
                 images: BTreeSet::new(),
                 deleted: false,
                 chaos_done: false,
+                safe_since: None,
                 log: Vec::new(),
                 began: Instant::now(),
             };
@@ -400,6 +416,15 @@ async fn soak(mode: Mode) {
     assert_eq!(
         stats.stranded, 0,
         "stranded finalizers: {line}\n{guard_log}"
+    );
+    assert_eq!(
+        (stats.unsettled, stats.trial_errors),
+        (0, 0),
+        "trials that never settled or could not be set up: {line}\n{guard_log}"
+    );
+    assert_eq!(
+        stats.liveness_violations, 0,
+        "safe deletions not allowed within {LIVENESS_BOUND:?}: {line}\n{guard_log}"
     );
     assert_eq!(
         rejected,

@@ -121,8 +121,10 @@ impl Snapshot {
             .collect()
     }
 
-    /// The pool rule: not paused, its MachineOSConfig's current image one of `images`, a node
-    /// not on it yet (whatever the pool's conditions say).
+    /// The pool rule: not paused, its MachineOSConfig's current image one of `images`, MCO
+    /// still sending nodes to it (the build for the pool's `spec.configuration` Succeeded with
+    /// that image: `canLayeredContinue`), a node not on it yet (whatever the pool's conditions
+    /// say).
     pub(super) fn pool_rolling(&self, images: &BTreeSet<String>) -> bool {
         let Some(pool) = &self.pool else { return false };
         let paused = pool
@@ -134,7 +136,14 @@ impl Snapshot {
         let Some(image) = self.mosc.as_ref().and_then(mosc_current_image) else {
             return false;
         };
+        let rendered = str_at(&pool.data, &["spec", "configuration", "name"]);
+        let continues = self.mosbs.iter().any(|b| {
+            str_at(&b.data, &["spec", "machineConfig", "name"]) == rendered
+                && mco::condition_true(b, "Succeeded")
+                && image_of(b).as_deref() == Some(image.as_str())
+        });
         !paused
+            && continues
             && images.contains(&image)
             && self
                 .nodes

@@ -8,13 +8,19 @@ impl Trial<'_> {
     /// settles) or accepts it (defer), releasing held nodes at random moments meanwhile.
     pub(super) async fn delete_until_accepted(&mut self) -> bool {
         let started = Instant::now();
+        // The liveness clock runs only while the trial keeps trying.
+        self.safe_since = None;
         while started.elapsed() < SETTLE_TIMEOUT {
             if !self.held.is_empty() && self.rng.chance(40) {
                 let node = self.held.iter().next().cloned().unwrap_or_default();
                 self.release(&node);
             }
             match self.attempt(false, false).await {
-                Attempt::Allowed | Attempt::Accepted => return true,
+                Attempt::Allowed => {
+                    self.live_until(Instant::now());
+                    return true;
+                }
+                Attempt::Accepted => return true,
                 Attempt::Skipped
                     if mco::moscs(self.client())
                         .get_opt(&self.pool)
@@ -41,6 +47,7 @@ impl Trial<'_> {
         let client = self.client();
         let started = Instant::now();
         let mut before_last_sighting: Option<Snapshot> = None;
+        self.safe_since = None;
         while started.elapsed() < SETTLE_TIMEOUT {
             if !self.held.is_empty() && self.rng.chance(15) {
                 let node = self.held.iter().next().cloned().unwrap_or_default();
@@ -64,6 +71,7 @@ impl Trial<'_> {
             self.images.extend(snap.mosbs.iter().filter_map(image_of));
             if let Some(m) = &mosc {
                 self.images.extend(mosc_current_image(m));
+                self.observe_safety(&snap);
                 before_last_sighting = Some(snap);
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
@@ -76,6 +84,9 @@ impl Trial<'_> {
                 }
             };
             self.soak.stats(|s| s.removals_checked += 1);
+            if self.soak.mode == Mode::Defer {
+                self.live_until(Instant::now());
+            }
             if let Some(before) = before_last_sighting {
                 let blocking = before.blocking(&self.images);
                 let stuck = still_blocking(&before.nodes, &blocking, &after);
@@ -91,6 +102,39 @@ impl Trial<'_> {
             return true;
         }
         false
+    }
+
+    /// Starts the liveness clock when `snap` shows the MachineOSConfig safe to delete, and
+    /// stops it when it does not (MCO sent a node to one of its images again).
+    pub(super) fn observe_safety(&mut self, snap: &Snapshot) {
+        let target = Target::Mosc(self.pool.clone());
+        if snap.safe(&target) {
+            self.safe_since.get_or_insert_with(Instant::now);
+        } else {
+            self.safe_since = None;
+        }
+    }
+
+    /// The deletion went through at `done`: how long after it became safe, against the bound.
+    /// A deletion that went through before the oracle ever saw it safe (it raced a node
+    /// reaching its image) starts no clock.
+    pub(super) fn live_until(&mut self, done: Instant) {
+        let Some(since) = self.safe_since else {
+            return;
+        };
+        let took = done.saturating_duration_since(since);
+        if took > LIVENESS_BOUND {
+            self.note(format!(
+                "LIVENESS: machineosconfig/{} was safe to delete for {took:?} before it went",
+                self.pool
+            ));
+        }
+        self.soak.stats(|s| {
+            s.liveness.push(took);
+            if took > LIVENESS_BOUND {
+                s.liveness_violations += 1;
+            }
+        });
     }
 
     /// Waits until every node of the pool is Done without image annotations (the pool left

@@ -25,6 +25,10 @@ pub(super) struct Stats {
     pub(super) stranded: u64,
     pub(super) unsettled: u64,
     pub(super) trial_errors: u64,
+    /// Per settled trial: from the oracle first seeing its deletion safe to it being allowed
+    /// (deny) or the object gone (defer).
+    pub(super) liveness: Vec<Duration>,
+    pub(super) liveness_violations: u64,
     pub(super) across_guard_restart: u64,
     pub(super) across_apiserver_restart: u64,
     pub(super) guard_restarts: u64,
@@ -92,13 +96,31 @@ pub(super) fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// "p50 0.41s p99 2.10s max 3.80s (n 500)" of `samples`, or "none".
+pub(super) fn spread(samples: &[Duration]) -> String {
+    if samples.is_empty() {
+        return "none".to_owned();
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize].as_secs_f64();
+    format!(
+        "p50 {:.2}s p99 {:.2}s max {:.2}s (n {})",
+        at(0.5),
+        at(0.99),
+        at(1.0),
+        sorted.len()
+    )
+}
+
 pub(super) fn summary(mode: Mode, seed: u64, s: &Stats, planned: usize, took: Duration) -> String {
     let mut out = format!(
         "soak {}: trials={} false_allows={} degraded={} false_denials={} ({:.2}% of {} safe attempts) \
          stranded={} | seed={seed:#x} deletions={} (dry-run {}, real {}) allowed={} deferred={} \
          denied={} (needed {}, false {}, raced {}) raced_allows={} removals_checked={} \
-         failed_requests={} not_found={} unsettled={} trial_errors={} guard_restarts={} \
-         (trials across {}) apiserver_restarts={} (trials across {}) planned={planned} wall={:.0}s",
+         failed_requests={} not_found={} unsettled={} trial_errors={} liveness={} \
+         (bound {}s, over it {}) guard_restarts={} (trials across {}) apiserver_restarts={} \
+         (trials across {}) planned={planned} wall={:.0}s",
         mode.name(),
         s.trials,
         s.false_allows,
@@ -122,6 +144,9 @@ pub(super) fn summary(mode: Mode, seed: u64, s: &Stats, planned: usize, took: Du
         s.not_found,
         s.unsettled,
         s.trial_errors,
+        spread(&s.liveness),
+        LIVENESS_BOUND.as_secs(),
+        s.liveness_violations,
         s.guard_restarts,
         s.across_guard_restart,
         s.apiserver_restarts,

@@ -101,6 +101,9 @@ impl<'a> Trial<'a> {
         let images = before.images(&target);
         let blocking = before.blocking(&images);
         let safe_before = blocking.is_empty() && !before.pool_rolling(&images);
+        if matches!(target, Target::Mosc(_)) {
+            self.observe_safety(&before);
+        }
         // Defer mode accepts a MachineOSConfig carrying the finalizer by design; its removal is
         // judged when it happens.
         let deferrable = self.soak.mode == Mode::Defer
