@@ -10,6 +10,13 @@ CARGO ?= cargo
 GUARD ?= on
 export GUARD
 
+## Tools hack/install-deps.sh builds (cargo-deny) live in the mosc-guard cache, keyed by version
+## and linked from TOOLS_BIN, which comes first on PATH for every recipe; so an empty
+## XDG_CACHE_HOME really installs them again. (`cargo deny` could find another cargo-deny
+## first, in ~/.cargo/bin: lint runs `cargo-deny deny` from PATH.)
+TOOLS_BIN := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mosc-guard/tools/bin
+export PATH := $(TOOLS_BIN):$(PATH)
+
 ## The container image `make image` builds; its tag is the crate version, the same tag
 ## manifests/base/kustomization.yaml deploys (`images:`). Override: make image IMAGE=...
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
@@ -19,7 +26,7 @@ IMAGE ?= quay.io/mosc-guard/mosc-guard:$(VERSION)
 
 all: build
 
-## Installs what a fresh machine lacks (Debian packages, Rust components).
+## Installs what a fresh machine lacks (Debian packages, Rust components, cargo-deny).
 deps:
 	@hack/install-deps.sh
 
@@ -33,7 +40,7 @@ build: deps
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	$(CARGO) deny --log-level error --locked check licenses bans sources
+	cargo-deny deny --log-level error --locked check licenses bans sources
 
 ## Every test tier. Integration tests start their own servers on 127.0.0.1; `--workspace` also
 ## runs the test kit's own unit tests (testkit/, the shared harness).
