@@ -12,8 +12,8 @@ export GUARD
 
 ## Tools hack/install-deps.sh builds (cargo-deny) live in the mosc-guard cache, keyed by version
 ## and linked from TOOLS_BIN, which comes first on PATH for every recipe; so an empty
-## XDG_CACHE_HOME really installs them again. (`cargo deny` could find another cargo-deny
-## first, in ~/.cargo/bin: lint runs `cargo-deny deny` from PATH.)
+## XDG_CACHE_HOME (hack/fresh-check.sh) really installs them again. (`cargo deny` could find
+## another cargo-deny first, in ~/.cargo/bin: lint runs `cargo-deny deny` from PATH.)
 TOOLS_BIN := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mosc-guard/tools/bin
 export PATH := $(TOOLS_BIN):$(PATH)
 
@@ -22,7 +22,7 @@ export PATH := $(TOOLS_BIN):$(PATH)
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
 IMAGE ?= quay.io/mosc-guard/mosc-guard:$(VERSION)
 
-.PHONY: all deps binaries build lint unit test demo bench bench-cluster soak load clean
+.PHONY: all deps binaries build lint unit test demo bench bench-cluster soak load clean fresh-check
 
 all: build
 
@@ -37,7 +37,10 @@ binaries: deps
 build: deps
 	$(CARGO) build --workspace --all-targets --locked
 
+## Also checks that every program the tiers start is installed by hack/install-deps.sh or is
+## always there (hack/fresh-check.sh --deps-only).
 lint: deps
+	@hack/fresh-check.sh --deps-only --quiet
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	cargo-deny deny --log-level error --locked check licenses bans sources
@@ -187,6 +190,11 @@ bundle-image:
 
 uninstall-plugin:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/kubectl-mosc_guard" "$(DESTDIR)$(PREFIX)/bin/mosc-guard"
+
+## hack/fresh-check.sh: the README's two commands from a fresh clone of HEAD with empty caches
+## (about an hour on 2 cores), timed; see docs/development.md.
+fresh-check:
+	@hack/fresh-check.sh
 
 clean:
 	$(CARGO) clean

@@ -3,6 +3,11 @@
 # (apt-get, as root), Rust components and the musl target (rustup), and the tools built from
 # crates.io (cargo-deny) into the mosc-guard cache. Quiet when everything is present.
 #
+# Every program a tier starts is named by a `need` line here, or is in the allow-list of
+# hack/fresh-check.sh with the reason it is always there; `make lint` checks that
+# (`hack/fresh-check.sh --deps-only`), so a test that starts a new program fails CI until its
+# package is named here.
+#
 # Tools: ${XDG_CACHE_HOME:-$HOME/.cache}/mosc-guard/tools/<name>-<version>, linked from
 # tools/bin, which the Makefile puts first on PATH (and a fresh cache installs them again).
 set -euo pipefail
@@ -23,7 +28,7 @@ need() {
 need go golang-go
 # The tests drive the API server as an admin would (testkit/src/kubectl.rs, tests/plugin.rs).
 need kubectl kubernetes-client
-# Go fetches the modules the proxy does not serve with git.
+# Go fetches the modules the proxy does not serve with git; hack/fresh-check.sh clones with it.
 need git git
 # promtool unit-tests the PrometheusRule (tests/alerts.rs).
 need promtool prometheus
