@@ -192,7 +192,7 @@ uninstall-plugin:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/kubectl-mosc_guard" "$(DESTDIR)$(PREFIX)/bin/mosc-guard"
 
 ## hack/fresh-check.sh: the README's two commands from a fresh clone of HEAD with empty caches
-## (about an hour on 2 cores), timed; see docs/development.md.
+## (make demo's and make test's cold times together), timed; see docs/development.md.
 fresh-check:
 	@hack/fresh-check.sh
 

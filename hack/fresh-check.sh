@@ -2,7 +2,7 @@
 # Proves the README's two commands from nothing: clones the committed HEAD into an empty
 # directory and runs `make demo`, then `make test` there with empty caches, and times each.
 #
-#   hack/fresh-check.sh              the whole check (about an hour of both cores on 2 cores)
+#   hack/fresh-check.sh              the whole check (make demo's and make test's cold times)
 #   hack/fresh-check.sh --dry-run    the programs check, then what the whole check would run
 #   hack/fresh-check.sh --deps-only  only the programs check, on this work tree (`make lint`
 #                                    runs it with --quiet)
