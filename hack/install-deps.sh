@@ -101,11 +101,8 @@ install_tool() {
       echo "installing $crate $version into $dir (cargo install --locked; takes a few minutes)" >&2
       local tmp="$dir.tmp.$$" start=$SECONDS
       rm -rf "$tmp"
-      # Its own temporary target directory, not the project's CARGO_TARGET_DIR; and without
-      # the crate's fat LTO and single codegen unit (cargo-deny's release profile), which slow
-      # a cold make demo down for a tool that checks this tree in seconds either way.
-      if ! env -u CARGO_TARGET_DIR CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-        cargo install --locked --quiet --root "$tmp" "$crate" --version "=$version"; then
+      # Its own temporary target directory, not the project's CARGO_TARGET_DIR.
+      if ! env -u CARGO_TARGET_DIR cargo install --locked --quiet --root "$tmp" "$crate" --version "=$version"; then
         rm -rf "$tmp"
         echo "error: installing $crate $version failed" >&2
         exit 1
