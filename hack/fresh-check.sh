@@ -71,8 +71,8 @@ always "the README's two commands are make targets (build-essential, which Rust'
 always "optional: hack/gather uses oc where an OpenShift admin has it, else kubectl" oc
 always "optional: hack/image.sh builds with the first of buildah, podman or docker that works" docker
 
-# The files whose programs count: Rust under tests/, testkit/, examples/, benches/, src/;
-# Makefiles; shell scripts (*.sh, or a sh/bash first line).
+# The files whose programs count, tracked or not (but not ignored): Rust under tests/,
+# testkit/, examples/, benches/, src/; Makefiles; shell scripts (*.sh, or a sh/bash first line).
 scanned_files() {
     local f first
     {
