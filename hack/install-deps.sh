@@ -1,35 +1,67 @@
 #!/usr/bin/env bash
-# Installs what `make demo` and `make test` need and a fresh machine may lack.
-# Quiet when everything is present; uses apt-get (as root) for Debian packages.
+# Installs what `make demo` and `make test` need and a fresh machine may lack: Debian packages
+# (apt-get, as root), Rust components and the musl target (rustup), and the tools built from
+# crates.io (cargo-deny) into the mosc-guard cache. Quiet when everything is present.
+#
+# Every program a tier starts is named by a `need` line here, or is in the allow-list of
+# hack/fresh-check.sh with the reason it is always there; `make lint` checks that
+# (`hack/fresh-check.sh --deps-only`), so a test that starts a new program fails CI until its
+# package is named here.
+#
+# Tools: ${XDG_CACHE_HOME:-$HOME/.cache}/mosc-guard/tools/<name>-<version>, linked from
+# tools/bin, which the Makefile puts first on PATH (and a fresh cache installs them again).
 set -euo pipefail
 
-missing=()
-need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+tools="${XDG_CACHE_HOME:-${HOME:?set HOME or XDG_CACHE_HOME}/.cache}/mosc-guard/tools"
+
+missing=()       # Debian packages every tier needs
+missing_image=() # Debian packages only the image tier needs (hack/image.sh ci skips without them)
+# need COMMAND-OR-FILE DEBIAN-PACKAGE [image]: PACKAGE provides the program COMMAND (or the file
+# at an absolute path); `image` marks what only the container image's tier uses.
+need() {
+  if [[ "$1" == /* ]]; then [[ -e "$1" ]] && return 0; else command -v "$1" >/dev/null 2>&1 && return 0; fi
+  if [[ "${3:-}" == image ]]; then missing_image+=("$2"); else missing+=("$2"); fi
+}
+
+# The harness's Go modules (hack/build-binaries.sh); Debian 12's golang-go is too old, see below.
 need go golang-go
+# The tests drive the API server as an admin would (testkit/src/kubectl.rs, tests/plugin.rs).
 need kubectl kubernetes-client
-need openssl openssl
-need curl curl
+# Go fetches the modules the proxy does not serve with git; hack/fresh-check.sh clones with it.
 need git git
 # promtool unit-tests the PrometheusRule (tests/alerts.rs).
 need promtool prometheus
-# `make image` builds the container image with buildah; tests/image.rs runs it with podman.
-need buildah buildah
-need podman podman
-# musl-gcc compiles ring's C and assembly parts for the image's static musl binary.
-need musl-gcc musl-tools
+# `make image` builds the container image with buildah; tests/image.rs runs it with podman and
+# `--runtime runc` (Debian 12's podman brings crun, which fails where cgroups are in hybrid mode).
+need buildah buildah image
+need podman podman image
+need runc runc image
+# musl-gcc compiles ring's C and assembly parts for the image's static musl binary;
+# hack/image-context.sh checks it is static (readelf), strips it and adds the CA bundle.
+need musl-gcc musl-tools image
+need readelf binutils image
+need strip binutils image
+need /etc/ssl/certs/ca-certificates.crt ca-certificates image
 
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing Debian packages: ${missing[*]}" >&2
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "error: need root to apt-get install ${missing[*]}; install them and retry" >&2
-    exit 1
+if [[ $(( ${#missing[@]} + ${#missing_image[@]} )) -gt 0 ]]; then
+  packages="$(printf '%s\n' "${missing[@]}" "${missing_image[@]}" | awk 'NF && !seen[$0]++' | tr '\n' ' ')"
+  if [[ "$(id -u)" -ne 0 ]]; then
+    if [[ ${#missing[@]} -gt 0 ]]; then
+      echo "error: need root to apt-get install ${packages% }; install them and retry" >&2
+      exit 1
+    fi
+    echo "warning: not root, so not installing ${packages% }: the image tests will be skipped" >&2
+  else
+    echo "installing Debian packages: ${packages% }" >&2
+    apt-get update -qq
+    # shellcheck disable=SC2086 # one word per package
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
   fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # The harness's Go modules need the Go named in their go.mod (Debian's golang-go is older).
-need_go=$(awk '$1 == "go" { print $2; exit }' "$(dirname "$0")/controlplane/go.mod")
+need_go=$(awk '$1 == "go" { print $2; exit }' "$here/controlplane/go.mod")
 have_go=$(go env GOVERSION 2>/dev/null | sed 's/^go//')
 if [ -n "$have_go" ] && [ "$(printf '%s\n%s\n' "$need_go" "$have_go" | sort -V | head -1)" != "$need_go" ]; then
   echo "error: Go $have_go is older than $need_go (hack/controlplane/go.mod); install Go >= $need_go" >&2
@@ -56,9 +88,36 @@ if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-
     echo "warning: could not add x86_64-unknown-linux-musl; the image tests will be skipped" >&2
 fi
 
-# `make lint` runs `cargo deny check licenses bans sources` (deny.toml). Built from crates.io
-# once into ~/.cargo/bin (a few minutes); later runs find it there.
-if ! cargo deny --version >/dev/null 2>&1; then
-  echo "installing cargo-deny (cargo install --locked cargo-deny; takes a few minutes)" >&2
-  cargo install --locked --quiet cargo-deny
-fi
+# install_tool CRATE VERSION: `cargo install --locked CRATE@VERSION` into tools/CRATE-VERSION
+# (once; a few minutes), linked as tools/bin/CRATE. One installer at a time per cache.
+install_tool() {
+  local crate="$1" version="$2"
+  local dir="$tools/$crate-$version"
+  if [[ ! -x "$dir/bin/$crate" ]]; then
+    mkdir -p "$tools"
+    exec 8>"$tools/.install.lock"
+    if command -v flock >/dev/null 2>&1; then flock 8; fi
+    if [[ ! -x "$dir/bin/$crate" ]]; then
+      echo "installing $crate $version into $dir (cargo install --locked; takes a few minutes)" >&2
+      local tmp="$dir.tmp.$$" start=$SECONDS
+      rm -rf "$tmp"
+      # Its own temporary target directory, not the project's CARGO_TARGET_DIR.
+      if ! env -u CARGO_TARGET_DIR cargo install --locked --quiet --root "$tmp" "$crate" --version "=$version"; then
+        rm -rf "$tmp"
+        echo "error: installing $crate $version failed" >&2
+        exit 1
+      fi
+      rm -rf "$dir"
+      mv "$tmp" "$dir"
+      echo "installed $crate $version in $((SECONDS - start))s" >&2
+    fi
+    exec 8>&-
+  fi
+  mkdir -p "$tools/bin"
+  if [[ "$(readlink "$tools/bin/$crate" 2>/dev/null)" != "$dir/bin/$crate" ]]; then
+    ln -sfn "$dir/bin/$crate" "$tools/bin/$crate"
+  fi
+}
+
+# `make lint` runs `cargo-deny deny check licenses bans sources` (deny.toml) with this version.
+install_tool cargo-deny 0.20.2

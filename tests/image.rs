@@ -1,11 +1,14 @@
-//! The container image, run with podman (`make image-test`, which builds it first and sets
-//! `MOSC_GUARD_IMAGE`; `make test` runs that target wherever buildah or podman can build, and
-//! prints why not elsewhere). Without `MOSC_GUARD_IMAGE` every test here says it is skipped
-//! and passes: plain `cargo test` does not build images.
+//! The container image, run with podman. Every test here is `#[ignore]`d: plain `cargo test`
+//! (and `make test`'s cargo tier) lists them as ignored, since it builds no image. The image
+//! tier runs them: `make image-test` (`hack/image.sh test`) checks the prerequisites, builds
+//! the image, sets `MOSC_GUARD_IMAGE` and runs them with `--include-ignored`; `make test` does
+//! the same where the prerequisites hold and otherwise reports the tier as SKIPPED with the
+//! reason (`hack/image.sh ci`).
 //!
-//! What runs, every container with a read-only root filesystem, all capabilities dropped, no
-//! new privileges, as the image's own user, `--runtime runc` and explicit `--ulimit`s (podman's
-//! defaults cannot be applied in this sandbox):
+//! What runs, every container with the options `hack/image.sh run-options` prints (the same
+//! ones its prerequisite check tries): a read-only root filesystem, all capabilities dropped,
+//! no new privileges, `--runtime runc` and explicit `--ulimit`s (podman's defaults cannot be
+//! applied in this sandbox), as the image's own user:
 //! - the layout both Containerfiles promise: `/usr/local/bin/mosc-guard`, user 65532,
 //!   entrypoint mosc-guard, command serve (`podman image inspect`);
 //! - `--version`; `check --from-dir` on a fixture mounted read-only, with the exit status and
@@ -29,16 +32,13 @@ use testkit::webhooks::register_validating_webhook_at;
 const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// The image under test, or `None` (the test prints that it is skipped).
-fn image(test: &str) -> Option<String> {
+/// The image under test: `MOSC_GUARD_IMAGE`, which the image tier sets.
+fn image() -> String {
     match std::env::var("MOSC_GUARD_IMAGE") {
-        Ok(image) if !image.is_empty() => Some(image),
-        _ => {
-            println!(
-                "{test}: skipped: MOSC_GUARD_IMAGE is not set (`make image-test` builds the image and sets it)"
-            );
-            None
-        }
+        Ok(image) if !image.is_empty() => image,
+        _ => panic!(
+            "MOSC_GUARD_IMAGE is not set: these tests run the built image; `make image-test` builds it and sets it"
+        ),
     }
 }
 
@@ -58,47 +58,28 @@ fn podman(args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("running podman {args:?}: {e}"))
 }
 
-/// `podman run` options every container here gets, but the `--ulimit`s ([`ulimits`]).
-const RUN: &[&str] = &[
-    "--runtime",
-    "runc",
-    "--read-only",
-    "--cap-drop=ALL",
-    "--security-opt",
-    "no-new-privileges",
-    "--network",
-    "host",
-    "--pull",
-    "never",
-];
-
-/// `--ulimit` options at this process's own hard limits: podman's defaults (and any value
-/// above the hard limit) are refused where the sandbox lowers them ("error setting rlimit").
-fn ulimits() -> Vec<String> {
-    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
-    let hard = |row: &str, fallback: u64| {
-        limits
-            .lines()
-            .find(|l| l.starts_with(row))
-            .and_then(|l| l[row.len()..].split_whitespace().nth(1)?.parse().ok())
-            .unwrap_or(fallback)
-    };
-    let nofile = hard("Max open files", 1024);
-    let nproc = hard("Max processes", 4096).min(4096);
-    vec![
-        "--ulimit".into(),
-        format!("nofile={nofile}:{nofile}"),
-        "--ulimit".into(),
-        format!("nproc={nproc}:{nproc}"),
-    ]
+/// `podman run` options every container here gets (`hack/image.sh run-options`, one a line):
+/// the runtime, the read-only root, the dropped capabilities, the host network, no pulls, and
+/// `--ulimit`s at this process's hard limits (podman's defaults, and any value above the hard
+/// limit, are refused where the sandbox lowers them: "error setting rlimit").
+fn run_options() -> Vec<String> {
+    let out = Command::new("bash")
+        .arg(Path::new(ROOT).join("hack/image.sh"))
+        .arg("run-options")
+        .output()
+        .expect("run hack/image.sh run-options");
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
-/// `podman run --rm <RUN> <mounts> IMAGE ARGS` to completion.
+/// `podman run --rm <run_options> <mounts> IMAGE ARGS` to completion.
 fn run(image: &str, mounts: &[String], args: &[&str]) -> Output {
-    let limits = ulimits();
+    let options = run_options();
     let mut all: Vec<&str> = vec!["run", "--rm"];
-    all.extend_from_slice(RUN);
-    all.extend(limits.iter().map(String::as_str));
+    all.extend(options.iter().map(String::as_str));
     for m in mounts {
         all.extend(["-v", m.as_str()]);
     }
@@ -108,10 +89,9 @@ fn run(image: &str, mounts: &[String], args: &[&str]) -> Output {
 }
 
 #[test]
+#[ignore = "needs the image: `make image-test` builds it and runs these"]
 fn the_image_has_the_promised_layout() {
-    let Some(image) = image("the_image_has_the_promised_layout") else {
-        return;
-    };
+    let image = image();
     let out = podman(&["image", "inspect", &image, "--format", "{{json .Config}}"]);
     assert!(out.status.success(), "{}", text(&out));
     let config: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON config");
@@ -256,10 +236,9 @@ const SHUTDOWN_DELAY: u64 = 3;
 const SHUTDOWN_GRACE: u64 = 5;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the image: `make image-test` builds it and runs these"]
 async fn the_image_serves_the_webhook_and_drains_on_sigterm() {
-    let Some(image) = image("the_image_serves_the_webhook_and_drains_on_sigterm") else {
-        return;
-    };
+    let image = image();
     let cluster = seed(SimConfig::fast()).await;
     let config = config_dir(&cluster);
     let port = testkit::net::free_port().expect("port");
@@ -271,8 +250,7 @@ async fn the_image_serves_the_webhook_and_drains_on_sigterm() {
         "--name".into(),
         name.clone(),
     ];
-    args.extend(RUN.iter().map(|a| (*a).to_owned()));
-    args.extend(ulimits());
+    args.extend(run_options());
     args.extend([
         "-v".into(),
         format!("{}:/config:ro", config.path().display()),
