@@ -29,7 +29,7 @@ use crate::core::model::{MachineOSBuild, MachineOSConfig};
 use crate::core::release::Cleanup;
 use crate::core::snapshot::Snapshot;
 
-use super::GuardedImage;
+use super::verdict::GuardedImage;
 
 /// The images a deletion would remove, and how to recognise them on nodes.
 #[derive(Default)]

@@ -21,7 +21,7 @@ use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::snapshot::Snapshot;
 
 use super::images::Guard;
-use super::{Deletion, JoiningMachine};
+use super::verdict::{Deletion, JoiningMachine};
 
 /// Joining machines that would pull one of the guarded images.
 pub(super) fn joining_machines(

@@ -22,10 +22,8 @@ use crate::core::snapshot::Snapshot;
 
 use super::images::Guard;
 use super::memo::{Memo, StrId};
-use super::{Deletion, GuardedImage, RollingPool};
+use super::verdict::{Deletion, GuardedImage, NAMED_NEXT_NODES, RollingPool};
 
-/// Pending nodes a [`RollingPool`] names (the rest are counted).
-pub const NAMED_NEXT_NODES: usize = 5;
 
 const MASTER: &str = "master";
 const WORKER: &str = "worker";

@@ -13,7 +13,7 @@ use crate::core::snapshot::Snapshot;
 use super::images::Guard;
 use super::memo::{Memo, StrId};
 use super::pools::Membership;
-use super::{BlockReason, BlockingNode, GuardedImage, PolicyMode};
+use super::verdict::{BlockReason, BlockingNode, GuardedImage, PolicyMode};
 
 pub(super) fn blocking_nodes(
     snapshot: &Snapshot,
