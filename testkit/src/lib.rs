@@ -20,6 +20,7 @@
 
 pub mod binaries;
 pub mod cli;
+pub mod clusterversion;
 pub mod controlplane;
 pub mod crds;
 pub mod forwarder;
