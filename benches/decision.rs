@@ -152,7 +152,7 @@ fn cluster(n: usize, shape: Shape) -> (Snapshot, MachineOSConfig) {
                 .collect()
         },
         machines: Vec::new(),
-        release: Some("4.20.8".to_string()),
+        release: mosc_guard::core::release::ClusterRelease::given("4.20.8"),
     };
     (snapshot, mosc)
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::cli::certs::CertsArgs;
+use crate::core::model::MACHINE_OS_BUILDER_USER;
 use crate::core::policy::PolicyMode;
 use crate::sources::live;
 use crate::webhook::review::{DeletionMode, Enforcement};
@@ -162,6 +163,14 @@ pub struct ServeArgs {
     /// Event (try the guard before enforcing it; deny mode only).
     #[arg(long, value_enum, default_value_t = Enforcement::Deny)]
     pub enforcement: Enforcement,
+    /// A user whose requests are the machine-config-operator's own (repeat for more; default its
+    /// machine-os-builder's service account). They are admitted whatever the verdict: MCO
+    /// deletes a build only after its image is gone or when it never had one, so a refusal
+    /// protects nothing and stops MCO's build pipeline. One the guard would have refused is
+    /// counted as `mco-would-deny` and recorded as a DeletionByMCOAdmitted Event.
+    /// `--mco-user=` exempts nobody.
+    #[arg(long = "mco-user", value_name = "USERNAME", env = "MOSC_GUARD_MCO_USER", default_values_t = [MACHINE_OS_BUILDER_USER.to_string()])]
+    pub mco_users: Vec<String>,
     /// Defer mode: add no finalizers (draining before an uninstall); deferred deletions
     /// still complete.
     #[arg(long)]

@@ -111,12 +111,7 @@ async fn gather(args: &CheckArgs) -> Result<(Vec<Snapshot>, Vec<String>, String)
     }
     let snapshots = snapshots
         .into_iter()
-        .map(|mut s| {
-            if let Some(v) = &args.source.openshift_version {
-                s.release = Some(v.clone());
-            }
-            s
-        })
+        .map(|s| s.with_release_override(args.source.openshift_version.as_deref()))
         .collect();
     Ok((snapshots, notes, source))
 }

@@ -22,7 +22,7 @@ use crate::telemetry::events::Events;
 use crate::telemetry::metrics::Metrics;
 use crate::webhook::cert_expiry;
 use crate::webhook::listener::{self, ConnectionLimits, Limits};
-use crate::webhook::review::{DeletionMode, Enforcement, Reviewer};
+use crate::webhook::review::{DeletionMode, Enforcement, McoUsers, Reviewer};
 use crate::webhook::routes::{self, Draining};
 use crate::webhook::tls::{CertFiles, ReloadingResolver};
 
@@ -46,6 +46,8 @@ pub struct ServeConfig {
     pub deletion_mode: DeletionMode,
     pub enforcement: Enforcement,
     pub no_new_finalizers: bool,
+    /// `--mco-user`: whose requests are admitted as MCO's own.
+    pub mco_users: McoUsers,
     pub listen: SocketAddr,
     pub metrics_listen: Option<SocketAddr>,
     pub certs: CertFiles,
@@ -97,6 +99,7 @@ impl TryFrom<ServeArgs> for ServeConfig {
             deletion_mode: args.deletion_mode,
             enforcement: args.enforcement,
             no_new_finalizers: args.no_new_finalizers,
+            mco_users: McoUsers::new(args.mco_users),
             listen: args.listen,
             metrics_listen: args.metrics_listen,
             certs: CertFiles {
@@ -200,13 +203,12 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
             path,
             allow_incomplete,
         } => {
-            let mut snapshot = load_static(path, *allow_incomplete)?;
-            if config.release.is_some() {
-                snapshot.release.clone_from(&config.release);
-            }
+            let snapshot = load_static(path, *allow_incomplete)?
+                .with_release_override(config.release.as_deref());
             let view = StaticView(Arc::new(snapshot));
             let reviewer = Reviewer::new(view, config.policy, metrics, config.confirm_timeout)
-                .with_enforcement(config.enforcement);
+                .with_enforcement(config.enforcement)
+                .with_mco_users(config.mco_users.clone());
             serve_and_drain(Arc::new(reviewer), listeners, &config, shutdown_signal()).await;
         }
     }
@@ -234,6 +236,7 @@ async fn run_live(
     )
     .with_deletion_mode(config.deletion_mode)
     .with_enforcement(config.enforcement)
+    .with_mco_users(config.mco_users.clone())
     .with_events(events.clone());
     if config.no_new_finalizers {
         reviewer = reviewer.without_new_finalizers();
@@ -435,5 +438,22 @@ mod tests {
         assert_eq!(c.fence_wait, Duration::from_millis(250));
         assert!(matches!(c.source, Source::Live(_)));
         assert!(!c.identity.is_empty());
+    }
+
+    #[test]
+    fn mco_users_default_to_the_machine_os_builder_and_can_be_replaced_or_cleared() {
+        let users = |extra: &[&str]| serve_args(extra).mco_users;
+        assert_eq!(users(&[]), [crate::core::model::MACHINE_OS_BUILDER_USER]);
+        assert_eq!(
+            users(&[
+                "--mco-user",
+                "system:serviceaccount:mco:builder",
+                "--mco-user",
+                "x"
+            ]),
+            ["system:serviceaccount:mco:builder", "x"]
+        );
+        let none = ServeConfig::try_from(serve_args(&["--mco-user="])).expect("valid");
+        assert!(format!("{:?}", none.mco_users).contains("McoUsers([])"));
     }
 }

@@ -8,6 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ClusterResourceScope, NamespaceResourceScope, Resource};
 use serde::{Deserialize, Serialize};
 
+use crate::core::model::trimmed;
+use crate::core::release::ClusterRelease;
+
 /// `clusterversions.config.openshift.io` (v1), the singleton `version`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct ClusterVersion {
@@ -21,6 +24,11 @@ pub struct ClusterVersion {
 pub struct ClusterVersionStatus {
     #[serde(default)]
     pub desired: Option<Release>,
+    /// Updates, newest first: `state` Completed or Partial (applying, or never finished).
+    #[serde(default)]
+    pub history: Vec<UpdateHistory>,
+    #[serde(default)]
+    pub conditions: Vec<crate::core::model::Condition>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -29,16 +37,75 @@ pub struct Release {
     pub version: Option<String>,
 }
 
+/// One entry of `status.history`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct UpdateHistory {
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
 impl ClusterVersion {
-    /// The running release: `status.desired.version`.
+    /// The release the cluster runs or is upgrading to: `status.desired.version`.
     pub fn version(&self) -> Option<&str> {
-        self.status
-            .desired
-            .as_ref()
-            .and_then(|d| d.version.as_deref())
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
+        trimmed(
+            self.status
+                .desired
+                .as_ref()
+                .and_then(|d| d.version.as_deref()),
+        )
     }
+
+    /// What the cluster runs. During an upgrade (`history[0]` Partial, or Progressing=True)
+    /// the previous release's machine-os-builder keeps running until MCO itself is upgraded, so
+    /// every history entry from the newest down to the newest Completed one may still be
+    /// running; so may they when the history does not end on the desired release (an upgrade
+    /// just requested). Entries without a version say nothing and are skipped.
+    pub fn release(&self) -> ClusterRelease {
+        let desired = self.version().map(str::to_string);
+        let history = &self.status.history;
+        let completed = |h: &UpdateHistory| h.state.as_deref() == Some("Completed");
+        let upgrading = history
+            .first()
+            .is_some_and(|h| h.state.as_deref() == Some("Partial"))
+            || self
+                .status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Progressing" && c.status == "True");
+        let newest_completed = history.iter().position(completed);
+        let settled = !upgrading
+            && newest_completed == Some(0)
+            && trimmed(history[0].version.as_deref()) == desired.as_deref();
+        let mut also_running: Vec<String> = Vec::new();
+        if !settled {
+            let upto = newest_completed.map_or(history.len(), |i| i + 1);
+            for h in &history[..upto] {
+                if let Some(v) = trimmed(h.version.as_deref())
+                    && Some(v) != desired.as_deref()
+                    && !also_running.iter().any(|a| a == v)
+                {
+                    also_running.push(v.to_string());
+                }
+            }
+        }
+        ClusterRelease {
+            desired,
+            also_running,
+            upgrading,
+        }
+    }
+}
+
+/// What the ClusterVersion `version` (the singleton) among `versions` says the cluster runs;
+/// nothing known without it.
+pub fn running(versions: &[std::sync::Arc<ClusterVersion>]) -> ClusterRelease {
+    versions
+        .iter()
+        .find(|v| v.metadata.name.as_deref() == Some("version"))
+        .map(|v| v.release())
+        .unwrap_or_default()
 }
 
 /// `machines.machine.openshift.io` (v1beta1), namespaced (usually `openshift-machine-api`).
@@ -207,6 +274,53 @@ mod tests {
             "status": {"phase": phase, "nodeRef": node.map(|n| json!({"kind": "Node", "name": n}))}
         }))
         .expect("machine")
+    }
+
+    fn cluster_version(value: serde_json::Value) -> ClusterVersion {
+        serde_json::from_value(value).expect("cluster version")
+    }
+
+    #[test]
+    fn a_settled_cluster_runs_its_desired_release_alone() {
+        let cv = cluster_version(json!({"status": {
+            "desired": {"version": "4.23.1"},
+            "history": [{"state": "Completed", "version": "4.23.1"}, {"state": "Completed", "version": "4.22.4"}],
+            "conditions": [{"type": "Progressing", "status": "False"}]
+        }}));
+        let r = cv.release();
+        assert_eq!(r.desired.as_deref(), Some("4.23.1"));
+        assert!(r.also_running.is_empty() && !r.upgrading, "{r:?}");
+    }
+
+    #[test]
+    fn an_upgrade_in_flight_also_runs_every_release_back_to_the_newest_completed() {
+        let partial = cluster_version(json!({"status": {
+            "desired": {"version": "4.23.0"},
+            "history": [{"state": "Partial", "version": "4.23.0"}, {"state": "Completed", "version": "4.22.4"},
+                        {"state": "Completed", "version": "4.21.9"}]
+        }}));
+        let r = partial.release();
+        assert!(r.upgrading);
+        assert_eq!(r.also_running, ["4.22.4"], "not the older completed ones");
+        // A second upgrade on top of one that never finished: both partial releases count.
+        let chained = cluster_version(json!({"status": {
+            "desired": {"version": "4.23.0"},
+            "history": [{"state": "Partial", "version": "4.23.0"}, {"state": "Partial", "version": "4.22.4"},
+                        {"state": "Completed", "version": "4.21.9"}]
+        }}));
+        assert_eq!(chained.release().also_running, ["4.22.4", "4.21.9"]);
+        // Progressing=True with the history not yet showing the new entry.
+        let requested = cluster_version(json!({"status": {
+            "desired": {"version": "4.23.0"},
+            "history": [{"state": "Completed", "version": "4.22.4"}],
+            "conditions": [{"type": "Progressing", "status": "True"}]
+        }}));
+        let r = requested.release();
+        assert!(r.upgrading);
+        assert_eq!(r.also_running, ["4.22.4"]);
+        // No history at all (a trimmed dump): the desired release alone.
+        let bare = cluster_version(json!({"status": {"desired": {"version": "4.20.8"}}}));
+        assert!(bare.release().also_running.is_empty());
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub fn denial(v: &Verdict) -> String {
             let _ = writeln!(
                 out,
                 "Deleting it now leaves {images} to MCO {}'s in-use check, which keeps (and leaks) an image only while its cache shows a node of the build's own pool using it, spelled exactly so; a node it misses fails \"manifest unknown\" (the pool goes Degraded).",
-                v.rules.row
+                v.rules.row_names().join("/")
             );
         } else {
             let _ = writeln!(
@@ -79,9 +79,11 @@ pub fn denial(v: &Verdict) -> String {
                 "Wait until those nodes report state Done on that image, then delete again, or override with:"
             );
         } else if v.rolling.is_empty() {
+            // No pool rule: MCO sends no further node to the image (the nodes named are all it
+            // sent), so the pool may never show UPDATED=True (a new config's build failed).
             let _ = writeln!(
                 out,
-                "Wait until `oc get mcp {pools}` shows UPDATED=True, then delete again, or override with:"
+                "Wait until those nodes report state Done on that image (`oc get mcp {pools}` shows the pool's progress), then delete again, or override with:"
             );
         } else {
             let rolling: Vec<&str> = v.rolling.iter().map(|p| p.pool.as_str()).collect();
@@ -99,11 +101,12 @@ pub fn denial(v: &Verdict) -> String {
             "Policy in-use blocks while any node runs an image built from it, so this deletion stays blocked until those nodes move to another image. Override with:"
         );
     }
-    let _ = write!(
+    let _ = writeln!(
         out,
         "  oc annotate {kind} {} {OVERRIDE_ANNOTATION}=\"<reason>\"",
         v.name
     );
+    out.push_str(&v.rules.decided_by());
     out
 }
 
@@ -221,6 +224,14 @@ pub fn released_note(overridden_by: Option<&str>) -> String {
             crate::core::finalizer::FINALIZER
         ),
     }
+}
+
+/// The note of the Event about an MCO request the guard admitted although it would have refused
+/// it (`--mco-user`): `refusal` is what the guard would have answered.
+pub fn admitted_for_mco(refusal: &str) -> String {
+    format!(
+        "Admitted as the machine-config-operator's own request: mosc-guard never refuses those,          because by the time MCO deletes a build it has deleted the build's image or never pushed          one, and a refusal only stops its build pipeline. mosc-guard would have refused it: {refusal}"
+    )
 }
 
 /// Added to a denial in defer mode when the object does not carry the finalizer (created

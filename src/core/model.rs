@@ -35,6 +35,10 @@ pub const LABEL_NODE_OS: &str = "kubernetes.io/os";
 /// Annotation on a MachineOSConfig naming its current MachineOSBuild.
 pub const ANNOTATION_CURRENT_MOSB: &str =
     "machineconfiguration.openshift.io/current-machine-os-build";
+/// The user MCO's machine-os-builder runs as: every MachineOSBuild deletion MCO makes itself
+/// comes from it (`pkg/controller/build/reconciler.go`).
+pub const MACHINE_OS_BUILDER_USER: &str =
+    "system:serviceaccount:openshift-machine-config-operator:machine-os-builder";
 /// Annotation an admin sets (with a reason) to let a blocked deletion through.
 pub const OVERRIDE_ANNOTATION: &str = "mosc-guard.dev/allow-deletion";
 
@@ -181,14 +185,16 @@ impl MachineOSConfig {
             .map_or_else(|| self.name(), |p| p.name.as_str())
     }
 
-    /// Name of the MachineOSBuild MOSC status (or MCO's annotation) calls current.
-    pub fn current_build_name(&self) -> Option<&str> {
-        self.status
-            .machine_os_build
-            .as_ref()
-            .map(|r| r.name.as_str())
-            .filter(|n| !n.is_empty())
-            .or_else(|| annotation(&self.metadata, ANNOTATION_CURRENT_MOSB))
+    /// Whether the config names `build` as its current one, by MCO's annotation or by
+    /// `status.machineOSBuild`. Every release writes the annotation when a build starts; 4.21
+    /// on also write the status when it succeeds, so the two differ while a build runs.
+    pub fn names_as_current(&self, build: &str) -> bool {
+        annotation(&self.metadata, ANNOTATION_CURRENT_MOSB) == Some(build)
+            || self
+                .status
+                .machine_os_build
+                .as_ref()
+                .is_some_and(|r| r.name == build)
     }
 }
 
@@ -229,6 +235,11 @@ impl MachineOSBuild {
             .as_ref()
             .map(|r| r.name.as_str())
             .filter(|n| !n.is_empty())
+    }
+
+    /// `status.digestedImagePushSpec` as written: the image the build pushed, once it has.
+    pub fn digested_image(&self) -> Option<&str> {
+        trimmed(self.status.digested_image_push_spec.as_deref())
     }
 
     /// Whether condition `Succeeded` is True (MCO's `IsBuildSuccess`).

@@ -1,41 +1,35 @@
-//! What each OpenShift release with image mode does on a deletion, as one table. The guard
-//! reads the running release (`clusterversions.config.openshift.io/version`,
-//! `status.desired.version`) and decides with that row; a release it does not know, or none,
-//! gets the most cautious row and a note saying so.
+//! What each OpenShift release with image mode does on a deletion, as one table of rows
+//! ([`ROWS`]), and the rules a decision applies: the row of the release the cluster runs, or,
+//! while an upgrade is in flight, the most cautious combination of the rows of every release
+//! that may still be running MCO's machine-os-builder. The matrix in words is docs/policy.md,
+//! section 8; a release the table does not know gets [`CAUTIOUS`] and a note saying so.
 //!
-//! | release | MOSC cleanup deletes | MCS serves the image to joining machines | MOSB-delete keeps in-use images |
-//! |---|---|---|---|
-//! | 4.19 | every MOSB labelled with its name | no | no |
-//! | 4.20 | MOSBs it controls (labels + `IsControlledBy`) | no | no |
-//! | 4.21, 4.22 | MOSBs it controls | yes (`resolveDesiredImageForPool`) | no |
-//! | 4.23 | MOSBs it controls | yes | yes, for nodes of the build's pool (#6348) |
-//! | unknown, or newer | (cautious) every MOSB labelled with its name | (cautious) yes | (cautious) no |
-//!
-//! 4.23's in-use check changes no verdict: it compares exact strings against nodes of one pool
-//! in a cache, so a node of another pool, another spelling, a stale cache or a joining machine
-//! still loses the image, and the guard still protects all of them. It changes what an override
-//! costs: MCO then keeps (and leaks) the images nodes of the build's pool use.
+//! A row is a minor release: a version string names no pull request, so where a fix landed
+//! in the middle of a minor's z-streams the row takes the behaviour of the older z-streams
+//! (the cautious side), and says so in its `cleanup_note`.
 
 use std::fmt;
 
 /// How a MachineOSConfig's deletion picks the builds whose images MCO deletes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cleanup {
-    /// 4.19: every build labelled with the config's name, whoever controls it (a config deleted
-    /// and recreated with the same name loses the new one's builds too).
+    /// Every build labelled with the config's name and pool, whoever controls it (a config
+    /// deleted and recreated with the same name loses the new one's builds too).
     ByLabel,
-    /// 4.20 and later: the builds the config controls (`metav1.IsControlledBy`).
+    /// The builds the config controls (`metav1.IsControlledBy`).
     ByController,
 }
 
-/// The rules of one release, as the policy applies them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rules {
-    /// The row used: `4.20`, or `unknown` for the cautious one.
-    pub row: &'static str,
-    /// The release read from the cluster or given, as written (`None` when none was).
-    pub version: Option<String>,
+/// One release's behaviour, where the guard's verdicts depend on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// `4.20`, or `unknown` for [`CAUTIOUS`].
+    pub release: &'static str,
+    /// Its minor version (4.x), `None` for [`CAUTIOUS`].
+    minor: Option<u32>,
     pub cleanup: Cleanup,
+    /// Why `cleanup` is what it is (the z-streams it stands for).
+    pub cleanup_note: &'static str,
     /// The Machine Config Server puts the pool's layered image into a joining machine's
     /// Ignition, which pulls it at first boot before its Node exists.
     pub serves_joining_machines: bool,
@@ -44,46 +38,170 @@ pub struct Rules {
     pub keeps_in_use_images: bool,
 }
 
-/// Releases the table knows, oldest first.
-const KNOWN: [(u32, Cleanup, bool, bool); 5] = [
-    (19, Cleanup::ByLabel, false, false),
-    (20, Cleanup::ByController, false, false),
-    (21, Cleanup::ByController, true, false),
-    (22, Cleanup::ByController, true, false),
-    (23, Cleanup::ByController, true, true),
+/// Every release the table knows, oldest first: adding one is adding a row.
+pub const ROWS: &[Row] = &[
+    Row {
+        release: "4.19",
+        minor: Some(19),
+        cleanup: Cleanup::ByLabel,
+        cleanup_note: "no controller check in any 4.19 z-stream",
+        serves_joining_machines: false,
+        keeps_in_use_images: false,
+    },
+    Row {
+        release: "4.20",
+        minor: Some(20),
+        cleanup: Cleanup::ByLabel,
+        cleanup_note: "by label before release-4.20 PR #6305 (merged 2026-07-27), by controller \
+                       after it; a version string cannot tell which side a cluster is on",
+        serves_joining_machines: false,
+        keeps_in_use_images: false,
+    },
+    Row {
+        release: "4.21",
+        minor: Some(21),
+        cleanup: Cleanup::ByLabel,
+        cleanup_note: "by label before release-4.21 PR #6138 (merged 2026-06-08), by controller \
+                       after it; a version string cannot tell which side a cluster is on",
+        serves_joining_machines: true,
+        keeps_in_use_images: false,
+    },
+    Row {
+        release: "4.22",
+        minor: Some(22),
+        cleanup: Cleanup::ByLabel,
+        cleanup_note: "by label before release-4.22 PR #6115 (merged 2026-06-07), by controller \
+                       after it; a version string cannot tell which side a cluster is on",
+        serves_joining_machines: true,
+        keeps_in_use_images: false,
+    },
+    Row {
+        release: "4.23",
+        minor: Some(23),
+        cleanup: Cleanup::ByController,
+        cleanup_note: "by controller in every 4.23 z-stream",
+        serves_joining_machines: true,
+        keeps_in_use_images: true,
+    },
 ];
-const ROWS: [&str; 5] = ["4.19", "4.20", "4.21", "4.22", "4.23"];
+
+/// The rules for a release the table does not know (newer, older, none, unparseable): each
+/// column the way that refuses most, because a wrong allow degrades a pool and a wrong refusal
+/// costs a retry.
+pub const CAUTIOUS: Row = Row {
+    release: "unknown",
+    minor: None,
+    cleanup: Cleanup::ByLabel,
+    cleanup_note: "the most cautious: every build labelled with the config's name",
+    serves_joining_machines: true,
+    keeps_in_use_images: false,
+};
+
+/// "4.19 to 4.23": the releases the table knows, for every message that names them.
+pub fn known_range() -> String {
+    match (ROWS.first(), ROWS.last()) {
+        (Some(first), Some(last)) => format!("{} to {}", first.release, last.release),
+        _ => "none".to_string(),
+    }
+}
+
+/// The row of `version` (`4.21.3`, `4.20.0-rc.1`, `v4.22`): its minor release's, or
+/// [`CAUTIOUS`] when it is not one the table knows.
+pub fn row_of(version: &str) -> &'static Row {
+    let minor = minor_of(version);
+    ROWS.iter()
+        .find(|r| minor.is_some() && r.minor == minor)
+        .unwrap_or(&CAUTIOUS)
+}
+
+/// What the cluster runs, as its ClusterVersion says (or an admin gave).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterRelease {
+    /// `status.desired.version`: the release the cluster runs or is upgrading to.
+    pub desired: Option<String>,
+    /// Releases whose machine-os-builder may still be running besides the desired one: while
+    /// an upgrade is in flight (or the history does not end on the desired release), the
+    /// versions of the history entries from the newest down to the newest `Completed` one.
+    /// The previous release's builder runs until MCO itself is upgraded.
+    pub also_running: Vec<String>,
+    /// `status.history[0].state` is Partial, or condition Progressing is True.
+    pub upgrading: bool,
+}
+
+impl ClusterRelease {
+    /// `--openshift-version`: this release, and no other.
+    pub fn given(version: &str) -> Self {
+        ClusterRelease {
+            desired: Some(version.trim().to_string()).filter(|v| !v.is_empty()),
+            ..Default::default()
+        }
+    }
+}
+
+/// The rules a decision applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rules {
+    /// The rows that decided, oldest first (one, or two or more while an upgrade is in flight).
+    pub rows: Vec<&'static Row>,
+    /// The release the cluster runs or upgrades to, as written (`None` when nothing says).
+    pub version: Option<String>,
+    /// The other releases that may still be running (an upgrade in flight), as written.
+    pub also_running: Vec<String>,
+    pub upgrading: bool,
+    pub cleanup: Cleanup,
+    pub serves_joining_machines: bool,
+    pub keeps_in_use_images: bool,
+}
 
 impl Rules {
-    /// The rules for `version` (`4.21.3`, `4.20.0-rc.1`, `4.22`): its minor release's row, or the
-    /// cautious row when it is absent, unparseable, not 4.x, older than 4.19 or newer than 4.23.
-    pub fn for_version(version: Option<&str>) -> Rules {
-        let minor = version.and_then(minor_of);
-        let row = minor.and_then(|m| KNOWN.iter().position(|(k, ..)| *k == m));
-        match row {
-            Some(i) => {
-                let (_, cleanup, serves, keeps) = KNOWN[i];
-                Rules {
-                    row: ROWS[i],
-                    version: version.map(str::to_string),
-                    cleanup,
-                    serves_joining_machines: serves,
-                    keeps_in_use_images: keeps,
-                }
-            }
-            None => Rules {
-                row: "unknown",
-                version: version.map(str::to_string),
-                cleanup: Cleanup::ByLabel,
-                serves_joining_machines: true,
-                keeps_in_use_images: false,
+    /// The rules for what the cluster runs: the most cautious combination of the rows of the
+    /// desired release and of every release that may still be running.
+    pub fn for_release(release: &ClusterRelease) -> Rules {
+        let versions: Vec<Option<&str>> = release
+            .also_running
+            .iter()
+            .map(|v| Some(v.as_str()))
+            .chain(std::iter::once(release.desired.as_deref()))
+            .collect();
+        let mut rows: Vec<&'static Row> = versions
+            .iter()
+            .map(|v| v.map_or(&CAUTIOUS, row_of))
+            .collect();
+        rows.sort_by_key(|r| r.minor.unwrap_or(u32::MAX));
+        rows.dedup();
+        let by_label = rows.iter().any(|r| r.cleanup == Cleanup::ByLabel);
+        Rules {
+            cleanup: if by_label {
+                Cleanup::ByLabel
+            } else {
+                Cleanup::ByController
             },
+            serves_joining_machines: rows.iter().any(|r| r.serves_joining_machines),
+            // Only changes what an override warns: claimed only when every running builder keeps.
+            keeps_in_use_images: rows.iter().all(|r| r.keeps_in_use_images),
+            version: release.desired.clone(),
+            also_running: release.also_running.clone(),
+            upgrading: release.upgrading,
+            rows,
         }
     }
 
-    /// Whether these are the cautious rules for a release the table does not know.
+    /// The rules of one release, as if nothing else ran.
+    pub fn for_version(version: Option<&str>) -> Rules {
+        Rules::for_release(&ClusterRelease {
+            desired: version.map(str::to_string),
+            ..Default::default()
+        })
+    }
+
+    /// Whether a row that decided is the cautious one for a release the table does not know.
     pub fn cautious(&self) -> bool {
-        self.row == "unknown"
+        self.rows.iter().any(|r| r.minor.is_none())
+    }
+
+    /// The rows' names, e.g. `["4.22", "4.23"]`.
+    pub fn row_names(&self) -> Vec<&'static str> {
+        self.rows.iter().map(|r| r.release).collect()
     }
 
     /// The note that says a decision used the cautious rules, and why.
@@ -91,26 +209,75 @@ impl Rules {
         if !self.cautious() {
             return None;
         }
-        let what = match &self.version {
-            Some(v) => format!("OpenShift {v} is not a release mosc-guard knows (4.19 to 4.23)"),
-            None => {
-                "the OpenShift release is unknown (no ClusterVersion, and no --openshift-version)"
-                    .to_string()
-            }
+        let unknown: Vec<&str> = self
+            .also_running
+            .iter()
+            .map(String::as_str)
+            .chain(self.version.as_deref())
+            .filter(|v| row_of(v).minor.is_none())
+            .collect();
+        let what = if self.version.is_none() {
+            "the OpenShift release is unknown (no ClusterVersion, and no --openshift-version)"
+                .to_string()
+        } else {
+            format!(
+                "OpenShift {} is not a release mosc-guard knows ({})",
+                unknown.join(", "),
+                known_range()
+            )
         };
         Some(format!(
             "{what}: deciding with the most cautious rules (every build labelled with a config's \
              name counts as deleted with it; joining machines count)"
         ))
     }
+
+    /// One sentence naming the release(s) that decided, for denials and `check`.
+    pub fn decided_by(&self) -> String {
+        let known: Vec<&str> = self
+            .rows
+            .iter()
+            .filter(|r| r.minor.is_some())
+            .map(|r| r.release)
+            .collect();
+        let rules = match (known.as_slice(), self.cautious()) {
+            ([], _) => "the most cautious rules".to_string(),
+            ([one], false) => format!("the rules of OpenShift {one}"),
+            (many, false) => format!(
+                "the most cautious of the rules of OpenShift {}",
+                many.join(" and ")
+            ),
+            (some, true) => format!(
+                "the most cautious of the rules of OpenShift {} and the cautious rules",
+                some.join(" and ")
+            ),
+        };
+        let cluster = match (&self.version, self.also_running.as_slice()) {
+            (None, _) => "no release known".to_string(),
+            (Some(v), []) if self.cautious() => {
+                format!("{v} is not a release mosc-guard knows: {}", known_range())
+            }
+            (Some(v), []) => format!("the cluster runs {v}"),
+            (Some(v), running) => format!(
+                "an upgrade to {v} is in flight; MCO's builder of {} may still run",
+                running.join(", ")
+            ),
+        };
+        format!("Decided with {rules} ({cluster}).")
+    }
 }
 
 impl fmt::Display for Rules {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.version, self.cautious()) {
-            (Some(v), false) => write!(f, "{v} (rules of {})", self.row),
-            (Some(v), true) => write!(f, "{v} (unknown: cautious rules)"),
-            (None, _) => f.write_str("unknown release (cautious rules)"),
+        let rows = self.row_names().join("+");
+        match &self.version {
+            Some(v) if self.also_running.is_empty() => write!(f, "{v} (rules of {rows})"),
+            Some(v) => write!(
+                f,
+                "{} -> {v} (upgrade in flight: rules of {rows})",
+                self.also_running.join(", ")
+            ),
+            None => write!(f, "unknown release (rules of {rows})"),
         }
     }
 }
@@ -128,37 +295,45 @@ fn minor_of(version: &str) -> Option<u32> {
 mod tests {
     use super::*;
 
-    fn row(v: &str) -> Rules {
+    fn rules(v: &str) -> Rules {
         Rules::for_version(Some(v))
     }
 
     #[test]
-    fn release_4_19_cleans_up_by_label() {
-        let r = row("4.19.14");
-        assert_eq!((r.row, r.cleanup), ("4.19", Cleanup::ByLabel));
+    fn release_4_19_cleans_up_by_label_and_serves_no_joining_machine() {
+        let r = rules("4.19.14");
+        assert_eq!(r.row_names(), ["4.19"]);
+        assert_eq!(r.cleanup, Cleanup::ByLabel);
         assert!(!r.serves_joining_machines && !r.keeps_in_use_images && r.note().is_none());
     }
 
     #[test]
-    fn release_4_20_cleans_up_by_controller_only() {
-        let r = row("4.20.8");
-        assert_eq!((r.row, r.cleanup), ("4.20", Cleanup::ByController));
-        assert!(!r.serves_joining_machines && !r.keeps_in_use_images);
-    }
-
-    #[test]
-    fn releases_4_21_and_4_22_serve_the_image_to_joining_machines() {
-        for v in ["4.21.3", "4.22.0-rc.2"] {
-            let r = row(v);
-            assert_eq!(r.cleanup, Cleanup::ByController, "{v}");
-            assert!(r.serves_joining_machines && !r.keeps_in_use_images, "{v}");
+    fn releases_4_20_to_4_22_clean_up_by_label_whatever_the_z_stream() {
+        // The controller filter reached these branches mid-stream; an early z-stream deletes
+        // by label, and no version string tells early from late.
+        for (v, serves) in [
+            ("4.20.0", false),
+            ("4.20.8", false),
+            ("4.20.19", false),
+            ("4.21.0", true),
+            ("4.21.3", true),
+            ("4.21.14", true),
+            ("4.22.0-rc.2", true),
+            ("4.22.9", true),
+        ] {
+            let r = rules(v);
+            assert_eq!(r.cleanup, Cleanup::ByLabel, "{v}");
+            assert_eq!(r.serves_joining_machines, serves, "{v}");
+            assert!(!r.keeps_in_use_images && !r.cautious(), "{v}");
+            assert!(r.rows[0].cleanup_note.contains("PR #"), "{v}");
         }
     }
 
     #[test]
-    fn release_4_23_also_keeps_in_use_images() {
-        let r = row("4.23.1");
-        assert_eq!((r.row, r.cleanup), ("4.23", Cleanup::ByController));
+    fn release_4_23_cleans_up_by_controller_and_keeps_in_use_images() {
+        let r = rules("4.23.1");
+        assert_eq!(r.row_names(), ["4.23"]);
+        assert_eq!(r.cleanup, Cleanup::ByController);
         assert!(r.serves_joining_machines && r.keeps_in_use_images);
     }
 
@@ -181,6 +356,69 @@ mod tests {
                 "{v:?}"
             );
         }
-        assert_eq!(row("v4.21.3").row, "4.21", "a leading v is read");
+        assert_eq!(
+            rules("v4.21.3").row_names(),
+            ["4.21"],
+            "a leading v is read"
+        );
+        assert!(
+            rules("4.24.0")
+                .note()
+                .is_some_and(|n| n.contains("4.24.0") && n.contains(&known_range())),
+            "the note names the release and the known range"
+        );
+    }
+
+    #[test]
+    fn the_known_range_follows_the_table() {
+        let first = ROWS.first().map(|r| r.release).unwrap_or_default();
+        let last = ROWS.last().map(|r| r.release).unwrap_or_default();
+        assert_eq!(known_range(), format!("{first} to {last}"));
+        assert!(
+            ROWS.windows(2).all(|w| w[0].minor < w[1].minor),
+            "oldest first"
+        );
+    }
+
+    #[test]
+    fn an_upgrade_in_flight_decides_with_both_rows_the_cautious_way() {
+        let upgrade = ClusterRelease {
+            desired: Some("4.23.0".into()),
+            also_running: vec!["4.22.4".into()],
+            upgrading: true,
+        };
+        let r = Rules::for_release(&upgrade);
+        assert_eq!(r.row_names(), ["4.22", "4.23"]);
+        // 4.22's builder still runs: its cleanup by label; 4.22 keeps no in-use image.
+        assert_eq!(r.cleanup, Cleanup::ByLabel);
+        assert!(r.serves_joining_machines && !r.keeps_in_use_images);
+        assert!(
+            r.decided_by().contains("4.22 and 4.23") && r.decided_by().contains("4.22.4"),
+            "{}",
+            r.decided_by()
+        );
+        // 4.19 -> 4.20: neither serves joining machines; 4.23 -> 4.24: unknown, cautious.
+        let r = Rules::for_release(&ClusterRelease {
+            desired: Some("4.20.2".into()),
+            also_running: vec!["4.19.9".into()],
+            upgrading: true,
+        });
+        assert!(!r.serves_joining_machines && r.cleanup == Cleanup::ByLabel);
+        let r = Rules::for_release(&ClusterRelease {
+            desired: Some("4.24.0".into()),
+            also_running: vec!["4.23.5".into()],
+            upgrading: true,
+        });
+        assert!(r.cautious() && !r.keeps_in_use_images);
+        assert!(
+            r.note()
+                .is_some_and(|n| n.contains("4.24.0") && !n.contains("4.23.5"))
+        );
+        // Once complete, 4.23 alone.
+        let done = ClusterRelease {
+            desired: Some("4.23.0".into()),
+            ..Default::default()
+        };
+        assert_eq!(Rules::for_release(&done).cleanup, Cleanup::ByController);
     }
 }

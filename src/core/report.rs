@@ -23,13 +23,19 @@ pub struct Report<'a> {
     pub warnings: Vec<String>,
 }
 
-/// The release whose rules decided.
+/// The release(s) whose rules decided.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ReleaseReport<'a> {
-    /// As read from the cluster or given (`null` when neither says).
+    /// The release the cluster runs or upgrades to, as read or given (`null` when neither says).
     pub version: Option<&'a str>,
-    /// The table row used: `4.19` to `4.23`, or `unknown` (the cautious rules).
-    pub rules: &'static str,
+    /// Releases an upgrade in flight may still be running (MCO's builder of the previous one).
+    pub also_running: &'a [String],
+    /// Whether the ClusterVersion says an upgrade is in flight.
+    pub upgrading: bool,
+    /// The table rows that decided, oldest first: `4.19` to `4.23`, or `unknown` (the cautious
+    /// rules); two or more while an upgrade is in flight (the most cautious of each).
+    pub rules: Vec<&'static str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -58,7 +64,9 @@ impl<'a> Report<'a> {
             joining_machines: &verdict.joining,
             release: ReleaseReport {
                 version: verdict.rules.version.as_deref(),
-                rules: verdict.rules.row,
+                also_running: &verdict.rules.also_running,
+                upgrading: verdict.rules.upgrading,
+                rules: verdict.rules.row_names(),
             },
             warnings,
         }
@@ -150,6 +158,8 @@ pub fn text(verdict: &Verdict) -> String {
             verdict.name, verdict.mode
         )
     };
+    out.push('\n');
+    out.push_str(&verdict.rules.decided_by());
     for w in message::override_warnings(verdict) {
         out.push_str("\nwarning: ");
         out.push_str(&w);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::core::cluster::Machine;
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeMeta;
-use crate::core::release::Rules;
+use crate::core::release::{ClusterRelease, Rules};
 
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -19,15 +19,24 @@ pub struct Snapshot {
     pub nodes: Vec<Arc<NodeMeta>>,
     /// The Machine API's Machines (empty where it is not served: user-provisioned clusters).
     pub machines: Vec<Arc<Machine>>,
-    /// The running OpenShift release (`ClusterVersion` `status.desired.version`), or the one
-    /// an admin gave; `None` when neither says.
-    pub release: Option<String>,
+    /// What the cluster runs (its `ClusterVersion`: the desired release, and any release an
+    /// upgrade in flight may still be running), or the release an admin gave.
+    pub release: ClusterRelease,
 }
 
 impl Snapshot {
     /// The rules of the snapshot's release (see [`crate::core::release`]).
     pub fn rules(&self) -> Rules {
-        Rules::for_version(self.release.as_deref())
+        Rules::for_release(&self.release)
+    }
+
+    /// `--openshift-version`: decide with `version`'s rules whatever the cluster says. Every
+    /// source applies it through here.
+    pub fn with_release_override(mut self, version: Option<&str>) -> Self {
+        if let Some(v) = version {
+            self.release = ClusterRelease::given(v);
+        }
+        self
     }
 
     pub fn machine_os_config(&self, name: &str) -> Option<&MachineOSConfig> {

@@ -272,10 +272,8 @@ impl Caches {
             Ok((Some(revision), passed))
         };
         let (objects, fence) = tokio::join!(objects, fence);
-        let (mut objects, (revision, passed)) = (objects?, fence?);
-        if self.release.is_some() {
-            objects.release.clone_from(&self.release);
-        }
+        let (objects, (revision, passed)) = (objects?, fence?);
+        let objects = objects.with_release_override(self.release.as_deref());
         let nodes = match revision {
             _ if passed => FreshNodes::Cached,
             None => self.listed_nodes(&objects.pools).await?,
@@ -337,15 +335,9 @@ impl ClusterView for Caches {
             pools: self.pools.store.state(),
             nodes: Vec::new(),
             machines: self.machines.store.state(),
-            release: self.release.clone().or_else(|| {
-                self.versions
-                    .store
-                    .state()
-                    .iter()
-                    .find(|v| v.metadata.name.as_deref() == Some("version"))
-                    .and_then(|v| v.version().map(str::to_string))
-            }),
+            release: crate::core::cluster::running(&self.versions.store.state()),
         }
+        .with_release_override(self.release.as_deref())
     }
 
     fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>> {

@@ -16,7 +16,7 @@ use crate::core::cluster::{ClusterVersion, Machine};
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeMeta;
 use crate::core::node::{Interner, WireMeta, WireNode};
-use crate::core::release::Rules;
+use crate::core::release::{ClusterRelease, Rules};
 use crate::core::snapshot::Snapshot;
 
 /// Page size for list calls of the MCO kinds (a handful of objects each).
@@ -144,7 +144,7 @@ pub async fn decision_objects(client: &Client) -> Result<Snapshot, LiveError> {
 /// served) and the release.
 pub struct Around {
     pub machines: Option<Vec<Arc<Machine>>>,
-    pub release: Option<String>,
+    pub release: ClusterRelease,
     pub versions_served: bool,
 }
 
@@ -168,18 +168,9 @@ pub async fn around_the_pools(client: &Client) -> Result<Around, LiveError> {
         }
         Err(e) => return Err(e),
     };
-    let release = versions
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .find(|v| v.metadata.name.as_deref() == Some("version"))
-        .and_then(|v| v.version().map(str::to_string));
+    let release = crate::core::cluster::running(versions.as_deref().unwrap_or_default());
     let machines = match machines {
-        Err(e)
-            if forbidden(&e) && !Rules::for_version(release.as_deref()).serves_joining_machines =>
-        {
-            None
-        }
+        Err(e) if forbidden(&e) && !Rules::for_release(&release).serves_joining_machines => None,
         other => other?,
     };
     Ok(Around {

@@ -37,6 +37,8 @@ const NAMESPACE: &str = "default";
 pub const REASON_BLOCKED: &str = "DeletionBlocked";
 /// `--enforcement warn`: a deletion that would have been refused was admitted.
 pub const REASON_WOULD_BLOCK: &str = "DeletionWouldBeBlocked";
+/// MCO's own deletion (`--mco-user`) was admitted although the guard would have refused it.
+pub const REASON_MCO_ADMITTED: &str = "DeletionByMCOAdmitted";
 pub const REASON_DEFERRED: &str = "DeletionDeferred";
 pub const REASON_RELEASED: &str = "DeletionReleased";
 

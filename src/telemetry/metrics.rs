@@ -9,6 +9,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::core::finalizer::ReleaseReason;
+use crate::core::release::Rules;
 
 /// What an admission request came to.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -26,6 +27,9 @@ pub enum Outcome {
     /// `--enforcement warn`: would have been refused (or could not be verified), admitted with
     /// the refusal as warnings.
     would_deny,
+    /// MCO's own request (`--mco-user`) that would have been refused: admitted, because refusing
+    /// it protects no image and stops MCO's build pipeline.
+    mco_would_deny,
 }
 
 impl Outcome {
@@ -39,6 +43,7 @@ impl Outcome {
             Outcome::ignored => "ignored",
             Outcome::deferred => "deferred",
             Outcome::would_deny => "would-deny",
+            Outcome::mco_would_deny => "mco-would-deny",
         }
     }
 }
@@ -156,6 +161,12 @@ impl Blocked {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReleaseRowLabels {
+    /// A row of `core::release` (`4.19` ... or `unknown`): a fixed set.
+    release: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CacheLabels {
     cache: &'static str,
 }
@@ -188,6 +199,7 @@ pub struct Metrics {
     controller_errors: Family<ControllerErrorLabels, Counter>,
     certificate_expiry: Gauge,
     release_cautious: Gauge,
+    release_rows: Family<ReleaseRowLabels, Gauge>,
     deletion_blocked: Family<BlockedLabels, Gauge>,
 }
 
@@ -213,7 +225,7 @@ impl Default for Metrics {
         let confirmations = Family::<ConfirmLabels, Counter>::default();
         registry.register(
             "confirmations",
-            "Fresh reads that confirmed a cache allow (confirmed, overturned, failed)",
+            "Fresh reads that decided a deletion the cache would allow (confirmed, overturned) or refuse (refusal-confirmed, refusal-overturned), or failed",
             confirmations.clone(),
         );
         let confirmation_nodes = Family::<SourceLabels, Counter>::default();
@@ -298,8 +310,16 @@ impl Default for Metrics {
         registry.register(
             "release_rules_cautious",
             "1 while decisions use the most cautious rules because the OpenShift release is unknown \
-             or newer than the releases mosc-guard knows (4.19 to 4.23)",
+             or newer than the releases mosc-guard knows (see mosc_guard_release_rules)",
             release_cautious.clone(),
+        );
+        let release_rows = Family::<ReleaseRowLabels, Gauge>::default();
+        registry.register(
+            "release_rules",
+            "1 for each release whose rules decisions use now: the cluster's, and while an upgrade \
+             is in flight also each release whose machine-config-operator may still run (the \
+             most cautious of their rules applies); `unknown` for the cautious rules",
+            release_rows.clone(),
         );
         let deletion_blocked = Family::<BlockedLabels, Gauge>::default();
         registry.register(
@@ -327,6 +347,7 @@ impl Default for Metrics {
             controller_errors,
             certificate_expiry,
             release_cautious,
+            release_rows,
             deletion_blocked,
         }
     }
@@ -340,7 +361,8 @@ impl Metrics {
         self.latency.observe(seconds);
     }
 
-    /// `result` is one of "confirmed", "overturned", "failed".
+    /// `result` is one of "confirmed", "overturned" (a would-be allow), "refusal-confirmed",
+    /// "refusal-overturned" (a would-be refusal), "failed".
     pub fn confirmation(&self, result: &'static str) {
         self.confirmations
             .get_or_create(&ConfirmLabels { result })
@@ -409,9 +431,16 @@ impl Metrics {
         }
     }
 
-    /// Whether decisions now use the cautious release rules.
-    pub fn release_rules(&self, cautious: bool) {
-        self.release_cautious.set(i64::from(cautious));
+    /// The release rules decisions use now: which rows, and whether one is the cautious one.
+    /// The row set is replaced whole, so a finished upgrade leaves no stale series.
+    pub fn release_rules(&self, rules: &Rules) {
+        self.release_cautious.set(i64::from(rules.cautious()));
+        self.release_rows.clear();
+        for release in rules.row_names() {
+            self.release_rows
+                .get_or_create(&ReleaseRowLabels { release })
+                .set(1);
+        }
     }
 
     pub fn render(

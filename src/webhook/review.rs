@@ -44,10 +44,10 @@ pub enum Enforcement {
 /// A verdict confirmed as far as the guard could.
 #[derive(Debug)]
 pub enum Checked {
-    /// Settled without a fresh read: the cache blocks it, an override lets it through, or it
-    /// is a build without an image.
+    /// Settled without a fresh read: an override lets it through, it is a build MCO deletes no
+    /// image for, or the cache refuses it and the read failed.
     Decided(Verdict),
-    /// A would-be allow, confirmed or overturned by a fresh read.
+    /// Decided on a fresh read (the cache's verdict confirmed or overturned).
     Confirmed(Verdict),
     /// A would-be allow that the fresh read could not confirm.
     Unverified { cached: Verdict, why: FreshError },
@@ -68,6 +68,39 @@ pub struct Reviewer<V> {
     confirmations: Coalesced<Result<Fresh, FreshError>>,
     /// Per-object rate limit of DeletionBlocked Events.
     event_limiter: EventLimiter,
+    /// Users whose requests are MCO's own (`--mco-user`): never refused (see [`McoUsers`]).
+    mco_users: McoUsers,
+}
+
+/// The users MCO's machine-os-builder runs as (`--mco-user`). Every MachineOSBuild deletion it
+/// makes itself (superseding a build that has not succeeded, rebuilding one whose image is
+/// gone, the rebuild annotation, the cleanup after a MachineOSConfig's deletion, a build whose
+/// Job could not be created) protects no image when refused: by then MCO has deleted the image
+/// or it never existed, and a refusal only stops its build pipeline (a refused
+/// `deleteOtherBuildsForMachineOSConfig` aborts every new build, forever). So the guard admits
+/// them all, and says so when it would have refused one.
+#[derive(Clone, Debug, Default)]
+pub struct McoUsers(Vec<String>);
+
+impl McoUsers {
+    /// These users (blank names are dropped, so `--mco-user=` exempts nobody).
+    pub fn new<I: IntoIterator<Item = String>>(users: I) -> Self {
+        Self(
+            users
+                .into_iter()
+                .map(|u| u.trim().to_string())
+                .filter(|u| !u.is_empty())
+                .collect(),
+        )
+    }
+
+    /// Whether `req` was sent by one of them.
+    pub fn sent(&self, req: &Request) -> bool {
+        req.user_info
+            .username
+            .as_deref()
+            .is_some_and(|u| self.0.iter().any(|m| m == u))
+    }
 }
 
 impl<V: ClusterView> Reviewer<V> {
@@ -88,7 +121,14 @@ impl<V: ClusterView> Reviewer<V> {
             events: None,
             confirmations: Coalesced::default(),
             event_limiter: EventLimiter::default(),
+            mco_users: McoUsers::default(),
         }
+    }
+
+    /// Admits every request of these users, MCO's own (see [`McoUsers`]).
+    pub fn with_mco_users(mut self, users: McoUsers) -> Self {
+        self.mco_users = users;
+        self
     }
 
     /// Answers MachineOSConfig deletions as `mode` says.
@@ -138,9 +178,13 @@ impl<V: ClusterView> Reviewer<V> {
                 let decided = self
                     .deletion(req, kind, &name, subject, finalizer_release)
                     .await;
-                let decided = match self.enforcement {
-                    Enforcement::Deny => decided,
-                    Enforcement::Warn => decided.not_enforced(req),
+                let decided = if self.mco_users.sent(req) {
+                    decided.admitted_for_mco(req)
+                } else {
+                    match self.enforcement {
+                        Enforcement::Deny => decided,
+                        Enforcement::Warn => decided.not_enforced(req),
+                    }
                 };
                 if decodable {
                     self.record_refusal(req, kind, &decided);
@@ -157,6 +201,7 @@ impl<V: ClusterView> Reviewer<V> {
             resource = %Printable(&req.resource.resource),
             name = %Printable(&req.name),
             user = req.user_info.username.as_deref().unwrap_or_default(),
+            mco = self.mco_users.sent(req),
             dry_run = req.dry_run,
             override_reason = override_of(req).unwrap_or_default(),
             result = %decided.outcome.label(),
@@ -228,9 +273,11 @@ impl<V: ClusterView> Reviewer<V> {
         })
     }
 
-    /// The verdict from the caches, with every would-be allow confirmed by a fresh read of
-    /// nodes, builds, pools and MachineOSConfigs: a stale cache can delay a deletion but never
-    /// let a dangerous one go.
+    /// The verdict from the caches, confirmed by a fresh read of nodes, builds, pools and
+    /// MachineOSConfigs whichever way it went: a would-be allow, so a stale cache can delay a
+    /// deletion but never let a dangerous one go; and a would-be refusal, so a delete right
+    /// after `oc get mcp` shows the pool settled is not refused on a cache a few milliseconds
+    /// behind. A refusal whose read fails stands (failing closed).
     pub async fn check(&self, target: Deletion<'_>) -> Checked {
         self.check_within(target, self.confirm_timeout).await
     }
@@ -239,11 +286,12 @@ impl<V: ClusterView> Reviewer<V> {
     /// controller has no webhook deadline to meet, so it waits longer than a request can).
     pub async fn check_within(&self, target: Deletion<'_>, confirm_timeout: Duration) -> Checked {
         let cached = self.cached(target);
-        // A build without an image guards nothing whatever the nodes say: no read needed.
-        // (A config's images depend on builds the cache may not have seen, so it is read.)
-        let imageless_build =
-            matches!(target, Deletion::MachineOSBuild(_)) && cached.images.is_empty();
-        if !cached.allowed || cached.overridden() || imageless_build {
+        // Settled by the request alone: the override lets a blocked deletion through whatever
+        // the read says, and a build without MCO's `machine-os-config` label has no image MCO
+        // would delete.
+        let unlabelled_build =
+            matches!(target, Deletion::MachineOSBuild(b) if b.config_label().is_none());
+        if cached.overridden() || unlabelled_build {
             return Checked::Decided(cached);
         }
         let fresh = tokio::time::timeout(
@@ -255,16 +303,21 @@ impl<V: ClusterView> Reviewer<V> {
                 self.metrics.confirmation_nodes(fresh.source());
                 let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
                 let verdict = policy::evaluate(&snapshot, target, self.mode);
-                let result = if verdict.allowed && !verdict.overridden() {
-                    "confirmed"
-                } else {
-                    "overturned"
+                let result = match (cached.allowed, verdict.allowed && !verdict.overridden()) {
+                    (true, true) => "confirmed",
+                    (true, false) => "overturned",
+                    (false, false) => "refusal-confirmed",
+                    (false, true) => "refusal-overturned",
                 };
                 self.metrics.confirmation(result);
                 Checked::Confirmed(verdict)
             }
             failed => {
                 self.metrics.confirmation("failed");
+                if !cached.allowed {
+                    // The cache refuses and no read says otherwise: the refusal stands.
+                    return Checked::Decided(cached);
+                }
                 let why = match failed {
                     Ok(Err(e)) => e.clone(),
                     _ => FreshError::Timeout(confirm_timeout),
@@ -281,6 +334,7 @@ impl<V: ClusterView> Reviewer<V> {
         let reason = match decided.outcome {
             Outcome::denied | Outcome::unverified => events::REASON_BLOCKED,
             Outcome::would_deny => events::REASON_WOULD_BLOCK,
+            Outcome::mco_would_deny => events::REASON_MCO_ADMITTED,
             _ => return,
         };
         let Some(events) = self.events.clone().filter(|_| !req.dry_run) else {
@@ -355,6 +409,27 @@ impl Decision {
         response.result.message = self.response.result.message;
         Self {
             outcome: Outcome::would_deny,
+            blocking_nodes: self.blocking_nodes,
+            response,
+        }
+    }
+
+    /// MCO's own request: admitted whatever the verdict. A refusal becomes an allow counted as
+    /// `mco-would-deny`, its words kept for the Event that says the guard let MCO through.
+    fn admitted_for_mco(self, req: &Request) -> Self {
+        if !matches!(self.outcome, Outcome::denied | Outcome::unverified) {
+            return self;
+        }
+        let mut response = admission::allow(
+            req,
+            vec![
+                "mosc-guard: admitted as MCO's own request (--mco-user); it would have refused it"
+                    .to_string(),
+            ],
+        );
+        response.result.message = message::admitted_for_mco(&self.response.result.message);
+        Self {
+            outcome: Outcome::mco_would_deny,
             blocking_nodes: self.blocking_nodes,
             response,
         }

@@ -144,7 +144,7 @@ fn readiness<V: ClusterView>(app: &AppState<V>) -> Result<(), NotReady> {
 async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
     let view = &app.reviewer.view;
     let objects = view.objects();
-    app.metrics.release_rules(objects.rules().cautious());
+    app.metrics.release_rules(&objects.rules());
     app.metrics
         .deletion_blocked(objects.machine_os_configs.iter().map(|mosc| {
             let v = app.reviewer.cached(Deletion::MachineOSConfig(mosc));

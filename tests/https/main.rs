@@ -61,7 +61,7 @@ fn cluster() -> Snapshot {
                 "machineconfiguration.openshift.io/state": "Working"
             }
         }}))],
-        release: Some("4.20.8".to_string()),
+        release: mosc_guard::core::release::ClusterRelease::given("4.20.8"),
         ..Default::default()
     }
 }

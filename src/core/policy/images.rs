@@ -12,12 +12,17 @@
 //! - A MachineOSBuild's deletion deletes its image, under the same label condition.
 //! - MCO deletes an image by its tag (`spec.renderedImagePushSpec`, `<repo>:<mosb-name>`): the
 //!   registry resolves the tag and deletes that digest, with every other tag on it. The tag
-//!   points at the build's `status.digestedImagePushSpec` once it is built; before that (a
-//!   same-name rebuild) it still points at the previous build of that name, which is the
-//!   MachineOSConfig's current image when the config names this build as current.
+//!   points at the build's `status.digestedImagePushSpec` once it is built. Before that it
+//!   points at nothing (no build of that name ever pushed), unless this is a same-name rebuild
+//!   whose tag still holds the previous build's digest: the MachineOSConfig's current image,
+//!   when the config names this build as current and no other build of the config carries
+//!   that image (then it came from an earlier build of this very name). A build that pushed
+//!   nothing guards nothing: deleting it (MCO superseding a failed or running build, anyone
+//!   else) removes nothing from the registry.
 //! - A build that no longer exists has nothing left for MCO to delete.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::core::image::ImageKey;
 use crate::core::model::{MachineOSBuild, MachineOSConfig};
@@ -81,7 +86,7 @@ pub(super) fn of_config(snapshot: &Snapshot, mosc: &MachineOSConfig) -> Guard {
     let mut guard = Guard::default();
     for build in deleted_with(snapshot, mosc) {
         if build.config_label().is_some()
-            && let Some(image) = tag_target(build, Some(mosc))
+            && let Some(image) = tag_target(build, Some(mosc), &snapshot.machine_os_builds)
         {
             guard.add(image, build.name());
         }
@@ -94,7 +99,7 @@ pub(super) fn of_build(snapshot: &Snapshot, mosb: &MachineOSBuild) -> Guard {
     let mut guard = Guard::default();
     if let Some(config) = mosb.config_label() {
         let config = snapshot.machine_os_config(config);
-        if let Some(image) = tag_target(mosb, config) {
+        if let Some(image) = tag_target(mosb, config, &snapshot.machine_os_builds) {
             guard.add(image, mosb.name());
         }
     }
@@ -139,21 +144,25 @@ fn cleaned_up(
 }
 
 /// The image a build's tag points at, as far as the objects show: its own digest once built;
-/// before that, the config's current image when the config names this build as current (a
-/// same-name rebuild: the tag still points at the previous build of that name).
+/// before that, the config's current image if the config names this build as current and no
+/// other build of the config carries that image (so it came from an earlier build of this very
+/// name, a same-name rebuild); otherwise nothing (the tag was never pushed).
 fn tag_target<'a>(
     build: &'a MachineOSBuild,
     config: Option<&'a MachineOSConfig>,
+    builds: &[Arc<MachineOSBuild>],
 ) -> Option<&'a str> {
-    let own = build
-        .status
-        .digested_image_push_spec
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
-    own.or_else(|| {
-        config
-            .filter(|c| c.current_build_name() == Some(build.name()))
-            .and_then(MachineOSConfig::current_image)
-    })
+    if let Some(own) = build.digested_image() {
+        return Some(own);
+    }
+    let config = config.filter(|c| c.names_as_current(build.name()))?;
+    let current = config.current_image()?;
+    let key = ImageKey::parse(current);
+    let from_another = builds.iter().any(|b| {
+        b.name() != build.name()
+            && b.belongs_to(config.name())
+            && b.digested_image()
+                .is_some_and(|d| ImageKey::parse(d) == key)
+    });
+    (!from_another).then_some(current)
 }

@@ -141,10 +141,10 @@ pub(super) fn rolling_pools(
     rolling
 }
 
-/// Pools not paused whose MachineOSConfig's current image is guarded and which MCO may still
-/// roll it out to: each with that image as the config spells it and as the guard lists it.
-/// The MachineOSConfig being deleted is taken from the request, the others from the snapshot.
-/// Reads no node.
+/// Pools not paused whose MachineOSConfig's current image is guarded and to which MCO is
+/// sending nodes ([`rollout_continues`]): each with that image as the config spells it and as
+/// the guard lists it. The MachineOSConfig being deleted is taken from the request, the others
+/// from the snapshot. Reads no node.
 pub(super) fn rolling_targets<'s>(
     snapshot: &'s Snapshot,
     target: Deletion<'s>,
@@ -175,31 +175,37 @@ pub(super) fn rolling_targets<'s>(
             let config = config_of(p.name())?;
             let current = config.current_image()?;
             let image = guard.find(current)?;
-            (!build_failed(p, config, &snapshot.machine_os_builds))
+            rollout_continues(p, config, current, &snapshot.machine_os_builds)
                 .then(|| (p.as_ref(), current, image.clone()))
         })
         .collect()
 }
 
-/// Whether the build of `config` for the pool's current rendered config has failed (or was
-/// interrupted): MCO's `canLayeredContinue` then stops the rollout ("Image build failed"), and
-/// the config's current image, from an earlier rendered config, is sent to no further node.
-/// Anything less certain (no such build, one still running, fields missing) keeps the rule.
-fn build_failed(
+/// MCO's `canLayeredContinue` (node controller, release-4.19 to 4.23): the node controller
+/// sends further nodes of a layered pool to its config's image only while the build for the
+/// pool's `spec.configuration` (by `spec.machineOSConfig` and `spec.machineConfig`) has
+/// Succeeded and is the config's current one (`MachineOSBuildIsCurrent`: its
+/// `digestedImagePushSpec` is the config's `currentImagePullSpec`, as exact strings). While
+/// that build is pending, running, failed or missing (a new rendered config whose build has
+/// not finished), the rollout of the current image stops: no further node is sent, however
+/// many are left. MCO takes the first matching build its cache lists; any one that qualifies
+/// counts here. A pool whose `spec.configuration` the objects do not show (a trimmed dump)
+/// cannot be told: the rule holds.
+fn rollout_continues(
     pool: &MachineConfigPool,
     config: &MachineOSConfig,
+    current: &str,
     builds: &[Arc<MachineOSBuild>],
 ) -> bool {
     let Some(rendered) = pool.rendered_config() else {
-        return false;
+        return true;
     };
-    let mut for_config = builds
-        .iter()
-        .filter(|b| {
-            b.config_by_spec() == Some(config.name()) && b.rendered_config() == Some(rendered)
-        })
-        .peekable();
-    for_config.peek().is_some() && for_config.all(|b| b.failed())
+    builds.iter().any(|b| {
+        b.config_by_spec() == Some(config.name())
+            && b.rendered_config() == Some(rendered)
+            && b.succeeded()
+            && b.digested_image() == Some(current)
+    })
 }
 
 /// The nodes of a pool that do not run an image: how many, and the first few by name.

@@ -226,12 +226,7 @@ impl Objects {
                 pools: self.pools.pick(&mut i),
                 nodes: self.nodes.pick(&mut i),
                 machines: self.machines.pick(&mut i),
-                release: self
-                    .versions
-                    .pick(&mut i)
-                    .iter()
-                    .find(|v| v.metadata.name.as_deref() == Some("version"))
-                    .and_then(|v| v.version().map(str::to_string)),
+                release: crate::core::cluster::running(&self.versions.pick(&mut i)),
             });
         }
         Some(snapshots)

@@ -44,7 +44,8 @@ fn denial_message_is_actionable() {
          Wait until `oc get mcp worker` shows UPDATED=True with every machine updated, then delete again; \
          or stop the rollout first (`oc patch mcp worker --type merge -p '{{\"spec\":{{\"paused\":true}}}}'`) \
          and delete once the nodes already updating are done; or override with:\n  \
-         oc annotate machineosconfig worker mosc-guard.dev/allow-deletion=\"<reason>\""
+         oc annotate machineosconfig worker mosc-guard.dev/allow-deletion=\"<reason>\"\n\
+         Decided with the rules of OpenShift 4.20 (the cluster runs 4.20.8)."
     );
     assert_eq!(msg, want);
 }
@@ -52,7 +53,7 @@ fn denial_message_is_actionable() {
 #[test]
 fn on_4_23_the_denial_leaves_the_image_to_mcos_in_use_check() {
     let mut snap = Cluster::report().snapshot();
-    snap.release = Some("4.23.0".into());
+    snap.release = ClusterRelease::given("4.23.0");
     let mosc = snap.machine_os_config("worker").expect("worker");
     let msg = message::denial(&evaluate(
         &snap,
@@ -122,8 +123,8 @@ fn in_use_denial_explains_the_strict_mode() {
         "{msg}"
     );
     assert!(
-        msg.ends_with(
-            "oc annotate machineosbuild worker-8f2a1c mosc-guard.dev/allow-deletion=\"<reason>\""
+        msg.contains(
+            "oc annotate machineosbuild worker-8f2a1c mosc-guard.dev/allow-deletion=\"<reason>\"\nDecided with"
         ),
         "{msg}"
     );

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::core::message;
 use crate::core::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION, node_annotations};
+pub(super) use crate::core::release::ClusterRelease;
 
 pub(super) const REPO: &str =
     "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image";
@@ -108,6 +109,7 @@ impl Cluster {
             machine_os_builds: arcs(&self.mosbs),
             pools: arcs(&[pool("worker"), pool("infra")]),
             nodes: arcs(&self.nodes),
+            release: ClusterRelease::given("4.20.8"),
             ..Default::default()
         }
     }

@@ -129,7 +129,7 @@ fn a_paused_pool_or_another_image_does_not_block() {
     assert!(v.rolling.is_empty(), "{v:?}");
     assert!(
         message::denial(&v)
-            .contains("Wait until `oc get mcp worker` shows UPDATED=True, then delete again, or override with:"),
+            .contains("Wait until those nodes report state Done on that image (`oc get mcp worker` shows the pool's progress), then delete again, or override with:"),
         "{v:?}"
     );
     // An older build of the same config: the pool is rolling out a different image.

@@ -3,6 +3,7 @@
 //! is deleted and what "reached" means in [`deleted`].
 
 mod deleted;
+mod pipeline;
 mod releases;
 
 use serde_json::{Value, json};
@@ -290,7 +291,7 @@ fn the_pool_rule_counts_only_nodes_mco_places_in_the_pool() {
             machine_os_builds: arcs(&[build(pool, UID, Some(NEW))]),
             pools: arcs(&pools),
             nodes: arcs(&nodes),
-            release: Some(REL_4_20.to_string()),
+            release: ClusterRelease::given(REL_4_20),
             ..Default::default()
         };
         let mosc = snap.machine_os_config(pool).expect("config");

@@ -28,7 +28,7 @@ fn cluster(release: Option<&str>, machines: Vec<Value>) -> Snapshot {
         pools: arcs(&[pool]),
         nodes: arcs(&[labelled("w1", &[W], Some(&quay(NEW)), Some(&quay(NEW)))]),
         machines: arcs(&machines),
-        release: release.map(str::to_string),
+        release: release.map(ClusterRelease::given).unwrap_or_default(),
     }
 }
 
@@ -173,16 +173,44 @@ fn a_build_deletion_of_the_served_image_is_blocked_too() {
     assert!(!v.allowed);
 }
 
+/// `deleteMachineOSConfig` on a config recreated with the same name: the old config's build
+/// (another controller uid) is deleted by label on 4.19 and on the z-streams of 4.20 to 4.22
+/// before the controller filter (release-4.20 #6305, 4.21 #6138, 4.22 #6115), which no version
+/// string tells apart; 4.23 has the filter in every z-stream.
 #[test]
-fn release_4_19_deletes_every_build_labelled_with_the_configs_name() {
-    // A build of a recreated config of the same name (another controller uid).
+fn the_old_configs_build_counts_as_deleted_by_label_until_4_23() {
     let mut snap = cluster(None, vec![]);
     snap.machine_os_builds = arcs(&[build("worker", OTHER_UID, Some(NEW))]);
     snap.nodes = arcs(&[labelled("w1", &[W], Some(&img(NEW)), Some(&img(OLD)))]);
-    for (release, guarded) in [("4.19.12", true), ("4.20.8", false), ("4.23.0", false)] {
-        snap.release = Some(release.to_string());
+    for (release, guarded) in [
+        ("4.19.12", true),
+        ("4.20.2", true),
+        ("4.20.19", true),
+        ("4.21.1", true),
+        ("4.22.9", true),
+        ("4.23.0", false),
+        ("4.24.0", true),
+    ] {
+        snap.release = ClusterRelease::given(release);
         let v = decide_worker(&snap);
         assert_eq!(!v.images.is_empty(), guarded, "{release}: {v:?}");
         assert_eq!(!v.allowed, guarded, "{release}");
     }
+    // An upgrade from 4.22 to 4.23 in flight: 4.22's builder still cleans up by label.
+    snap.release = ClusterRelease {
+        desired: Some("4.23.0".into()),
+        also_running: vec!["4.22.9".into()],
+        upgrading: true,
+    };
+    let v = decide_worker(&snap);
+    assert!(!v.allowed, "both rows: {v:?}");
+    assert_eq!(v.rules.row_names(), ["4.22", "4.23"]);
+    let msg = message::denial(&v);
+    assert!(
+        msg.ends_with(
+            "Decided with the most cautious of the rules of OpenShift 4.22 and 4.23 (an upgrade \
+             to 4.23.0 is in flight; MCO's builder of 4.22.9 may still run)."
+        ),
+        "{msg}"
+    );
 }
