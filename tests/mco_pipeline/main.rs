@@ -1,7 +1,8 @@
 //! Issue 25, the harness half: MCO's build pipeline as the simulator plays it, through the real
 //! API server, with the build controller acting as the machine-os-builder's service account
-//! (`testkit::mco::MOB_USER`). No guard is registered: these tests pin down what MCO does (so
-//! the guard's end-to-end tests can rely on it), and that nothing it writes is rejected.
+//! (`testkit::mco::MOB_USER`). No guard is registered but in [`guarded`]: these tests pin down
+//! what MCO does (so the guard's end-to-end tests can rely on it), and that nothing it writes
+//! is rejected.
 //!
 //! - [`config_change`]: a config change mid-rollout; the new build is named at its start
 //!   (4.20) and the MOSC's `status.machineOSBuild` written only on success (4.21); the node
@@ -14,12 +15,15 @@
 //! - [`prebuilt`]: 4.21's pre-built image seeding, and 4.20 ignoring it;
 //! - [`cleanup`]: a MOSC recreated over a build of the one it replaced, then deleted: an early
 //!   4.20.z (mid-upgrade, its old builder still running) deletes that build's image by label,
-//!   4.23 does not.
+//!   4.23 does not;
+//! - [`guarded`]: with the guard in front, the builder's own deletion of a build a node is
+//!   pulling (the rebuild annotation) reaches it as MCO's and is admitted.
 //!
 //! Each test starts its own control plane (a few seconds) and says its simulator timing.
 
 mod cleanup;
 mod config_change;
+mod guarded;
 mod prebuilt;
 mod reuse;
 mod supersede;
