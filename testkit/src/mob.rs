@@ -30,8 +30,9 @@ use crate::users;
 const TOKEN_SECONDS: i64 = 7 * 24 * 3600;
 
 /// The ClusterRole and its binding: MCO's `machine-os-builder` rules (same groups, resources
-/// and verb names), cut to the calls the simulator's build controller makes. MCO grants more
-/// (`*` on its own group, Routes, ImageStreamTags, Leases, Events, Pods).
+/// and verb names), cut to exactly the calls the simulator's build controller makes (it lists
+/// instead of watching, and patches instead of updating). MCO grants more (`*` on its own
+/// group, watch and update, Routes, ImageStreamTags, Leases, Events, Pods).
 pub fn rbac() -> String {
     format!(
         r#"
@@ -41,28 +42,25 @@ metadata: {{name: machine-os-builder}}
 rules:
 - apiGroups: [""]
   resources: [nodes]
-  verbs: [get, list, watch]
+  verbs: [get, list]
 - apiGroups: [machineconfiguration.openshift.io]
-  resources: [machineosconfigs]
-  verbs: [get, list, watch, patch, update]
-- apiGroups: [machineconfiguration.openshift.io]
-  resources: [machineosconfigs/status]
-  verbs: [get, patch, update]
+  resources: [machineosconfigs, machineosconfigs/status]
+  verbs: [get, list, patch]
 - apiGroups: [machineconfiguration.openshift.io]
   resources: [machineosbuilds]
-  verbs: [get, list, watch, create, patch, update, delete]
+  verbs: [get, list, create, patch, delete]
 - apiGroups: [machineconfiguration.openshift.io]
   resources: [machineosbuilds/status]
-  verbs: [get, patch, update]
+  verbs: [patch]
 - apiGroups: [machineconfiguration.openshift.io]
   resources: [machineconfigpools]
-  verbs: [get, list, watch]
+  verbs: [get, list]
 - apiGroups: [""]
   resources: [configmaps, secrets]
-  verbs: [get, list, watch, create, patch, update, delete]
+  verbs: [get, list, create, patch, delete]
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, watch, create, delete]
+  verbs: [get, create, delete]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
