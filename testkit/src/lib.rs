@@ -1,8 +1,10 @@
 //! mosc-guard's test kit: everything its integration tests, examples and benchmarks share.
 //!
-//! Real etcd + kube-apiserver ([`controlplane`]), a real distribution registry ([`registry`]), an
-//! MCO 4.20 simulator that drives MachineOSConfigs, builds, nodes and pools through them
-//! ([`simulator`]), the report's scenario and its steps ([`scenario`]), and the product itself:
+//! Real etcd + kube-apiserver ([`controlplane`], with a ClusterVersion: [`clusterversion`]), a
+//! real distribution registry ([`registry`]), an MCO simulator playing each release and z-stream
+//! ([`release`]) that drives MachineOSConfigs, builds, nodes and pools through them, its
+//! machine-os-builder as MCO's own service account ([`mob`]) ([`simulator`]), the report's
+//! scenario and its steps ([`scenario`]), and the product itself:
 //! the `mosc-guard` process ([`guard`]), registered as the cluster's webhook ([`webhooks`]),
 //! probed ([`probe`]), sent AdmissionReviews ([`review`]) and run as a CLI ([`cli`]); and a
 //! scripted [`ClusterView`](mosc_guard::sources::view::ClusterView) for in-process servers
@@ -20,6 +22,7 @@
 
 pub mod binaries;
 pub mod cli;
+pub mod clusterversion;
 pub mod controlplane;
 pub mod crds;
 pub mod forwarder;
@@ -29,6 +32,7 @@ pub mod kubectl;
 pub mod machine_api;
 pub mod manifests;
 pub mod mco;
+pub mod mob;
 pub mod net;
 pub mod objects;
 pub mod pki;

@@ -37,6 +37,19 @@ pub const LABEL_POOL: &str = "machineconfiguration.openshift.io/target-machine-c
 /// MOSB label: the rendered MachineConfig it was built from.
 pub const LABEL_RENDERED: &str = "machineconfiguration.openshift.io/rendered-machine-config";
 
+/// Namespace of MCO's components and of the builds' objects.
+pub const MOB_NAMESPACE: &str = "openshift-machine-config-operator";
+/// The machine-os-builder's ServiceAccount (in [`MOB_NAMESPACE`]).
+pub const MOB_SERVICE_ACCOUNT: &str = "machine-os-builder";
+/// The user name the machine-os-builder's requests carry: every MOSB deletion MCO makes itself
+/// (its cleanups, superseded builds, rebuilds) comes from it.
+pub const MOB_USER: &str =
+    "system:serviceaccount:openshift-machine-config-operator:machine-os-builder";
+/// MOSC annotation (4.21 on): a digested image to seed the MOSC with instead of building.
+pub const PRE_BUILT_IMAGE: &str = "machineconfiguration.openshift.io/pre-built-image";
+/// MOSB label marking a synthetic build seeded from [`PRE_BUILT_IMAGE`] (value `true`).
+pub const LABEL_PRE_BUILT: &str = "machineconfiguration.openshift.io/pre-built-image";
+
 /// Node states written by the daemon.
 pub const STATE_DONE: &str = "Done";
 pub const STATE_WORKING: &str = "Working";

@@ -132,7 +132,17 @@ pub async fn create_mco_namespace(client: &kube::Client) -> Result<()> {
 
 /// Creates the MachineOSConfig `pool` (its name must equal the pool's) pushing to `push_spec`.
 pub async fn create_mosc(client: &kube::Client, pool: &str, push_spec: &str) -> Result<()> {
-    let mosc = DynamicObject::new(pool, &mco::mosc_resource()).data(json!({
+    create_mosc_annotated(client, pool, push_spec, &[]).await
+}
+
+/// [`create_mosc`] with `annotations` on the MOSC from its creation (e.g. a pre-built image).
+pub async fn create_mosc_annotated(
+    client: &kube::Client,
+    pool: &str,
+    push_spec: &str,
+    annotations: &[(&str, &str)],
+) -> Result<()> {
+    let mut mosc = DynamicObject::new(pool, &mco::mosc_resource()).data(json!({
         "spec": {
             "machineConfigPool": {"name": pool},
             "imageBuilder": {"imageBuilderType": "Job"},
@@ -142,6 +152,14 @@ pub async fn create_mosc(client: &kube::Client, pool: &str, push_spec: &str) -> 
                                "content": "FROM configs AS final\nRUN dnf install -y cowsay && dnf clean all\n"}],
         }
     }));
+    if !annotations.is_empty() {
+        mosc.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+    }
     mco::moscs(client)
         .create(&PostParams::default(), &mosc)
         .await?;

@@ -5,18 +5,22 @@
 //! ([`read`]), MCO's paths beyond the report's ([`paths`]), and machines joining a pool
 //! ([`machines`]). Everything is re-exported here.
 //!
-//! A cluster plays one OpenShift release ([`Cluster::seed_on`]; 4.20, the seed's, by default):
-//! its ClusterVersion says it and the simulator behaves as it.
+//! A cluster plays one OpenShift release, or one side of a z-stream fix
+//! ([`Cluster::seed_on`]; 4.20's late z-stream by default): its ClusterVersion says it and the
+//! simulator behaves as it. MCO's pipeline beyond the report ([`pipeline`]): config changes,
+//! failing builds and their fixes, pre-built images, upgrades; each step documented there.
 
 pub mod create;
 pub mod machines;
 pub mod paths;
+pub mod pipeline;
 pub mod read;
 pub mod wait;
 
 pub use create::*;
 pub use machines::*;
 pub use paths::*;
+pub use pipeline::*;
 pub use read::*;
 pub use wait::*;
 
@@ -29,7 +33,7 @@ use crate::guard::{Guard, GuardBin};
 use crate::image_ref::ImageRef;
 use crate::mco::{self, DESIRED_IMAGE, STATE};
 use crate::registry::Registry;
-use crate::release::Release;
+use crate::release::{Release, ZStream};
 use crate::simulator::{SimConfig, Simulator};
 use crate::webhooks::register_validating_webhook;
 
@@ -81,8 +85,10 @@ pub struct Cluster {
     /// The nodes the scenario rolls out to (the seeded workers), sorted: the node controller
     /// updates them in this order.
     pub nodes: Vec<String>,
-    /// The OpenShift release the cluster plays.
+    /// The OpenShift release the cluster was seeded on.
     pub release: Release,
+    /// The z-stream of [`Cluster::release`] it was seeded on.
+    pub z_stream: ZStream,
 }
 
 impl Cluster {
@@ -91,12 +97,19 @@ impl Cluster {
         Self::seed_on(Release::V4_20, nodes, sim).await
     }
 
-    /// Starts control plane and registry (in parallel), makes the ClusterVersion say `release`,
-    /// starts the simulator as `release`'s MCO with `sim`, and seeds pool `worker`
+    /// Starts control plane and registry (in parallel), makes the ClusterVersion say
+    /// `z_stream` (a [`Release`] is its late z-stream; [`Release::early`] the other side of its
+    /// cleanup fix), starts the simulator as its MCO with `sim`, and seeds pool `worker`
     /// (maxUnavailable 1) with `nodes` worker nodes.
-    pub async fn seed_on(release: Release, nodes: usize, sim: SimConfig) -> Result<Self> {
+    pub async fn seed_on(
+        z_stream: impl Into<ZStream>,
+        nodes: usize,
+        sim: SimConfig,
+    ) -> Result<Self> {
+        let z_stream = z_stream.into();
+        let release = z_stream.release;
         let started = Instant::now();
-        let (cp, registry, client) = start_servers(release).await?;
+        let (cp, registry, client) = start_servers(z_stream).await?;
         let names = node_names(nodes);
         create_pool(&client, "worker", WORKER_ROLE_LABEL, 1).await?;
         create_nodes(
@@ -106,9 +119,9 @@ impl Cluster {
             &rendered_config("worker"),
         )
         .await?;
-        let sim = Simulator::start_on(release, client.clone(), registry.host(), sim)?;
+        let sim = Simulator::start_on(z_stream, &cp, registry.host(), sim).await?;
         tracing::info!(
-            "scenario: cluster seeded on OpenShift {release} in {:.2?}",
+            "scenario: cluster seeded on OpenShift {z_stream} in {:.2?}",
             started.elapsed()
         );
         Ok(Self {
@@ -118,6 +131,7 @@ impl Cluster {
             client,
             nodes: names,
             release,
+            z_stream,
         })
     }
 
@@ -126,19 +140,21 @@ impl Cluster {
         Self::bare_on(Release::V4_20, sim).await
     }
 
-    /// Starts control plane, registry and the simulator as `release`'s MCO with `sim`, with no
+    /// Starts control plane, registry and the simulator as `z_stream`'s MCO with `sim`, with no
     /// pool and no node: the caller builds the topology (and sets [`Cluster::nodes`] to the nodes
     /// it rolls).
-    pub async fn bare_on(release: Release, sim: SimConfig) -> Result<Self> {
-        let (cp, registry, client) = start_servers(release).await?;
-        let sim = Simulator::start_on(release, client.clone(), registry.host(), sim)?;
+    pub async fn bare_on(z_stream: impl Into<ZStream>, sim: SimConfig) -> Result<Self> {
+        let z_stream = z_stream.into();
+        let (cp, registry, client) = start_servers(z_stream).await?;
+        let sim = Simulator::start_on(z_stream, &cp, registry.host(), sim).await?;
         Ok(Self {
             sim,
             registry,
             cp,
             client,
             nodes: Vec::new(),
-            release,
+            release: z_stream.release,
+            z_stream,
         })
     }
 
@@ -212,12 +228,12 @@ impl Build {
     }
 }
 
-/// Control plane and registry (started in parallel), the ClusterVersion saying `release`, and
+/// Control plane and registry (started in parallel), the ClusterVersion saying `z_stream`, and
 /// MCO's namespace.
-async fn start_servers(release: Release) -> Result<(ControlPlane, Registry, kube::Client)> {
+async fn start_servers(z_stream: ZStream) -> Result<(ControlPlane, Registry, kube::Client)> {
     let (cp, registry) = tokio::try_join!(ControlPlane::start(), Registry::start())?;
-    if release.version() != crate::controlplane::DEFAULT_RELEASE {
-        cp.set_release(release.version()).await?;
+    if z_stream.version() != crate::controlplane::DEFAULT_RELEASE {
+        cp.set_release(z_stream.version()).await?;
     }
     let client = cp.client();
     create_mco_namespace(&client).await?;
@@ -230,11 +246,12 @@ pub async fn seed(timing: SimConfig) -> Cluster {
     seed_on(Release::V4_20, timing).await
 }
 
-/// [`seed`] on `release`.
-pub async fn seed_on(release: Release, timing: SimConfig) -> Cluster {
-    Cluster::seed_on(release, 3, timing)
+/// [`seed`] on `z_stream` (a [`Release`] is its late z-stream).
+pub async fn seed_on(z_stream: impl Into<ZStream>, timing: SimConfig) -> Cluster {
+    let z_stream = z_stream.into();
+    Cluster::seed_on(z_stream, 3, timing)
         .await
-        .unwrap_or_else(|e| panic!("seed a {release} cluster: {e}"))
+        .unwrap_or_else(|e| panic!("seed a {z_stream} cluster: {e}"))
 }
 
 /// A cluster with mosc-guard running and registered, and the report's steps 1-3 done: the
@@ -251,10 +268,10 @@ pub async fn guarded(bin: &GuardBin, timing: SimConfig, extra_args: &[&str]) -> 
     guarded_on(bin, Release::V4_20, timing, extra_args).await
 }
 
-/// [`guarded`] on a cluster playing `release`.
+/// [`guarded`] on a cluster playing `release` (or a z-stream of it).
 pub async fn guarded_on(
     bin: &GuardBin,
-    release: Release,
+    release: impl Into<ZStream>,
     timing: SimConfig,
     extra_args: &[&str],
 ) -> Guarded {

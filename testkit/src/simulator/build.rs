@@ -1,29 +1,48 @@
-//! The build controller (machine-os-builder): one MachineOSBuild and one pushed image per
-//! (MOSC, rendered config), shaped as MCO 4.20 writes them, with the build's Job, ConfigMaps
-//! and Secrets ([`super::jobs`]); MOSC status; the rebuild annotation; reuse of a build when a
-//! config is rolled back; and the two delete handlers ([`deletes`]), which are where the
-//! releases differ.
+//! The build controller (machine-os-builder), acting as its service account: one MachineOSBuild
+//! and one pushed image per (MOSC, build inputs), shaped as MCO 4.20 writes them, with the
+//! build's Job, ConfigMaps and Secrets ([`super::jobs`]). What each release's
+//! `pkg/controller/build/reconciler.go` does, pass by pass over what the API server shows:
+//!
+//! - a MOSC whose pool's `spec.configuration` (or spec) has no build yet gets one ([`start`]):
+//!   created, then started (`startBuild`): every other build of the MOSC that has not
+//!   succeeded is deleted first (`deleteOtherBuildsForMachineOSConfig`; an error aborts the
+//!   start, retried on the next pass), then the Job (a Job that cannot be created leaves the
+//!   MOSB unstarted, and the start is retried: MCO does not delete it), then the MOSC's
+//!   `current-machine-os-build` annotation names the build, while `currentImagePullSpec` still
+//!   holds the previous image;
+//! - a build that succeeds points the MOSC's `currentImagePullSpec` at its image (4.21 on: and
+//!   `status.machineOSBuild`) ([`finish`]);
+//! - a build that exists for the inputs is reused, whoever controls it
+//!   (`reuseExistingMachineOSBuildIfPossible`: a MOSC recreated with the same name takes over
+//!   the build of the one it replaces), other unsucceeded builds deleted; a reused build whose
+//!   image tag is gone is deleted and built again;
+//! - the rebuild annotation deletes the current build (image first, under the in-use check)
+//!   and builds again;
+//! - 4.21 on, a MOSC annotated with a pre-built image gets a synthetic build ([`prebuilt`]);
+//! - the two delete handlers ([`deletes`]), which are where the releases differ most.
+//!
+//! Not modelled: MachineConfigs. Every config change a test makes needs a new image (as an
+//! extension or kernel-argument change does); 4.20's reuse of the previous image for a change
+//! that needs none (`reuseImageForNewMOSB` without a build) is not played. A build being deleted
+//! (its `foregroundDeletion` pending) is waited for, not reused (MCO would name it for the
+//! moment until it is gone).
 
 mod deletes;
+mod finish;
+mod prebuilt;
+mod start;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::DynamicObject;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::jobs::{self, MCO_NAMESPACE};
-use super::{Ctx, Reconciler, is_conflict, now_rfc3339};
+use super::{Ctx, Reconciler};
 use crate::Result;
-use crate::image_ref::ImageRef;
-use crate::mco::{
-    self, CURRENT_MOSB, GROUP, LABEL_MOSC, LABEL_POOL, LABEL_RENDERED, REBUILD, condition_true,
-    str_at,
-};
+use crate::mco::{self, CURRENT_MOSB, LABEL_PRE_BUILT, REBUILD, condition_true, str_at};
 use deletes::Queued;
 
 /// MOSB annotation naming the MOSC's push secret (4.20 writes it on every build).
@@ -40,6 +59,9 @@ pub(super) struct BuildController {
     queue: Vec<Queued>,
     /// When each running build (MOSB uid) started, by this process's clock.
     builds: HashMap<String, Instant>,
+    /// MOSBs (uids) this process created for a rebuild annotation still on their MOSC: the
+    /// build that replaces the deleted one, not the one to delete.
+    rebuilt: HashSet<String>,
 }
 
 /// One pass's view of the cluster (MCO's informer caches).
@@ -50,6 +72,14 @@ struct World {
     nodes: Vec<Node>,
 }
 
+impl World {
+    fn mosb(&self, name: &str) -> Option<&DynamicObject> {
+        self.mosbs
+            .iter()
+            .find(|b| b.metadata.name.as_deref() == Some(name))
+    }
+}
+
 impl BuildController {
     pub(super) fn new(ctx: Ctx) -> Self {
         Self {
@@ -58,13 +88,28 @@ impl BuildController {
             seen_mosbs: HashMap::new(),
             queue: Vec::new(),
             builds: HashMap::new(),
+            rebuilt: HashSet::new(),
         }
     }
 
-    /// Builds for one MOSC: create its MOSB, finish the build, point the MOSC at the result.
+    /// A restarted builder: nothing queued, nothing remembered, and what exists now is what its
+    /// new informers list (no delete event for what went before).
+    fn restart(&mut self, world: &World) {
+        let lost = self.queue.len();
+        self.queue.clear();
+        self.builds.clear();
+        self.rebuilt.clear();
+        self.seen_moscs = deletes::by_name(&world.moscs);
+        self.seen_mosbs = deletes::by_name(&world.mosbs);
+        tracing::info!(
+            "sim build: machine-os-builder restarted; {lost} queued delete event(s) lost"
+        );
+    }
+
+    /// Builds for one MOSC: seed, create, start, reuse or finish its build for the pool's
+    /// current config.
     async fn sync_mosc(&mut self, mosc: &DynamicObject, world: &World) -> Result<()> {
         let name = mosc.metadata.name.clone().unwrap_or_default();
-        let uid = mosc.metadata.uid.clone().unwrap_or_default();
         let Some(pool_name) = str_at(&mosc.data, &["spec", "machineConfigPool", "name"]) else {
             return Ok(());
         };
@@ -75,318 +120,39 @@ impl BuildController {
         else {
             return Ok(());
         };
+        if self.ctx.release().seeds_pre_built_images() && prebuilt::image(mosc).is_some() {
+            if current_build_annotation(mosc).is_none() {
+                return self.seed_pre_built(mosc, pool, world).await;
+            }
+            if str_at(&mosc.data, &["status", "currentImagePullSpec"]).is_some() {
+                return self.drop_pre_built_annotation(mosc).await;
+            }
+        }
         let rendered = mco::pool_target_config(pool);
         let mosb_name = mosb_name(&name, mosc, &rendered);
-        let existing = world
-            .mosbs
-            .iter()
-            .find(|b| b.metadata.name.as_deref() == Some(mosb_name.as_str()));
-        if let Some(other) = existing.filter(|b| !controlled_by(b, &uid)) {
-            // A build of an earlier MOSC with the same name, not cleaned up yet: wait for it.
-            tracing::debug!(
-                "sim build: {mosb_name} belongs to an earlier MachineOSConfig {name} ({:?}); waiting",
-                other.metadata.uid
-            );
-            return Ok(());
-        }
-
+        let existing = world.mosb(&mosb_name);
         let rebuild = mosc
             .metadata
             .annotations
             .as_ref()
             .is_some_and(|a| a.contains_key(REBUILD));
-        if rebuild {
-            return self
-                .rebuild(mosc, pool_name, &rendered, &mosb_name, existing, world)
-                .await;
+        if rebuild && self.rebuild_pending(mosc, existing, world).await? {
+            return Ok(());
         }
         match existing {
             None => {
-                self.create_mosb(mosc, pool_name, &rendered, &mosb_name)
+                self.create_mosb(mosc, pool_name, &rendered, &mosb_name, rebuild, world)
                     .await
             }
             Some(mosb) if mosb.metadata.deletion_timestamp.is_some() => Ok(()),
-            Some(mosb) if condition_true(mosb, "Succeeded") => self.reuse(mosc, mosb).await,
+            Some(mosb) if condition_true(mosb, "Succeeded") => self.reuse(mosc, mosb, world).await,
             Some(mosb) if condition_true(mosb, "Failed") || condition_true(mosb, "Interrupted") => {
                 Ok(())
             }
-            Some(mosb) => self.finish_build(mosc, mosb).await,
+            // A synthetic build is never built (its status comes with its creation).
+            Some(mosb) if label(mosb, LABEL_PRE_BUILT).as_deref() == Some("true") => Ok(()),
+            Some(mosb) => self.progress(mosc, mosb, world).await,
         }
-    }
-
-    /// A succeeded build for the pool's current config: point the MOSC at it. When it is not
-    /// the MOSC's image yet (a config change rolled back to this build), 4.20 first checks the
-    /// image still exists; if it is gone the build is deleted and the next pass rebuilds.
-    async fn reuse(&self, mosc: &DynamicObject, mosb: &DynamicObject) -> Result<()> {
-        let image = str_at(&mosb.data, &["status", "digestedImagePushSpec"]);
-        let current = str_at(&mosc.data, &["status", "currentImagePullSpec"]);
-        if let Some(image) = image.filter(|i| Some(*i) != current) {
-            let r = ImageRef::parse(image)?;
-            let digest = r.digest.clone().unwrap_or_default();
-            // `manifest_status` is `None` while the manifest is there.
-            if let Some(gone) = self.ctx.registry.manifest_status(&r.repo, &digest).await? {
-                let name = mosb.metadata.name.as_deref().unwrap_or_default();
-                tracing::info!(
-                    "sim build: reused build {name}'s image {image} is gone ({gone}); rebuilding"
-                );
-                return self.delete_mosb(name, "its image is gone").await;
-            }
-            tracing::info!(
-                "sim build: reusing MachineOSBuild {} for a rolled-back config",
-                mosb.metadata.name.as_deref().unwrap_or_default()
-            );
-        }
-        self.point_mosc_at(mosc, mosb).await
-    }
-
-    /// The rebuild annotation: delete the current build (its image first, with the in-use
-    /// check), then create a new one and drop the annotation. A refused deletion is retried.
-    async fn rebuild(
-        &mut self,
-        mosc: &DynamicObject,
-        pool: &str,
-        rendered: &str,
-        mosb_name: &str,
-        existing: Option<&DynamicObject>,
-        world: &World,
-    ) -> Result<()> {
-        let mosc_name = mosc.metadata.name.clone().unwrap_or_default();
-        match existing {
-            Some(mosb) if mosb.metadata.deletion_timestamp.is_some() => Ok(()),
-            Some(mosb) => {
-                tracing::info!(
-                    "sim build: rebuild requested for {mosc_name}; deleting {mosb_name} and its image"
-                );
-                self.delete_machine_os_build(mosb, world).await
-            }
-            None => {
-                self.create_mosb(mosc, pool, rendered, mosb_name).await?;
-                let patch = json!({"metadata": {"annotations": {REBUILD: null}}});
-                self.ctx
-                    .write(
-                        &format!("removing the rebuild annotation of {mosc_name}"),
-                        mco::moscs(&self.ctx.client).patch(
-                            &mosc_name,
-                            &PatchParams::default(),
-                            &Patch::Merge(&patch),
-                        ),
-                    )
-                    .await?;
-                Ok(())
-            }
-        }
-    }
-
-    /// Creates the MOSB as 4.20 does: foregroundDeletion finalizer, push-secret annotation,
-    /// labels, controller ownerReference, then `status.buildStart` and the first conditions.
-    async fn create_mosb(
-        &mut self,
-        mosc: &DynamicObject,
-        pool: &str,
-        rendered: &str,
-        mosb_name: &str,
-    ) -> Result<()> {
-        let mosc_name = mosc.metadata.name.clone().unwrap_or_default();
-        let push_spec =
-            str_at(&mosc.data, &["spec", "renderedImagePushSpec"]).ok_or_else(|| {
-                format!("MachineOSConfig {mosc_name} has no spec.renderedImagePushSpec")
-            })?;
-        let push_secret = str_at(&mosc.data, &["spec", "renderedImagePushSecret", "name"])
-            .unwrap_or_default()
-            .to_owned();
-        let repo = ImageRef::parse(push_spec)?;
-        let mut mosb = DynamicObject::new(mosb_name, &mco::mosb_resource()).data(json!({
-            "spec": {
-                "machineConfig": {"name": rendered},
-                "machineOSConfig": {"name": mosc_name},
-                "renderedImagePushSpec": repo.with_tag(mosb_name),
-            }
-        }));
-        mosb.metadata.labels = Some(BTreeMap::from([
-            (LABEL_MOSC.to_owned(), mosc_name.clone()),
-            (LABEL_POOL.to_owned(), pool.to_owned()),
-            (LABEL_RENDERED.to_owned(), rendered.to_owned()),
-        ]));
-        mosb.metadata.annotations = Some(BTreeMap::from([(
-            PUSH_SECRET_ANNOTATION.to_owned(),
-            push_secret,
-        )]));
-        mosb.metadata.finalizers = Some(vec!["foregroundDeletion".to_owned()]);
-        mosb.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: format!("{GROUP}/v1"),
-            kind: "MachineOSConfig".to_owned(),
-            name: mosc_name.clone(),
-            uid: mosc.metadata.uid.clone().unwrap_or_default(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }]);
-        let api = mco::mosbs(&self.ctx.client);
-        let created = match self
-            .ctx
-            .write(
-                &format!("creating MachineOSBuild {mosb_name}"),
-                api.create(&PostParams::default(), &mosb),
-            )
-            .await
-        {
-            Ok(created) => created,
-            Err(e) if is_conflict(&e) => return Ok(()),
-            Err(e) => return Err(format!("creating MachineOSBuild {mosb_name}: {e}").into()),
-        };
-        self.start_build(mosc, &created).await?;
-        tracing::info!(
-            "sim build: created MachineOSBuild {mosb_name} for {mosc_name} (rendered config {rendered}); building"
-        );
-        Ok(())
-    }
-
-    /// Starts a build: its Job, ConfigMaps and Secrets ([`jobs::start_build_objects`]), then
-    /// `buildStart` and the conditions of a running build.
-    async fn start_build(&mut self, mosc: &DynamicObject, mosb: &DynamicObject) -> Result<()> {
-        jobs::start_build_objects(&self.ctx, mosc, mosb).await?;
-        let name = mosb.metadata.name.clone().unwrap_or_default();
-        let now = now_rfc3339();
-        let status = json!({"status": {
-            "conditions": conditions(&now, &[("Prepared", true, "Prepared"), ("Building", true, "Building"),
-                                              ("Succeeded", false, "Building"), ("Failed", false, "Building"),
-                                              ("Interrupted", false, "Building")]),
-            "buildStart": now,
-        }});
-        self.ctx
-            .write(
-                &format!("starting the build of {name}"),
-                mco::mosbs(&self.ctx.client).patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&status),
-                ),
-            )
-            .await?;
-        if let Some(uid) = mosb.metadata.uid.clone() {
-            self.builds.insert(uid, Instant::now());
-        }
-        Ok(())
-    }
-
-    /// Once the build has run for its delay, and in a later second than it started (buildEnd
-    /// must be strictly after buildStart): push the image and mark the MOSB Succeeded, or Failed.
-    async fn finish_build(&mut self, mosc: &DynamicObject, mosb: &DynamicObject) -> Result<()> {
-        let name = mosb.metadata.name.clone().unwrap_or_default();
-        let uid = mosb.metadata.uid.clone().unwrap_or_default();
-        let Some(started_at) = str_at(&mosb.data, &["status", "buildStart"]) else {
-            // Created, but the status write did not happen (a restart in between): start now.
-            return self.start_build(mosc, mosb).await;
-        };
-        let started_second = started_at
-            .parse::<Timestamp>()
-            .map(|t| t.as_second())
-            .map_err(|e| format!("MachineOSBuild {name} buildStart {started_at:?}: {e}"))?;
-        let started = *self.builds.entry(uid.clone()).or_insert_with(Instant::now);
-        if started.elapsed() < self.ctx.build_delay()
-            || Timestamp::now().as_second() <= started_second
-        {
-            return Ok(());
-        }
-        let push_spec = str_at(&mosb.data, &["spec", "renderedImagePushSpec"])
-            .ok_or_else(|| format!("MachineOSBuild {name} has no spec.renderedImagePushSpec"))?;
-        let target = ImageRef::parse(push_spec)?;
-        let api = mco::mosbs(&self.ctx.client);
-        let now = now_rfc3339();
-        let builder = json!({"imageBuilderType": "Job", "job": {
-            "group": "batch", "resource": "jobs", "namespace": MCO_NAMESPACE, "name": jobs::job_name(&name),
-        }});
-        let fail = if self.ctx.knobs(|k| k.fail_builds) {
-            Some("the build was set to fail".to_owned())
-        } else if target.host != self.ctx.registry.host() {
-            Some(format!("{} is not the harness registry", target.host))
-        } else {
-            None
-        };
-        if let Some(why) = fail {
-            tracing::warn!("sim build: MachineOSBuild {name} failed: {why}");
-            let status = json!({"status": {
-                "conditions": conditions(&now, &[("Prepared", false, "Prepared"), ("Building", false, "Failed"),
-                                                  ("Succeeded", false, "Failed"), ("Failed", true, "BuildFailed"),
-                                                  ("Interrupted", false, "Failed")]),
-                "buildEnd": now,
-                "builder": builder,
-            }});
-            self.ctx
-                .write(
-                    &format!("failing MachineOSBuild {name}"),
-                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)),
-                )
-                .await?;
-            self.builds.remove(&uid);
-            return Ok(());
-        }
-        let tag = target.tag.clone().unwrap_or_else(|| name.clone());
-        let digest = self.ctx.registry.push_image(&target.repo, &tag).await?;
-        let digested = target.with_digest(&digest);
-        jobs::write_digest_configmap(&self.ctx, mosb, &digest).await?;
-        let status = json!({"status": {
-            "conditions": conditions(&now, &[("Prepared", false, "Prepared"), ("Building", false, "Building"),
-                                              ("Succeeded", true, "Ready"), ("Failed", false, "Ready"),
-                                              ("Interrupted", false, "Ready")]),
-            "digestedImagePushSpec": digested,
-            "buildEnd": now,
-            "builder": builder,
-        }});
-        let updated = self
-            .ctx
-            .write(
-                &format!("marking MachineOSBuild {name} Succeeded"),
-                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)),
-            )
-            .await?;
-        self.builds.remove(&uid);
-        tracing::info!("sim build: MachineOSBuild {name} succeeded; pushed {digested}");
-        // MCO cleans up the Job and the ephemeral objects of a succeeded build (a failed one's
-        // stay for inspection); the digest ConfigMap stays.
-        jobs::clean_build_objects(&self.ctx, mosb).await?;
-        self.point_mosc_at(mosc, &updated).await
-    }
-
-    /// Sets the MOSC's `status.currentImagePullSpec` and its current-machine-os-build annotation
-    /// to a succeeded build, if not already so (4.20 does not write `status.machineOSBuild`).
-    async fn point_mosc_at(&self, mosc: &DynamicObject, mosb: &DynamicObject) -> Result<()> {
-        let mosc_name = mosc.metadata.name.clone().unwrap_or_default();
-        let mosb_name = mosb.metadata.name.clone().unwrap_or_default();
-        let Some(image) = str_at(&mosb.data, &["status", "digestedImagePushSpec"]) else {
-            return Ok(());
-        };
-        let api = mco::moscs(&self.ctx.client);
-        if str_at(&mosc.data, &["status", "currentImagePullSpec"]) != Some(image) {
-            let status = json!({"status": {
-                "currentImagePullSpec": image,
-                "observedGeneration": mosc.metadata.generation,
-            }});
-            self.ctx
-                .write(
-                    &format!("pointing MachineOSConfig {mosc_name} at {image}"),
-                    api.patch_status(&mosc_name, &PatchParams::default(), &Patch::Merge(&status)),
-                )
-                .await?;
-            tracing::info!(
-                "sim build: MachineOSConfig {mosc_name} now points at {image} ({mosb_name})"
-            );
-        }
-        let annotated = mosc
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(CURRENT_MOSB))
-            .is_some_and(|v| *v == mosb_name);
-        if !annotated {
-            let patch = json!({"metadata": {"annotations": {CURRENT_MOSB: mosb_name}}});
-            self.ctx
-                .write(
-                    &format!("annotating MachineOSConfig {mosc_name}"),
-                    api.patch(&mosc_name, &PatchParams::default(), &Patch::Merge(&patch)),
-                )
-                .await?;
-        }
-        Ok(())
     }
 }
 
@@ -398,17 +164,24 @@ impl Reconciler for BuildController {
             pools: mco::list_all(&mco::mcps(&self.ctx.client)).await?,
             nodes: mco::list_all(&mco::nodes(&self.ctx.client)).await?,
         };
+        let restart = self.ctx.knobs(|k| k.restart_builder);
+        if restart {
+            self.ctx.update_knobs(|k| k.restart_builder = false);
+            self.restart(&world);
+        }
         self.queue_deletions(&world);
         self.handle_due_deletions(&world).await;
         let pending = self.pending_cleanups();
-        if let Ok(mut k) = self.ctx.knobs.lock() {
-            k.pending_cleanups = pending;
-        }
+        self.ctx.update_knobs(|k| k.pending_cleanups = pending);
         // Like MCO 4.20, a MOSC with a deletionTimestamp is still built for and reported on.
+        // One MOSC's error does not hold up the others (each is its own queue item in MCO).
+        let mut first_error = None;
         for mosc in &world.moscs {
-            self.sync_mosc(mosc, &world).await?;
+            if let Err(e) = self.sync_mosc(mosc, &world).await {
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 }
 
@@ -420,8 +193,17 @@ fn label(obj: &DynamicObject, key: &str) -> Option<String> {
         .cloned()
 }
 
-/// Whether `obj`'s controller ownerReference names `uid` (4.20's cleanup test since the
-/// same-name recreate fix).
+/// The MOSC's `current-machine-os-build` annotation, if set and not empty.
+fn current_build_annotation(mosc: &DynamicObject) -> Option<&str> {
+    mosc.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CURRENT_MOSB))
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+}
+
+/// Whether `obj`'s controller ownerReference names `uid` (`metav1.IsControlledBy`).
 fn controlled_by(obj: &DynamicObject, uid: &str) -> bool {
     obj.metadata
         .owner_references

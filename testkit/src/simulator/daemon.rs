@@ -113,8 +113,11 @@ async fn update(ctx: &Ctx, node: &Node) -> Result<()> {
         return Ok(());
     }
     let patch = json!({"metadata": {"resourceVersion": fresh.metadata.resource_version, "annotations": annotations}});
-    match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+    match ctx
+        .write(
+            &format!("reporting the update of node {name}"),
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
         .await
     {
         Ok(_) => Ok(()),

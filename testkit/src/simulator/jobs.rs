@@ -21,7 +21,7 @@ use crate::Result;
 use crate::mco::{GROUP, LABEL_MOSC, LABEL_POOL, LABEL_RENDERED, str_at};
 
 /// Namespace of MCO's build objects (it exists on every cluster; the harness creates it).
-pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
+pub const MCO_NAMESPACE: &str = crate::mco::MOB_NAMESPACE;
 /// MOSB annotation: uid of its build Job.
 pub const JOB_UID_ANNOTATION: &str = "machineconfiguration.openshift.io/job-uid";
 /// Label on every object of a build except the MOSB: marks it as ephemeral.

@@ -363,7 +363,7 @@ async fn try_fetch_ignition(ctx: &Ctx, machine: &DynamicObject) -> Result<(Strin
     let pool = mco::mcps(&ctx.client).get(&pool_name).await?;
     let moscs = mco::list_all(&mco::moscs(&ctx.client)).await?;
     let mosbs = mco::list_all(&mco::mosbs(&ctx.client)).await?;
-    let served = mcs::serve(ctx.release, &pool, &moscs, &mosbs)?;
+    let served = mcs::serve(ctx.release(), &pool, &moscs, &mosbs)?;
     Ok((pool_name, served))
 }
 

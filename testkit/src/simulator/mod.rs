@@ -1,20 +1,32 @@
 //! An MCO simulator: the parts of the machine-config-operator (and of the Machine API) that matter
 //! for MachineOSConfig deletion, acting only through the real API server and the real registry,
 //! and writing only objects a real API server accepts (`tests/crds/`, written from openshift/api's
-//! published schema). It plays one [`Release`] ([`Simulator::start_on`]; 4.20, the seed's, by
-//! default): what differs between releases is in [`crate::release`].
+//! published schema). It plays one z-stream of one release ([`ZStream`], [`Simulator::start_on`];
+//! 4.20's late one by default) and can be switched to another mid-run, as MCO's operator rolls
+//! out a new release's components during an upgrade ([`Simulator::roll_out_mco`]): what differs
+//! between releases is in [`crate::release`].
+//!
+//! The build controller acts as the machine-os-builder's service account ([`crate::mob`],
+//! [`crate::mco::MOB_USER`]), so every request it makes reaches the API server, and any webhook,
+//! as MCO's; the other loops act as the admin. Every write the API server refuses is recorded:
+//! as invalid or forbidden by RBAC ([`Simulator::rejected_writes`]: a faithful simulator makes
+//! none) or by an admission webhook ([`Simulator::refused_by_webhook`]).
 //!
 //! Five polling loops, each level-triggered from what the API server shows:
 //! - [`build`]: the machine-os-builder. Builds (MOSB, its Job, ConfigMaps and Secrets in
 //!   `openshift-machine-config-operator` ([`jobs`]), and the pushed image) for each MOSC, shaped as
-//!   4.20 writes them; MOSC status; rebuilds and rollbacks; and its delete handlers as measured
+//!   4.20 writes them; the MOSC's current build named when a build starts, its image when it
+//!   succeeds; superseded builds deleted when another starts or is reused
+//!   (`deleteOtherBuildsForMachineOSConfig`); rebuilds, rollbacks, reuse of an existing build
+//!   (whoever controls it) and 4.21's pre-built images; and its delete handlers as measured
 //!   on a real 4.20 builder: delete events handled [`SimConfig::delete_delay`] late, the
 //!   MOSB-delete path deleting a gone MOSC's images (no in-use check), the MOSC-delete path
-//!   (image first, then the MOSB, 5 retries) for MOSBs whose deletion was refused, images deleted
-//!   by tag; 4.19's cleanup by label and 4.23's in-use check on the build's pool;
-//! - [`nodes`]: the node controller, targeting nodes only once a Succeeded build for the pool's
-//!   current rendered config matches the MOSC's image, honouring maxUnavailable, never reverting
-//!   a node that is mid-update (the 4.20 bug);
+//!   (image first, then the MOSB, retried while it fails) for MOSBs that survived, images deleted
+//!   by tag; the cleanup by label (4.19, early 4.20-4.22 z-streams) and 4.23's in-use check on
+//!   the build's pool;
+//! - [`nodes`]: the node controller, targeting nodes only while the build of the pool's
+//!   `spec.configuration` has Succeeded with the MOSC's image (`canLayeredContinue`), honouring
+//!   maxUnavailable, never reverting a node that is mid-update (the 4.20 bug);
 //! - [`daemon`]: one machine-config-daemon per node, pulling the desired image from the registry;
 //! - [`pools`]: MachineConfigPool status as MCO computes it, build waits and failures included;
 //! - [`machines`]: the Machine API provisioning Machines (Provisioning, Provisioned, Running) and
@@ -33,6 +45,7 @@
 
 mod build;
 mod config;
+mod ctx;
 mod daemon;
 mod jobs;
 mod machines;
@@ -44,146 +57,86 @@ pub use config::SimConfig;
 pub use jobs::{JOB_UID_ANNOTATION, MCO_NAMESPACE, digest_configmap_name, job_name};
 pub use machines::{BootOutcome, FirstBoot};
 
-use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
 use crate::Result;
+use crate::controlplane::ControlPlane;
 use crate::registry_client::RegistryClient;
-pub use crate::release::Release;
+pub use crate::release::{Release, ZStream};
+use ctx::{BUILDER, Ctx, Knobs};
 
-/// What a test can switch while the simulator runs.
-#[derive(Debug, Default)]
-struct Knobs {
-    /// Nodes whose daemon is frozen.
-    held: HashSet<String>,
-    /// Overrides [`SimConfig::build_delay`] for builds that finish from now on.
-    build_delay: Option<Duration>,
-    /// Builds that finish from now on fail instead of pushing an image.
-    fail_builds: bool,
-    /// MOSC delete events wait (a slow machine-os-builder); MOSB delete events do not.
-    hold_cleanup: bool,
-    /// Pools whose next nodes the node controller does not target (the gap between batches).
-    held_pools: HashSet<String>,
-    /// Writes the API server refused as invalid (422): the simulator must never make one.
-    rejected: Vec<String>,
-    /// MOSC delete events the build controller has not handled yet.
-    pending_cleanups: usize,
-    /// Machines whose first boot waits after fetching its Ignition, before pulling the image.
-    held_machines: HashSet<String>,
-    /// Machine name -> its first boot so far.
-    boots: BTreeMap<String, FirstBoot>,
-    /// Images (digested) the in-use check kept from deletion: on 4.23 once the MOSC is gone,
-    /// leaked.
-    kept: Vec<String>,
-}
-
-/// What every loop shares.
-#[derive(Clone)]
-struct Ctx {
-    client: kube::Client,
-    registry: RegistryClient,
-    cfg: SimConfig,
-    release: Release,
-    knobs: Arc<Mutex<Knobs>>,
-}
-
-impl Ctx {
-    fn knobs<T>(&self, read: impl FnOnce(&Knobs) -> T) -> T {
-        match self.knobs.lock() {
-            Ok(k) => read(&k),
-            Err(poisoned) => read(&poisoned.into_inner()),
-        }
-    }
-
-    fn is_held(&self, node: &str) -> bool {
-        self.knobs(|k| k.held.contains(node))
-    }
-
-    fn update_knobs(&self, change: impl FnOnce(&mut Knobs)) {
-        match self.knobs.lock() {
-            Ok(mut k) => change(&mut k),
-            Err(poisoned) => change(&mut poisoned.into_inner()),
-        }
-    }
-
-    fn build_delay(&self) -> Duration {
-        self.knobs(|k| k.build_delay.unwrap_or(self.cfg.build_delay))
-    }
-
-    /// Awaits one API write, remembering it if the API server found the object invalid.
-    async fn write<T>(
-        &self,
-        what: &str,
-        call: impl Future<Output = std::result::Result<T, kube::Error>>,
-    ) -> std::result::Result<T, kube::Error> {
-        let result = call.await;
-        if let Err(kube::Error::Api(status)) = &result
-            && status.code == 422
-        {
-            tracing::error!(
-                "sim: the API server rejected {what} as invalid: {}",
-                status.message
-            );
-            if let Ok(mut k) = self.knobs.lock() {
-                k.rejected.push(format!("{what}: {}", status.message));
-            }
-        }
-        result
-    }
+/// The name MCO gives the build of `mosc` for the rendered config `rendered` (`<mosc>-<hash of
+/// the inputs>`: the MOSC's spec and the config).
+pub fn build_name(mosc: &kube::api::DynamicObject, rendered: &str) -> String {
+    build::mosb_name(
+        mosc.metadata.name.as_deref().unwrap_or_default(),
+        mosc,
+        rendered,
+    )
 }
 
 /// The running simulator; its loops stop when it is dropped.
 pub struct Simulator {
     tasks: Vec<JoinHandle<()>>,
     knobs: Arc<Mutex<Knobs>>,
-    release: Release,
+    builder_kubeconfig: PathBuf,
 }
 
 impl Simulator {
     /// [`Simulator::start_on`] 4.20, the seed's release (the control plane's default
     /// ClusterVersion).
-    pub fn start(client: kube::Client, registry_host: &str, cfg: SimConfig) -> Result<Self> {
-        Self::start_on(Release::V4_20, client, registry_host, cfg)
+    pub async fn start(cp: &ControlPlane, registry_host: &str, cfg: SimConfig) -> Result<Self> {
+        Self::start_on(Release::V4_20, cp, registry_host, cfg).await
     }
 
-    /// Starts the simulator's loops on the current tokio runtime, behaving as `release`'s MCO
+    /// Starts the simulator's loops on the current tokio runtime, behaving as `z_stream`'s MCO
     /// (the caller makes the ClusterVersion say so: [`crate::scenario::Cluster::seed_on`]).
-    /// `registry_host` (`127.0.0.1:PORT`) is the only registry it pushes to, pulls from or
-    /// deletes in.
-    pub fn start_on(
-        release: Release,
-        client: kube::Client,
+    /// Gives the machine-os-builder its identity first ([`crate::mob::client`]; the namespace
+    /// `openshift-machine-config-operator` must exist). `registry_host` (`127.0.0.1:PORT`) is
+    /// the only registry it pushes to, pulls from or deletes in.
+    pub async fn start_on(
+        z_stream: impl Into<ZStream>,
+        cp: &ControlPlane,
         registry_host: &str,
         cfg: SimConfig,
     ) -> Result<Self> {
         crate::init_tracing();
+        let z_stream = z_stream.into();
+        let (builder, builder_kubeconfig) = crate::mob::client(cp).await?;
+        let knobs = Knobs {
+            builder: Some(z_stream),
+            controller: Some(z_stream),
+            ..Knobs::default()
+        };
         let ctx = Ctx {
-            client,
+            client: cp.client(),
+            actor: "machine-config-controller",
             registry: RegistryClient::new(registry_host)?,
             cfg,
-            release,
-            knobs: Arc::default(),
+            knobs: Arc::new(Mutex::new(knobs)),
         };
         tracing::info!(
-            "sim: MCO {release} simulator started (registry {registry_host}, {:?})",
+            "sim: MCO {z_stream} simulator started (registry {registry_host}, {:?})",
             ctx.cfg
         );
+        let mob = ctx.acting_as(BUILDER, builder);
         let tasks = vec![
-            spawn_loop(
-                "build",
-                ctx.clone(),
-                build::BuildController::new(ctx.clone()),
-            ),
+            spawn_loop("build", ctx.clone(), build::BuildController::new(mob)),
             spawn_loop(
                 "node-controller",
                 ctx.clone(),
                 nodes::NodeController::new(ctx.clone()),
             ),
-            spawn_loop("daemon", ctx.clone(), daemon::Daemons::new(ctx.clone())),
+            spawn_loop(
+                "daemon",
+                ctx.clone(),
+                daemon::Daemons::new(ctx.acting_as("machine-config-daemon", cp.client())),
+            ),
             spawn_loop(
                 "pool-status",
                 ctx.clone(),
@@ -192,19 +145,70 @@ impl Simulator {
             spawn_loop(
                 "machine-api",
                 ctx.clone(),
-                machines::MachineApi::new(ctx.clone()),
+                machines::MachineApi::new(ctx.acting_as("machine-api", cp.client())),
             ),
         ];
         Ok(Self {
             tasks,
             knobs: ctx.knobs,
-            release,
+            builder_kubeconfig,
         })
     }
 
-    /// The release this simulator plays.
+    /// The release the machine-os-builder plays now.
     pub fn openshift_release(&self) -> Release {
-        self.release
+        self.z_stream().release
+    }
+
+    /// The z-stream the machine-os-builder plays now (its cleanups are the ones that differ).
+    pub fn z_stream(&self) -> ZStream {
+        self.read(|k| k.builder)
+            .unwrap_or_else(|| Release::V4_20.late())
+    }
+
+    /// The z-stream the other MCO components (node controller, Machine Config Server) play now.
+    pub fn controller_z_stream(&self) -> ZStream {
+        self.read(|k| k.controller)
+            .unwrap_or_else(|| Release::V4_20.late())
+    }
+
+    /// MCO's operator rolls out `z_stream`'s components: from the next pass every loop (the
+    /// node controller, the Machine Config Server and the machine-os-builder) behaves as it.
+    /// During an upgrade the previous release's components keep running until this happens.
+    pub fn roll_out_mco(&self, z_stream: impl Into<ZStream>) {
+        let z_stream = z_stream.into();
+        let before = self.z_stream();
+        self.knobs(|k| {
+            k.controller = Some(z_stream);
+            k.builder = Some(z_stream);
+        });
+        tracing::info!("sim: MCO's components roll out {z_stream} (were {before})");
+    }
+
+    /// Only the node controller and the Machine Config Server roll out `z_stream`: the new
+    /// operator's sync reaches them before the machine-os-builder (operator.go's order), so for
+    /// a while mid-upgrade the old builder runs beside the new controller.
+    pub fn roll_out_controller(&self, z_stream: impl Into<ZStream>) {
+        let z_stream = z_stream.into();
+        self.knobs(|k| k.controller = Some(z_stream));
+        tracing::info!(
+            "sim: MCO's controller and server roll out {z_stream} (the builder still plays {})",
+            self.z_stream()
+        );
+    }
+
+    /// The machine-os-builder pod restarts: the delete events it had queued (and its retries)
+    /// are lost, as a new informer lists what exists and raises no delete event for what is
+    /// already gone; builds in flight go on (their Jobs run without it).
+    pub fn restart_builder(&self) {
+        self.knobs(|k| k.restart_builder = true);
+        tracing::info!("sim: the machine-os-builder restarts");
+    }
+
+    /// A kubeconfig acting as the machine-os-builder (its service account's token), for a test
+    /// that makes MCO's requests itself.
+    pub fn builder_kubeconfig(&self) -> &Path {
+        &self.builder_kubeconfig
     }
 
     fn knobs(&self, change: impl FnOnce(&mut Knobs)) {
@@ -277,10 +281,18 @@ impl Simulator {
         self.read(|k| k.pending_cleanups)
     }
 
-    /// Every write the API server refused as invalid so far (422), with its message. A
-    /// faithful simulator makes none: tests assert this is empty.
+    /// Every write the API server refused as invalid (422) or RBAC forbade so far, with who
+    /// made it and the message. A faithful simulator makes none: tests assert this is empty.
     pub fn rejected_writes(&self) -> Vec<String> {
         self.read(|k| k.rejected.clone())
+    }
+
+    /// Every request of MCO (the machine-os-builder above all: its deletions of builds) an
+    /// admission webhook refused so far (a 4xx whose message says `admission webhook ... denied
+    /// the request`), as `<who>: <what>: <message>`, once per attempt (a refused call is retried
+    /// every pass). A guard that never stands in MCO's way leaves this empty.
+    pub fn refused_by_webhook(&self) -> Vec<String> {
+        self.read(|k| k.refused.clone())
     }
 
     /// Machine `name`'s first boot, once its Ignition was fetched, holding after that fetch and

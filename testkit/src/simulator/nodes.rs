@@ -1,17 +1,21 @@
 //! The node controller: rolls each pool's nodes to the pool's target (rendered config and, while
-//! the pool's MOSC exists, its image), one batch of at most maxUnavailable at a time. Like 4.20 it
-//! targets a layered pool's nodes only once a Succeeded build for the pool's current rendered
-//! config carries the MOSC's image: while a build runs or after it failed, nodes stay put.
+//! the pool's MOSC exists, its image), one batch of at most maxUnavailable at a time. A layered
+//! pool's nodes are sent to the image only while `canLayeredContinue` (node_controller.go)
+//! holds: the pool's build ([`pool_build`]: the MOSB whose `spec.machineOSConfig` is the pool's
+//! MOSC and `spec.machineConfig` the pool's `spec.configuration`) has Succeeded and its
+//! `digestedImagePushSpec` is the MOSC's `currentImagePullSpec`, as exact strings. A build
+//! pending, running, failed or missing for `spec.configuration` stops the rollout (nodes already
+//! sent keep updating: their daemons go on).
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{Ctx, Reconciler};
+use super::{Ctx, Reconciler, Release};
 use crate::Result;
 use crate::mco::{
-    self, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, STATE, STATE_DONE,
-    STATE_WORKING, node_annotation, str_at,
+    self, CURRENT_CONFIG, CURRENT_IMAGE, CURRENT_MOSB, DESIRED_CONFIG, DESIRED_IMAGE, STATE,
+    STATE_DONE, STATE_WORKING, node_annotation, str_at,
 };
 
 pub(super) struct NodeController {
@@ -50,7 +54,13 @@ impl NodeController {
         if self.ctx.knobs(|k| k.held_pools.contains(&pool_name)) {
             return Ok(()); // The gap between two batches, held open by the test.
         }
-        let Some(target) = pool_target(pool, moscs, mosbs) else {
+        let release = self.ctx.release();
+        if let Some(mosc) = pool_mosc(pool, moscs)
+            && let Some(stale) = pool_build(release, pool, mosc, mosbs).stale_annotation
+        {
+            self.clear_stale_annotation(mosc, stale).await?;
+        }
+        let Some(target) = pool_target(release, pool, moscs, mosbs) else {
             return Ok(()); // No succeeded build of the current config yet: nodes wait.
         };
         let max_unavailable = max_unavailable(pool, members.len());
@@ -97,6 +107,30 @@ impl NodeController {
     }
 }
 
+impl NodeController {
+    /// 4.22 on: removes a `current-machine-os-build` annotation naming a build that is gone or
+    /// for another config, so the build controller creates a new one.
+    async fn clear_stale_annotation(&self, mosc: &DynamicObject, stale: &str) -> Result<()> {
+        let name = mosc.metadata.name.clone().unwrap_or_default();
+        tracing::info!(
+            "sim node-controller: clearing stale current-machine-os-build annotation {stale:?} \
+             from MachineOSConfig {name}"
+        );
+        let patch = json!({"metadata": {"annotations": {CURRENT_MOSB: null}}});
+        self.ctx
+            .write(
+                &format!("clearing the stale current build of MachineOSConfig {name}"),
+                mco::moscs(&self.ctx.client).patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                ),
+            )
+            .await?;
+        Ok(())
+    }
+}
+
 impl Reconciler for NodeController {
     async fn sync(&mut self) -> Result<()> {
         let pools = mco::list_all(&mco::mcps(&self.ctx.client)).await?;
@@ -112,9 +146,11 @@ impl Reconciler for NodeController {
 }
 
 /// The target of a pool: its rendered config, and while its MOSC exists (even with a
-/// deletionTimestamp) the MOSC's image, once a Succeeded build of that MOSC for the rendered
-/// config carries it. `None` (nodes wait) until then.
+/// deletionTimestamp) the MOSC's image, while `canLayeredContinue` holds: the pool's build
+/// ([`pool_build`]) Succeeded and its digested image is the MOSC's `currentImagePullSpec`.
+/// `None` (nodes wait) otherwise.
 pub(super) fn pool_target(
+    release: Release,
     pool: &DynamicObject,
     moscs: &[DynamicObject],
     mosbs: &[DynamicObject],
@@ -127,7 +163,8 @@ pub(super) fn pool_target(
         });
     };
     let image = str_at(&mosc.data, &["status", "currentImagePullSpec"])?;
-    current_build(mosc, &config, mosbs)
+    pool_build(release, pool, mosc, mosbs)
+        .build
         .filter(|b| mco::condition_true(b, "Succeeded"))
         .filter(|b| str_at(&b.data, &["status", "digestedImagePushSpec"]) == Some(image))?;
     Some(Target {
@@ -136,22 +173,59 @@ pub(super) fn pool_target(
     })
 }
 
-/// The build of `mosc` for the rendered config `config` (not one being deleted), if any: the
-/// one named from the MOSC's current spec and the config, as the build controller names it (a
-/// MOSC whose spec changed has several builds for one config; only this one is current).
-pub(super) fn current_build<'a>(
-    mosc: &DynamicObject,
-    config: &str,
+/// The pool's build as `getConfigAndBuild` finds it, and an annotation to clear.
+pub(super) struct PoolBuild<'a> {
+    pub build: Option<&'a DynamicObject>,
+    /// 4.22 on: the MOSC's current-build annotation names a build that is gone or for another
+    /// config; the node controller removes it.
+    pub stale_annotation: Option<&'a str>,
+}
+
+/// `getConfigAndBuild` of `release`'s node controller: from 4.21, the build the MOSC's
+/// `current-machine-os-build` annotation names if it is for the pool's `spec.configuration`;
+/// otherwise (and before 4.21 always) the first MOSB whose `spec.machineOSConfig` is the MOSC
+/// and `spec.machineConfig` the pool's `spec.configuration`, whatever its name, uid, state or
+/// deletion. "First" is the API's order (by name); MCO's informer lists in no fixed order,
+/// which only matters while two builds for one config exist.
+pub(super) fn pool_build<'a>(
+    release: Release,
+    pool: &DynamicObject,
+    mosc: &'a DynamicObject,
     mosbs: &'a [DynamicObject],
-) -> Option<&'a DynamicObject> {
-    let name = mosc.metadata.name.as_deref()?;
-    let expected = super::build::mosb_name(name, mosc, config);
-    mosbs.iter().find(|b| {
-        b.metadata.deletion_timestamp.is_none()
-            && b.metadata.name.as_deref() == Some(expected.as_str())
-            && str_at(&b.data, &["spec", "machineOSConfig", "name"]) == Some(name)
-            && str_at(&b.data, &["spec", "machineConfig", "name"]) == Some(config)
-    })
+) -> PoolBuild<'a> {
+    let config = mco::pool_target_config(pool);
+    let mosc_name = mosc.metadata.name.as_deref().unwrap_or_default();
+    let row = release.row();
+    let mut stale_annotation = None;
+    let annotated = mosc
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CURRENT_MOSB))
+        .map(String::as_str);
+    if let Some(current) = annotated.filter(|_| row.node_controller_prefers_annotated_build) {
+        match mosbs
+            .iter()
+            .find(|b| b.metadata.name.as_deref() == Some(current))
+        {
+            Some(b) if str_at(&b.data, &["spec", "machineConfig", "name"]) == Some(&config) => {
+                return PoolBuild {
+                    build: Some(b),
+                    stale_annotation: None,
+                };
+            }
+            _ if row.node_controller_clears_stale_annotation => stale_annotation = Some(current),
+            _ => {}
+        }
+    }
+    let build = mosbs.iter().find(|b| {
+        str_at(&b.data, &["spec", "machineOSConfig", "name"]) == Some(mosc_name)
+            && str_at(&b.data, &["spec", "machineConfig", "name"]) == Some(config.as_str())
+    });
+    PoolBuild {
+        build,
+        stale_annotation,
+    }
 }
 
 /// The MOSC that opts the pool into image mode, if any.
@@ -199,4 +273,117 @@ fn max_unavailable(pool: &DynamicObject, members: usize) -> usize {
         _ => 1,
     };
     n.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::release::TABLE;
+
+    fn object(name: &str, data: Value, annotations: &[(&str, &str)]) -> DynamicObject {
+        let mut o = DynamicObject::new(name, &mco::mosb_resource()).data(data);
+        o.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        o
+    }
+
+    fn build(name: &str, config: &str, succeeded: bool, image: &str) -> DynamicObject {
+        let status = if succeeded { "True" } else { "False" };
+        object(
+            name,
+            json!({"spec": {"machineOSConfig": {"name": "worker"}, "machineConfig": {"name": config}},
+                   "status": {"digestedImagePushSpec": image,
+                              "conditions": [{"type": "Succeeded", "status": status}]}}),
+            &[],
+        )
+    }
+
+    const OLD: &str = "127.0.0.1:5000/ocb-image@sha256:aaaa";
+    const NEW: &str = "127.0.0.1:5000/ocb-image@sha256:bbbb";
+
+    /// The pool moved to R2 while the MOSC still points at R1's image: each row's node
+    /// controller stops the rollout while R2's build runs, whatever the MOSC's annotation says,
+    /// and sends nodes to R2's image once it succeeded and the MOSC points at it.
+    #[test]
+    fn each_row_sends_nodes_only_to_a_succeeded_build_of_the_pools_config() {
+        let pool = object(
+            "worker",
+            json!({"spec": {"configuration": {"name": "rendered-worker-r2"}}}),
+            &[],
+        );
+        for row in TABLE {
+            let r = row.release;
+            let mosc = |current: &str, image: &str| {
+                object(
+                    "worker",
+                    json!({"spec": {"machineConfigPool": {"name": "worker"}},
+                           "status": {"currentImagePullSpec": image}}),
+                    &[(CURRENT_MOSB, current)],
+                )
+            };
+            let running = [
+                build("worker-a", "rendered-worker-r1", true, OLD),
+                build("worker-b", "rendered-worker-r2", false, ""),
+            ];
+            // 4.19/4.20 name the running build at its start; either way nodes wait.
+            for annotated in ["worker-a", "worker-b"] {
+                let moscs = [mosc(annotated, OLD)];
+                assert!(pool_target(r, &pool, &moscs, &running).is_none(), "{r:?}");
+            }
+            let done = [
+                build("worker-a", "rendered-worker-r1", true, OLD),
+                build("worker-b", "rendered-worker-r2", true, NEW),
+            ];
+            let moscs = [mosc("worker-b", NEW)];
+            let target = pool_target(r, &pool, &moscs, &done).expect("rolls out");
+            assert_eq!(target.image.as_deref(), Some(NEW), "{r:?}");
+            // Succeeded, but the MOSC not pointed at it yet: wait.
+            assert!(pool_target(r, &pool, &[mosc("worker-b", OLD)], &done).is_none());
+            // An annotation naming R1's build is stale from 4.22 on.
+            let stale = pool_build(r, &pool, &moscs[0], &running).stale_annotation;
+            assert_eq!(stale, None, "{r:?}: the annotated build is for R2");
+            let old_moscs = [mosc("worker-a", OLD)];
+            let stale = pool_build(r, &pool, &old_moscs[0], &running).stale_annotation;
+            assert_eq!(
+                stale.is_some(),
+                row.node_controller_clears_stale_annotation,
+                "{r:?}"
+            );
+        }
+    }
+
+    /// Two builds for the pool's config (a failed one and its fix): 4.21 on the annotated one
+    /// counts; before, the first of them.
+    #[test]
+    fn the_annotated_build_counts_from_4_21() {
+        let pool = object(
+            "worker",
+            json!({"spec": {"configuration": {"name": "rendered-worker-r2"}}}),
+            &[],
+        );
+        let builds = [
+            build("worker-b", "rendered-worker-r2", false, ""),
+            build("worker-c", "rendered-worker-r2", true, NEW),
+        ];
+        let mosc = object(
+            "worker",
+            json!({"spec": {"machineConfigPool": {"name": "worker"}},
+                   "status": {"currentImagePullSpec": NEW}}),
+            &[(CURRENT_MOSB, "worker-c")],
+        );
+        for row in TABLE {
+            let found = pool_build(row.release, &pool, &mosc, &builds).build;
+            let name = found.and_then(|b| b.metadata.name.as_deref());
+            let expected = if row.node_controller_prefers_annotated_build {
+                "worker-c"
+            } else {
+                "worker-b"
+            };
+            assert_eq!(name, Some(expected), "{:?}", row.release);
+        }
+    }
 }

@@ -5,7 +5,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::nodes::{current_build, is_unavailable, pool_members, pool_mosc};
+use super::Release;
+use super::nodes::{is_unavailable, pool_build, pool_members, pool_mosc};
 use super::{Ctx, Reconciler, now_rfc3339};
 use crate::Result;
 use crate::mco::{
@@ -32,7 +33,7 @@ impl Reconciler for PoolStatus {
         for pool in &pools {
             let members = pool_members(pool, &pools, &nodes);
             let mosc = pool_mosc(pool, &moscs);
-            let status = calculate(pool, &members, mosc, &mosbs);
+            let status = calculate(self.ctx.release(), pool, &members, mosc, &mosbs);
             let current = pool.data.get("status").cloned().unwrap_or(Value::Null);
             if without_times(&current) == without_times(&status) {
                 continue;
@@ -57,6 +58,7 @@ impl Reconciler for PoolStatus {
 /// The pool status MCO would report (keeping conditions it does not compute, and transition times
 /// of conditions whose status did not change).
 fn calculate(
+    release: Release,
     pool: &DynamicObject,
     members: &[&Node],
     mosc: Option<&DynamicObject>,
@@ -111,7 +113,7 @@ fn calculate(
     }
     if let Some(mosc) = mosc {
         let mosc_name = mosc.metadata.name.as_deref().unwrap_or_default();
-        match current_build(mosc, &target_config, mosbs) {
+        match pool_build(release, pool, mosc, mosbs).build {
             None => conds.push((
                 "Updating",
                 true,

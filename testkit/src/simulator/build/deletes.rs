@@ -7,9 +7,11 @@
 //!   deletes the image and the digest ConfigMap. With the garbage collector, a deleted MOSC's
 //!   MOSBs go ~0.1 s after it, so this is the path that deletes their images;
 //! - the MOSC-delete handler (`deleteMachineOSConfig`) then finds no MOSB, unless a MOSB's
-//!   deletion was refused: for each MOSB with the MOSC's two labels (4.20 on: that the MOSC
-//!   controls; 4.19: every one) it deletes the image first, the digest ConfigMap, then tries the
-//!   MOSB; a failure retries the item 5 times, then drops it;
+//!   deletion was refused, or it survived otherwise (orphaned, or reused by a MOSC recreated with
+//!   the same name): for each MOSB with the MOSC's two labels (by controller: that the MOSC
+//!   controls; by label, 4.19 and the early 4.20-4.22 z-streams: every one) it deletes the image
+//!   first, the digest ConfigMap, then tries the MOSB; a failure requeues the item 5 times
+//!   (rate-limited), then every 5 s for as long as it fails (`WrappedQueue.handleErr`);
 //! - the in-use check before an image goes (`deleteMOSBImage`): until 4.22 only while a MOSC of
 //!   the build's name exists; from 4.23 whenever the build's target pool exists, so the images
 //!   it skips after the MOSC is gone stay (leaked). 4.19 only logs a failed image deletion;
@@ -30,8 +32,11 @@ use super::{BuildController, World, controlled_by, label};
 use crate::Result;
 use crate::image_ref::ImageRef;
 use crate::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, LABEL_MOSC, LABEL_POOL, str_at};
+use crate::release::ZStream;
 
-/// Requeues of a failing queue item before the builder drops it (`Config.MaxRetries`).
+/// Rate-limited requeues of a failing queue item before the builder drops it from the rate
+/// limiter and adds it again after its `RetryAfter` (`WrappedQueue.handleErr`; the item is
+/// retried for as long as it fails).
 const MAX_RETRIES: u32 = 5;
 /// First requeue delay of a failing item; it doubles with every requeue (the rate limiter's
 /// 5 ms * 2^n).
@@ -98,7 +103,10 @@ impl BuildController {
     }
 
     /// Handles the delete events that are due, requeueing a failed one (rate-limited) up to
-    /// [`MAX_RETRIES`] times, then dropping it. MOSC events wait while the cleanup is held.
+    /// [`MAX_RETRIES`] times, then "dropping" it as MCO does: forgotten by the rate limiter and
+    /// added again after [`super::super::SimConfig::delete_delay`] (`RetryAfter`, the builder's
+    /// `UpdateDelay`), so a failing item is retried until it succeeds. MOSC events wait while
+    /// the cleanup is held.
     pub(super) async fn handle_due_deletions(&mut self, world: &World) {
         let hold = self.ctx.knobs(|k| k.hold_cleanup);
         let now = Instant::now();
@@ -135,17 +143,21 @@ impl BuildController {
                 self.queue.push(item);
             } else {
                 tracing::warn!(
-                    "sim build: dropping the delete event of {what} after {MAX_RETRIES} \
-                     requeues: {e}"
+                    "sim build: dropping the delete event of {what} out of the queue after \
+                     {MAX_RETRIES} requeues, to retry in {:?}: {e}",
+                    self.ctx.cfg.delete_delay
                 );
+                item.due = Instant::now() + self.ctx.cfg.delete_delay;
+                item.requeues = 0;
+                self.queue.push(item);
             }
         }
     }
 
-    /// `deleteMachineOSConfig`: for every MOSB with the MOSC's two labels that the deleted MOSC
-    /// controls (`metav1.IsControlledBy`; 4.19: every one, a same-name recreated MOSC's too),
-    /// [`Self::delete_machine_os_build`]. Usually the garbage collector has deleted the deleted
-    /// MOSC's own builds already and there is nothing to do.
+    /// `deleteMachineOSConfig`: for every MOSB with the MOSC's two labels that the cleanup
+    /// takes ([`cleanup_takes`]: by label on 4.19 and early 4.20-4.22 z-streams, by controller
+    /// after), [`Self::delete_machine_os_build`]. Usually the garbage collector has deleted the
+    /// deleted MOSC's own builds already and there is nothing to do.
     async fn machine_os_config_deleted(&self, mosc: &DynamicObject, world: &World) -> Result<()> {
         let name = mosc.metadata.name.clone().unwrap_or_default();
         let uid = mosc.metadata.uid.clone().unwrap_or_default();
@@ -155,26 +167,32 @@ impl BuildController {
             .list(&ListParams::default().labels(&selector))
             .await?
             .items;
+        let z = self.ctx.z_stream();
         tracing::info!(
-            "sim build: removing the MachineOSBuild(s) of deleted MachineOSConfig {name}: {} found",
-            builds.len()
+            "sim build: removing the MachineOSBuild(s) of deleted MachineOSConfig {name}: {} found \
+             ({z}: cleanup by {})",
+            builds.len(),
+            if z.cleans_up_by_label() {
+                "label"
+            } else {
+                "controller"
+            }
         );
-        let by_label = self.ctx.release.cleans_up_by_label();
         for build in &builds {
             let build_name = build.metadata.name.as_deref().unwrap_or_default();
-            if by_label && !controlled_by(build, &uid) {
-                tracing::info!(
-                    "sim build: deleting MachineOSBuild {build_name} although the deleted \
-                     MachineOSConfig {name} (uid {uid}) does not control it ({}: no controller \
-                     check)",
-                    self.ctx.release
-                );
-            } else if !controlled_by(build, &uid) {
+            if !cleanup_takes(z, build, &uid) {
                 tracing::info!(
                     "sim build: skipping MachineOSBuild {build_name}: not controlled by the \
                      deleted MachineOSConfig {name} (uid {uid})"
                 );
                 continue;
+            }
+            if !controlled_by(build, &uid) {
+                tracing::info!(
+                    "sim build: deleting MachineOSBuild {build_name} although the deleted \
+                     MachineOSConfig {name} (uid {uid}) does not control it ({z}: no controller \
+                     check)"
+                );
             }
             self.delete_machine_os_build(build, world).await?;
         }
@@ -197,7 +215,8 @@ impl BuildController {
     }
 
     /// `deleteMachineOSBuild`: the image first ([`Self::delete_mosb_image`]), the digest
-    /// ConfigMap, then the MOSB itself (which the guard may refuse: that is the error).
+    /// ConfigMap, then the MOSB itself (a webhook may refuse that: the error, recorded by
+    /// [`super::super::Simulator::refused_by_webhook`]).
     pub(super) async fn delete_machine_os_build(
         &self,
         mosb: &DynamicObject,
@@ -215,12 +234,12 @@ impl BuildController {
     /// delete path goes on.
     async fn delete_image_of(&self, mosb: &DynamicObject, mosc: &str, world: &World) -> Result<()> {
         match self.delete_mosb_image(mosb, mosc, world).await {
-            Err(e) if !self.ctx.release.image_delete_errors_fail() => {
+            Err(e) if !self.ctx.release().image_delete_errors_fail() => {
                 tracing::warn!(
                     "sim build: could not delete the image of MachineOSBuild {}: {e} (logged \
                      only, as {} does)",
                     mosb.metadata.name.as_deref().unwrap_or_default(),
-                    self.ctx.release
+                    self.ctx.release()
                 );
                 Ok(())
             }
@@ -255,7 +274,7 @@ impl BuildController {
         let pool_label = label(mosb, LABEL_POOL).unwrap_or_default();
         let checked_pool = if !self.ctx.cfg.in_use_check {
             None
-        } else if self.ctx.release.checks_pool_after_mosc_is_gone() {
+        } else if self.ctx.release().checks_pool_after_mosc_is_gone() {
             if pool_label.is_empty() {
                 return Err(format!(
                     "MachineOSBuild {name:?} is missing label {LABEL_POOL}, cannot determine if \
@@ -295,7 +314,7 @@ impl BuildController {
                     "sim build: keeping the image of {name} ({digested:?}): applied on or desired \
                      by {} ({} in-use check, pool {pool_label}){leaked}",
                     users.join(", "),
-                    self.ctx.release
+                    self.ctx.release()
                 );
                 self.ctx.update_knobs(|k| {
                     if !k.kept.iter().any(|i| i == digested) {
@@ -363,8 +382,15 @@ impl BuildController {
     }
 }
 
+/// Whether the MOSC-delete cleanup of `z` takes `build` (labelled with the deleted MOSC's name
+/// and pool) when the deleted MOSC's uid is `deleted_uid`: every one by label, else only one
+/// the deleted MOSC controls (`metav1.IsControlledBy`).
+pub(super) fn cleanup_takes(z: ZStream, build: &DynamicObject, deleted_uid: &str) -> bool {
+    z.cleans_up_by_label() || controlled_by(build, deleted_uid)
+}
+
 /// Objects by name.
-fn by_name(objects: &[DynamicObject]) -> HashMap<String, DynamicObject> {
+pub(super) fn by_name(objects: &[DynamicObject]) -> HashMap<String, DynamicObject> {
     objects
         .iter()
         .filter_map(|o| Some((o.metadata.name.clone()?, o.clone())))
@@ -383,4 +409,50 @@ fn raw_annotation<'a>(node: &'a Node, key: &str) -> &'a str {
         .as_ref()
         .and_then(|a| a.get(key))
         .map_or("", String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::release::{CleanupFix, Release, TABLE};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn build(controller_uid: Option<&str>) -> DynamicObject {
+        let mut b = DynamicObject::new("worker-1", &mco::mosb_resource());
+        b.metadata.owner_references = controller_uid.map(|uid| {
+            vec![OwnerReference {
+                api_version: "machineconfiguration.openshift.io/v1".into(),
+                kind: "MachineOSConfig".into(),
+                name: "worker".into(),
+                uid: uid.into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]
+        });
+        b
+    }
+
+    /// Each row's cleanup, as the delete handler applies it: a build the deleted MOSC controls
+    /// always goes; one of a recreated MOSC or an orphan goes only where the row's z-stream
+    /// cleans up by label (4.19, the early side of a backport).
+    #[test]
+    fn the_cleanup_takes_what_each_rows_z_stream_takes() {
+        let own = build(Some("deleted"));
+        let recreated = build(Some("recreated"));
+        let orphan = build(None);
+        for row in TABLE {
+            for z in [row.release.early(), row.release.late()] {
+                let by_label = match row.cleanup_fix {
+                    CleanupFix::Never => true,
+                    CleanupFix::Backported { .. } => z == row.release.early(),
+                    CleanupFix::FromStart => false,
+                };
+                assert!(cleanup_takes(z, &own, "deleted"), "{z}");
+                assert_eq!(cleanup_takes(z, &recreated, "deleted"), by_label, "{z}");
+                assert_eq!(cleanup_takes(z, &orphan, "deleted"), by_label, "{z}");
+            }
+        }
+        assert!(cleanup_takes(Release::V4_20.early(), &orphan, "deleted"));
+        assert!(!cleanup_takes(Release::V4_20.late(), &orphan, "deleted"));
+    }
 }

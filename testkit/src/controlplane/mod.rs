@@ -3,9 +3,10 @@
 //! `foregroundDeletion`, the MOSBs' finalizer, and deletes MOSBs whose MOSC is gone). No
 //! scheduler and no other controllers: nodes are plain objects and MCO is simulated.
 
-use std::ffi::{OsStr, OsString};
+mod servers;
+
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -20,7 +21,11 @@ use crate::probe;
 use crate::process::ChildProcess;
 use crate::tls::{ensure_crypto_provider, https_client};
 use crate::{Result, init_tracing, temp_dir};
-use crate::{crds, kubectl};
+use crate::{clusterversion, crds, kubectl};
+use servers::{
+    Respawn, apiserver_spec, etcd_spec, start_garbage_collector, wait_apiserver_ready,
+    wait_etcd_ready,
+};
 
 /// Field manager the harness uses for server-side apply (defined with the CRDs it first applies).
 pub use crate::crds::FIELD_MANAGER;
@@ -47,42 +52,25 @@ pub struct ControlPlane {
 
 /// The OpenShift release a control plane says it runs (its ClusterVersion) unless a test sets
 /// another with [`ControlPlane::set_release`]: the one the simulator's default builder models.
-pub const DEFAULT_RELEASE: &str = "4.20.8";
-
-/// Creates or updates the ClusterVersion `version` so that `status.desired.version` is
-/// `version`, as the cluster-version operator writes it.
-async fn set_release(client: &kube::Client, version: &str) -> Result<()> {
-    use kube::api::{Api, DynamicObject, Patch, PatchParams};
-    use kube::core::{ApiResource, GroupVersionKind};
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("config.openshift.io", "v1", "ClusterVersion"),
-        "clusterversions",
-    );
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let object = serde_json::json!({
-        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
-        "metadata": {"name": "version"},
-        "spec": {"clusterID": "00000000-0000-4000-8000-000000000e2e", "channel": "stable"},
-    });
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch("version", &params, &Patch::Apply(&object))
-        .await?;
-    let status = serde_json::json!({
-        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
-        "metadata": {"name": "version"},
-        "status": {"desired": {"version": version},
-                   "history": [{"state": "Completed", "version": version}]},
-    });
-    api.patch_status("version", &params, &Patch::Apply(&status))
-        .await?;
-    Ok(())
-}
+pub const DEFAULT_RELEASE: &str = "4.20.15";
 
 impl ControlPlane {
     /// Makes the cluster say it runs OpenShift `version` (its ClusterVersion), as after an
     /// upgrade: the guard decides with that release's rules.
     pub async fn set_release(&self, version: &str) -> Result<()> {
-        set_release(&self.client, version).await
+        clusterversion::set_release(&self.client, version).await
+    }
+
+    /// Makes the ClusterVersion say an upgrade to `target` is in flight
+    /// ([`clusterversion::start_upgrade`]).
+    pub async fn start_upgrade(&self, target: &str) -> Result<()> {
+        clusterversion::start_upgrade(&self.client, target).await
+    }
+
+    /// Makes the ClusterVersion say the upgrade in flight completed
+    /// ([`clusterversion::finish_upgrade`]).
+    pub async fn finish_upgrade(&self) -> Result<()> {
+        clusterversion::finish_upgrade(&self.client).await
     }
 
     /// Starts etcd and kube-apiserver on free ports, writes an admin kubeconfig, waits for
@@ -150,7 +138,7 @@ impl ControlPlane {
         )?;
         let client = client_from_kubeconfig(&kubeconfig).await?;
         crds::install(&client).await?;
-        set_release(&client, DEFAULT_RELEASE).await?;
+        clusterversion::set_release(&client, DEFAULT_RELEASE).await?;
         let crds_ready = started.elapsed();
         // After the CRDs, so the garbage collector's first discovery already monitors them.
         let controller_manager =
@@ -313,201 +301,8 @@ impl ControlPlane {
     }
 }
 
-/// How to start one server again exactly as before (same flags, ports, files, log).
-struct Respawn {
-    name: &'static str,
-    program: PathBuf,
-    args: Vec<OsString>,
-    log: PathBuf,
-}
-
-impl Respawn {
-    fn spawn(&self) -> Result<ChildProcess> {
-        let mut cmd = Command::new(&self.program);
-        cmd.args(&self.args);
-        ChildProcess::spawn(self.name, cmd, &self.log)
-    }
-}
-
 fn lock(process: &Mutex<ChildProcess>) -> std::sync::MutexGuard<'_, ChildProcess> {
     process.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// etcd on free client and peer ports: how to start it, and its client URL.
-fn etcd_spec(bin: &Path, dir: &Path, extra: &[&str]) -> Result<(Respawn, String)> {
-    let client_url = format!("http://127.0.0.1:{}", free_port()?);
-    let peer_url = format!("http://127.0.0.1:{}", free_port()?);
-    let mut args: Vec<OsString> = vec![
-        "--name=e2e".into(),
-        format!("--data-dir={}", dir.join("etcd").display()).into(),
-        format!("--listen-client-urls={client_url}").into(),
-        format!("--advertise-client-urls={client_url}").into(),
-        format!("--listen-peer-urls={peer_url}").into(),
-        format!("--initial-advertise-peer-urls={peer_url}").into(),
-        format!("--initial-cluster=e2e={peer_url}").into(),
-        "--unsafe-no-fsync".into(),
-        "--log-level=warn".into(),
-    ];
-    args.extend(extra.iter().map(OsString::from));
-    let spec = Respawn {
-        name: "etcd",
-        program: bin.to_owned(),
-        args,
-        log: dir.join("etcd.log"),
-    };
-    Ok((spec, client_url))
-}
-
-/// Waits until etcd reports itself healthy.
-async fn wait_etcd_ready(etcd: &mut ChildProcess, etcd_url: &str) -> Result<()> {
-    let http = crate::tls::http_client()?;
-    etcd.wait_ready(
-        "GET /health",
-        Duration::from_secs(30),
-        Duration::from_millis(50),
-        || {
-            let (http, url) = (http.clone(), format!("{etcd_url}/health"));
-            async move {
-                let body = http.get(url).send().await?.text().await?;
-                if body.contains("\"health\":\"true\"") {
-                    Ok(())
-                } else {
-                    Err(format!("etcd /health: {body}").into())
-                }
-            }
-        },
-    )
-    .await
-}
-
-/// Waits until kube-apiserver's `/readyz` answers 200.
-async fn wait_apiserver_ready(
-    apiserver: &mut ChildProcess,
-    https: &reqwest::Client,
-    server: &str,
-    timeout: Duration,
-) -> Result<()> {
-    apiserver
-        .wait_ready("GET /readyz", timeout, Duration::from_millis(100), || {
-            let (https, url) = (https.clone(), format!("{server}/readyz"));
-            async move { probe::ready(&https, &url).await }
-        })
-        .await
-}
-
-/// kube-apiserver on `port` with client-certificate auth and RBAC: how to start it (its
-/// serving certificate and service-account keys are written now, once).
-fn apiserver_spec(
-    bin: &Path,
-    dir: &Path,
-    pki: &Pki,
-    port: u16,
-    etcd_url: &str,
-    admission_config: Option<&Path>,
-) -> Result<Respawn> {
-    let serving = pki.server_cert(
-        "kube-apiserver",
-        &[
-            "127.0.0.1",
-            "localhost",
-            "10.0.0.1",
-            "kubernetes",
-            "kubernetes.default",
-            "kubernetes.default.svc",
-        ],
-    )?;
-    // Service-account token signing key pair.
-    let sa_key = rcgen::KeyPair::generate()?;
-    let sa_private = dir.join("sa.key");
-    let sa_public = dir.join("sa.pub");
-    std::fs::write(&sa_private, sa_key.serialize_pem())?;
-    std::fs::write(&sa_public, sa_key.public_key_pem())?;
-    let cert_dir = dir.join("apiserver-certs");
-    std::fs::create_dir_all(&cert_dir)?;
-
-    let mut cmd = Command::new(bin);
-    cmd.arg(format!("--etcd-servers={etcd_url}"))
-        .arg("--bind-address=127.0.0.1")
-        .arg("--advertise-address=127.0.0.1")
-        .arg(format!("--secure-port={port}"))
-        .arg(format!("--cert-dir={}", cert_dir.display()))
-        .arg(format!("--tls-cert-file={}", serving.cert.display()))
-        .arg(format!("--tls-private-key-file={}", serving.key.display()))
-        .arg(format!("--client-ca-file={}", pki.ca_path().display()))
-        .arg(format!(
-            "--service-account-key-file={}",
-            sa_public.display()
-        ))
-        .arg(format!(
-            "--service-account-signing-key-file={}",
-            sa_private.display()
-        ))
-        .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-        .arg("--service-cluster-ip-range=10.0.0.0/24")
-        .arg("--authorization-mode=RBAC")
-        // No service-account token controller runs (the controller-manager runs only the GC).
-        .arg("--disable-admission-plugins=ServiceAccount")
-        .arg("--allow-privileged=true")
-        // The API server's own Endpoints reconciler rejects a loopback advertise address.
-        .arg("--endpoint-reconciler-type=none")
-        .arg("--v=1");
-    if let Some(config) = admission_config {
-        cmd.arg(format!(
-            "--admission-control-config-file={}",
-            config.display()
-        ));
-    }
-    Ok(Respawn {
-        name: "kube-apiserver",
-        program: bin.to_owned(),
-        args: cmd.get_args().map(OsStr::to_owned).collect(),
-        log: dir.join("kube-apiserver.log"),
-    })
-}
-
-/// Log line of kube-controller-manager once the garbage collector watches every resource.
-const GC_SYNCED: &str = "Garbage collector: all resource monitors have synced";
-
-/// Starts kube-controller-manager with only the garbage collector, as the admin, on a free
-/// loopback port, and waits until its resource monitors have synced (before that, owner
-/// references and `foregroundDeletion` would go unnoticed for a moment).
-async fn start_garbage_collector(
-    bin: &Path,
-    dir: &Path,
-    kubeconfig: &Path,
-) -> Result<ChildProcess> {
-    let cert_dir = dir.join("controller-manager-certs");
-    std::fs::create_dir_all(&cert_dir)?;
-    let mut cmd = Command::new(bin);
-    cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--controllers=garbagecollector")
-        .arg("--leader-elect=false")
-        .arg("--bind-address=127.0.0.1")
-        .arg(format!("--secure-port={}", free_port()?))
-        .arg(format!("--cert-dir={}", cert_dir.display()))
-        .arg("--use-service-account-credentials=false")
-        .arg("--v=2");
-    let log = dir.join("kube-controller-manager.log");
-    let mut process = ChildProcess::spawn("kube-controller-manager", cmd, &log)?;
-    process
-        .wait_ready(
-            "garbage collector synced",
-            Duration::from_secs(60),
-            Duration::from_millis(100),
-            || {
-                let log = log.clone();
-                async move {
-                    let text = std::fs::read_to_string(&log).unwrap_or_default();
-                    if text.contains(GC_SYNCED) {
-                        Ok(())
-                    } else {
-                        Err(format!("no {GC_SYNCED:?} in its log yet").into())
-                    }
-                }
-            },
-        )
-        .await?;
-    Ok(process)
 }
 
 /// A kube client from a kubeconfig file.

@@ -1,0 +1,207 @@
+//! How the control plane's three servers are started (and started again, for chaos tests):
+//! etcd, kube-apiserver with client-certificate auth, RBAC and service-account tokens, and
+//! kube-controller-manager running only its garbage collector.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::Result;
+use crate::net::free_port;
+use crate::pki::Pki;
+use crate::probe;
+use crate::process::ChildProcess;
+
+/// How to start one server again exactly as before (same flags, ports, files, log).
+pub(super) struct Respawn {
+    name: &'static str,
+    program: PathBuf,
+    args: Vec<OsString>,
+    log: PathBuf,
+}
+
+impl Respawn {
+    pub(super) fn spawn(&self) -> Result<ChildProcess> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args);
+        ChildProcess::spawn(self.name, cmd, &self.log)
+    }
+}
+
+/// etcd on free client and peer ports: how to start it, and its client URL.
+pub(super) fn etcd_spec(bin: &Path, dir: &Path, extra: &[&str]) -> Result<(Respawn, String)> {
+    let client_url = format!("http://127.0.0.1:{}", free_port()?);
+    let peer_url = format!("http://127.0.0.1:{}", free_port()?);
+    let mut args: Vec<OsString> = vec![
+        "--name=e2e".into(),
+        format!("--data-dir={}", dir.join("etcd").display()).into(),
+        format!("--listen-client-urls={client_url}").into(),
+        format!("--advertise-client-urls={client_url}").into(),
+        format!("--listen-peer-urls={peer_url}").into(),
+        format!("--initial-advertise-peer-urls={peer_url}").into(),
+        format!("--initial-cluster=e2e={peer_url}").into(),
+        "--unsafe-no-fsync".into(),
+        "--log-level=warn".into(),
+    ];
+    args.extend(extra.iter().map(OsString::from));
+    let spec = Respawn {
+        name: "etcd",
+        program: bin.to_owned(),
+        args,
+        log: dir.join("etcd.log"),
+    };
+    Ok((spec, client_url))
+}
+
+/// Waits until etcd reports itself healthy.
+pub(super) async fn wait_etcd_ready(etcd: &mut ChildProcess, etcd_url: &str) -> Result<()> {
+    let http = crate::tls::http_client()?;
+    etcd.wait_ready(
+        "GET /health",
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        || {
+            let (http, url) = (http.clone(), format!("{etcd_url}/health"));
+            async move {
+                let body = http.get(url).send().await?.text().await?;
+                if body.contains("\"health\":\"true\"") {
+                    Ok(())
+                } else {
+                    Err(format!("etcd /health: {body}").into())
+                }
+            }
+        },
+    )
+    .await
+}
+
+/// Waits until kube-apiserver's `/readyz` answers 200.
+pub(super) async fn wait_apiserver_ready(
+    apiserver: &mut ChildProcess,
+    https: &reqwest::Client,
+    server: &str,
+    timeout: Duration,
+) -> Result<()> {
+    apiserver
+        .wait_ready("GET /readyz", timeout, Duration::from_millis(100), || {
+            let (https, url) = (https.clone(), format!("{server}/readyz"));
+            async move { probe::ready(&https, &url).await }
+        })
+        .await
+}
+
+/// kube-apiserver on `port` with client-certificate auth and RBAC: how to start it (its
+/// serving certificate and service-account keys are written now, once).
+pub(super) fn apiserver_spec(
+    bin: &Path,
+    dir: &Path,
+    pki: &Pki,
+    port: u16,
+    etcd_url: &str,
+    admission_config: Option<&Path>,
+) -> Result<Respawn> {
+    let serving = pki.server_cert(
+        "kube-apiserver",
+        &[
+            "127.0.0.1",
+            "localhost",
+            "10.0.0.1",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+        ],
+    )?;
+    // Service-account token signing key pair.
+    let sa_key = rcgen::KeyPair::generate()?;
+    let sa_private = dir.join("sa.key");
+    let sa_public = dir.join("sa.pub");
+    std::fs::write(&sa_private, sa_key.serialize_pem())?;
+    std::fs::write(&sa_public, sa_key.public_key_pem())?;
+    let cert_dir = dir.join("apiserver-certs");
+    std::fs::create_dir_all(&cert_dir)?;
+
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--etcd-servers={etcd_url}"))
+        .arg("--bind-address=127.0.0.1")
+        .arg("--advertise-address=127.0.0.1")
+        .arg(format!("--secure-port={port}"))
+        .arg(format!("--cert-dir={}", cert_dir.display()))
+        .arg(format!("--tls-cert-file={}", serving.cert.display()))
+        .arg(format!("--tls-private-key-file={}", serving.key.display()))
+        .arg(format!("--client-ca-file={}", pki.ca_path().display()))
+        .arg(format!(
+            "--service-account-key-file={}",
+            sa_public.display()
+        ))
+        .arg(format!(
+            "--service-account-signing-key-file={}",
+            sa_private.display()
+        ))
+        .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+        .arg("--service-cluster-ip-range=10.0.0.0/24")
+        .arg("--authorization-mode=RBAC")
+        // No service-account token controller runs (the controller-manager runs only the GC).
+        .arg("--disable-admission-plugins=ServiceAccount")
+        .arg("--allow-privileged=true")
+        // The API server's own Endpoints reconciler rejects a loopback advertise address.
+        .arg("--endpoint-reconciler-type=none")
+        .arg("--v=1");
+    if let Some(config) = admission_config {
+        cmd.arg(format!(
+            "--admission-control-config-file={}",
+            config.display()
+        ));
+    }
+    Ok(Respawn {
+        name: "kube-apiserver",
+        program: bin.to_owned(),
+        args: cmd.get_args().map(OsStr::to_owned).collect(),
+        log: dir.join("kube-apiserver.log"),
+    })
+}
+
+/// Log line of kube-controller-manager once the garbage collector watches every resource.
+const GC_SYNCED: &str = "Garbage collector: all resource monitors have synced";
+
+/// Starts kube-controller-manager with only the garbage collector, as the admin, on a free
+/// loopback port, and waits until its resource monitors have synced (before that, owner
+/// references and `foregroundDeletion` would go unnoticed for a moment).
+pub(super) async fn start_garbage_collector(
+    bin: &Path,
+    dir: &Path,
+    kubeconfig: &Path,
+) -> Result<ChildProcess> {
+    let cert_dir = dir.join("controller-manager-certs");
+    std::fs::create_dir_all(&cert_dir)?;
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg("--controllers=garbagecollector")
+        .arg("--leader-elect=false")
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--secure-port={}", free_port()?))
+        .arg(format!("--cert-dir={}", cert_dir.display()))
+        .arg("--use-service-account-credentials=false")
+        .arg("--v=2");
+    let log = dir.join("kube-controller-manager.log");
+    let mut process = ChildProcess::spawn("kube-controller-manager", cmd, &log)?;
+    process
+        .wait_ready(
+            "garbage collector synced",
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            || {
+                let log = log.clone();
+                async move {
+                    let text = std::fs::read_to_string(&log).unwrap_or_default();
+                    if text.contains(GC_SYNCED) {
+                        Ok(())
+                    } else {
+                        Err(format!("no {GC_SYNCED:?} in its log yet").into())
+                    }
+                }
+            },
+        )
+        .await?;
+    Ok(process)
+}
