@@ -1,6 +1,7 @@
 //! New builds of a MachineOSConfig on the real control plane (with the real garbage collector),
 //! the registry and the MCO 4.20 simulator, with mosc-guard in front: a build running or failed
-//! while the pool runs the previous image, and the rebuild annotation mid-rollout.
+//! while the pool runs the previous image (the rebuild annotation mid-rollout, MCO's own deletion
+//! admitted, is in tests/mco_pipeline/guarded.rs).
 //!
 //! Every test runs the simulator at the real machine-os-builder's timing
 //! (`SimConfig::real_timing`): the late cleanup and the rebuilds race its 5 s delete delay.
@@ -10,17 +11,12 @@
 
 use std::time::Duration;
 
-use kube::api::{Patch, PatchParams};
-use serde_json::json;
-
 use testkit::cli::CliRun;
 use testkit::guard::GuardBin;
-use testkit::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, REBUILD};
+use testkit::mco::{CURRENT_IMAGE, DESIRED_IMAGE};
 use testkit::scenario::{
-    DegradedWatch, STEP_TIMEOUT, assert_faithful_and_never_degraded, assert_image_in_registry,
-    events_about, kubectl, layered_and_settled, mosbs_of, node_annotations, registered_guard,
-    render, seed, wait_for, wait_new_build, wait_pool_reverted, wait_pool_updating,
-    wait_rolled_out,
+    DegradedWatch, assert_faithful_and_never_degraded, kubectl, layered_and_settled,
+    node_annotations, registered_guard, render, seed, wait_pool_reverted, wait_pool_updating,
 };
 use testkit::simulator::SimConfig;
 
@@ -79,68 +75,4 @@ async fn deleting_while_a_new_build_runs_is_allowed_and_the_pool_reverts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_after_a_failed_build_is_allowed_and_the_pool_reverts() {
     build_pending_then_delete(true).await;
-}
-
-/// The rebuild annotation while the first worker is mid-update to the current image: MCO's
-/// deletion of the current build is refused until the rollout settles (its in-use check keeps
-/// the image), then the rebuild goes ahead and the pool rolls to the new image.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rebuild_mid_rollout_waits_for_the_rollout_then_completes() {
-    let cluster = seed(SimConfig::real_timing()).await;
-    let _guard = registered_guard(&BIN, &cluster, &[]).await;
-    let watch = DegradedWatch::start(&cluster.client, "worker");
-    let rollout = cluster
-        .start_layered_rollout(STEP_TIMEOUT)
-        .await
-        .expect("layered rollout starts");
-    let image = rollout.build.image_ref().expect("image reference");
-
-    mco::moscs(&cluster.client)
-        .patch(
-            "worker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {REBUILD: ""}}})),
-        )
-        .await
-        .expect("annotate for rebuild");
-    // MCO's delete of the build is refused (an Event says so); build and image stay.
-    wait_for(
-        || async {
-            let refused = events_about(
-                &cluster.client,
-                "MachineOSBuild",
-                &rollout.build.mosb,
-                "DeletionBlocked",
-            )
-            .await;
-            Ok((!refused.is_empty()).then_some(()))
-        },
-        STEP_TIMEOUT,
-        "the guard to refuse MCO's deletion of the current build",
-    )
-    .await
-    .expect("deletion refused");
-    let builds = mosbs_of(&cluster.client, "worker").await.expect("builds");
-    assert!(
-        builds
-            .iter()
-            .any(|b| b.metadata.name.as_deref() == Some(&rollout.build.mosb)
-                && b.metadata.deletion_timestamp.is_none()),
-        "the current build is kept while the rollout needs it"
-    );
-    assert_image_in_registry(&cluster, &image).await;
-
-    // The rollout finishes on the old image, then the rebuild runs and rolls out.
-    cluster.sim.release(&rollout.node);
-    let rebuilt = wait_new_build(&cluster, &rollout.build.image).await;
-    wait_rolled_out(&cluster, &rebuilt.image).await;
-    let annotations = mco::moscs(&cluster.client)
-        .get("worker")
-        .await
-        .expect("MOSC")
-        .metadata
-        .annotations
-        .unwrap_or_default();
-    assert!(!annotations.contains_key(REBUILD), "{annotations:?}");
-    assert_faithful_and_never_degraded(&cluster, &watch);
 }

@@ -74,11 +74,11 @@ pub struct Reviewer<V> {
 
 /// The users MCO's machine-os-builder runs as (`--mco-user`). Every MachineOSBuild deletion it
 /// makes itself (superseding a build that has not succeeded, rebuilding one whose image is
-/// gone, the rebuild annotation, the cleanup after a MachineOSConfig's deletion, a build whose
-/// Job could not be created) protects no image when refused: by then MCO has deleted the image
-/// or it never existed, and a refusal only stops its build pipeline (a refused
-/// `deleteOtherBuildsForMachineOSConfig` aborts every new build, forever). So the guard admits
-/// them all, and says so when it would have refused one.
+/// gone, the rebuild annotation, the cleanup after a MachineOSConfig's deletion) protects no
+/// image when refused: by then MCO has deleted the image or it never existed, and a refusal
+/// only stops its build pipeline (a refused `deleteOtherBuildsForMachineOSConfig` aborts every
+/// new build, forever). So the guard admits all of its requests, whatever they are, and says
+/// so when it would have refused one.
 #[derive(Clone, Debug, Default)]
 pub struct McoUsers(Vec<String>);
 

@@ -78,6 +78,25 @@ pub async fn register_validating_webhook_at(
     register(cp, url_base, &config, PROBE_VALIDATING).await
 }
 
+/// Like [`register_validating_webhook`], but as an OLM bundle installs the guard: OLM's
+/// `webhookdefinitions` cannot carry `matchConditions`, so there is only the enforcing webhook,
+/// without the condition that keeps MCO's own requests away, and the guard must admit them
+/// itself (`serve --mco-user`).
+pub async fn register_validating_webhook_without_mco_exclusion(
+    cp: &ControlPlane,
+    guard: &Guard,
+) -> Result<()> {
+    let mut config = webhook_configuration(&guard.base_url(), guard.ca_pem())?;
+    let webhooks = config.webhooks.as_mut().ok_or("no webhooks")?;
+    webhooks.retain(|w| w.name == "deletions.mosc-guard.dev");
+    for w in webhooks.iter_mut() {
+        if let Some(conditions) = w.match_conditions.as_mut() {
+            conditions.retain(|c| !c.expression.contains("userInfo.username"));
+        }
+    }
+    register(cp, &guard.base_url(), &config, PROBE_VALIDATING).await
+}
+
 /// Applies [`mutating_webhook_configuration`] and waits until it is in effect (as
 /// [`register_validating_webhook`] does).
 pub async fn register_mutating_webhook(cp: &ControlPlane, guard: &Guard) -> Result<()> {

@@ -97,7 +97,12 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
             Ok(events(&cluster, "worker", "DeletionDeferred")
                 .await
                 .into_iter()
-                .find(|e| e.note.as_deref().unwrap_or_default().contains(&blocks(&second))))
+                .find(|e| {
+                    e.note
+                        .as_deref()
+                        .unwrap_or_default()
+                        .contains(&blocks(&second))
+                }))
         },
         STEP_TIMEOUT,
         "a DeletionDeferred Event naming the second node as blocking",

@@ -18,7 +18,7 @@ use testkit::release::{Release, ZStream};
 use testkit::simulator::SimConfig;
 
 /// Steps up to the recreated MOSC naming A while the first node pulls X; returns the rollout.
-async fn recreate_over_an_orphaned_build(cluster: &Cluster) -> Rollout {
+pub(super) async fn recreate_over_an_orphaned_build(cluster: &Cluster) -> Rollout {
     let rollout = cluster
         .start_layered_rollout(STEP_TIMEOUT)
         .await
@@ -86,7 +86,7 @@ async fn recreate_over_an_orphaned_build(cluster: &Cluster) -> Rollout {
 }
 
 /// Deletes the recreated MOSC and waits until MCO handled its delete event.
-async fn delete_and_clean_up(cluster: &Cluster) {
+pub(super) async fn delete_and_clean_up(cluster: &Cluster) {
     let out = kubectl(cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(out.success(), "{out:?}");
     wait_mosc_gone(&cluster.client, "worker").await;

@@ -1,8 +1,8 @@
 //! Issue 25, the harness half: MCO's build pipeline as the simulator plays it, through the real
 //! API server, with the build controller acting as the machine-os-builder's service account
-//! (`testkit::mco::MOB_USER`). No guard is registered but in [`guarded`]: these tests pin down
-//! what MCO does (so the guard's end-to-end tests can rely on it), and that nothing it writes
-//! is rejected.
+//! (`testkit::mco::MOB_USER`). Without a guard, these tests pin down what MCO does (so the
+//! guard's end-to-end tests can rely on it), and that nothing it writes is rejected; the
+//! `guarded*` ones show the guard never standing in its way.
 //!
 //! - [`config_change`]: a config change mid-rollout; the new build is named at its start
 //!   (4.20) and the MOSC's `status.machineOSBuild` written only on success (4.21); the node
@@ -17,13 +17,19 @@
 //!   4.20.z (mid-upgrade, its old builder still running) deletes that build's image by label,
 //!   4.23 does not;
 //! - [`guarded`]: with the guard in front, the builder's own deletion of a build a node is
-//!   pulling (the rebuild annotation) reaches it as MCO's and is admitted.
+//!   pulling (the rebuild annotation) reaches it as MCO's and is admitted;
+//! - [`guarded_workflow`]: the config change with a failing build superseded by a fix, with the
+//!   guard in deny mode (4.20) and defer mode (4.21): it completes as without the guard;
+//! - [`guarded_releases`]: the recreated MOSC's orphaned build, guarded: refused on an early
+//!   4.20.z until its node arrives, allowed on 4.23, decided with both releases mid-upgrade.
 //!
 //! Each test starts its own control plane (a few seconds) and says its simulator timing.
 
 mod cleanup;
 mod config_change;
 mod guarded;
+mod guarded_releases;
+mod guarded_workflow;
 mod prebuilt;
 mod reuse;
 mod supersede;

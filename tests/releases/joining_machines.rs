@@ -91,7 +91,7 @@ async fn on_4_21_deletion_is_denied_while_a_machine_joins() {
     }
     let (code, report) = check_json(&cluster, "machineosconfig/worker", &[]);
     assert_eq!(code, Some(1), "{report:#}");
-    assert_eq!(report["release"]["rules"], "4.21");
+    assert_eq!(report["release"]["rules"], serde_json::json!(["4.21"]));
     assert_eq!(report["blockingNodes"], serde_json::json!([]));
     let joining = &report["joiningMachines"][0];
     assert_eq!(joining["machine"], format!("{NAMESPACE}/{MACHINE}"));
@@ -175,7 +175,7 @@ async fn on_4_20_a_joining_machine_does_not_block_the_deletion() {
 
     let (code, report) = check_json(&cluster, "machineosconfig/worker", &[]);
     assert_eq!(code, Some(0), "{report:#}");
-    assert_eq!(report["release"]["rules"], "4.20");
+    assert_eq!(report["release"]["rules"], serde_json::json!(["4.20"]));
     assert_eq!(report["joiningMachines"], serde_json::json!([]));
     // The same cluster judged with 4.21's rules: the machine would block.
     let (code, report) = check_json(

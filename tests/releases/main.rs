@@ -54,7 +54,7 @@ fn assert_guard_reads_release(cluster: &Cluster, release: Release) {
     );
     assert_eq!(
         report["release"]["rules"],
-        rules_row(release).as_str(),
+        serde_json::json!([rules_row(release)]),
         "{report:#}"
     );
 }

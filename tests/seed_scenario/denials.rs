@@ -39,8 +39,8 @@ async fn guarded_deletion_is_denied_until_rollout_completes() {
     let metrics = g.guard.metrics().await.expect("metrics");
     assert!(
         metrics.contains("mosc_guard_admission_decisions_total{resource=\"machineosconfigs\",result=\"denied\"} 1")
-            && !metrics.contains("mosc_guard_confirmations_total"),
-        "denied from the cache and its index, without a confirming read:\n{metrics}"
+            && metrics.contains("mosc_guard_confirmations_total{result=\"refusal-confirmed\"} 1"),
+        "denied from the cache, the refusal confirmed by a fresh read:\n{metrics}"
     );
     let CliRun {
         code,

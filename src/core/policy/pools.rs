@@ -24,7 +24,6 @@ use super::images::Guard;
 use super::memo::{Memo, StrId};
 use super::verdict::{Deletion, GuardedImage, NAMED_NEXT_NODES, RollingPool};
 
-
 const MASTER: &str = "master";
 const WORKER: &str = "worker";
 
