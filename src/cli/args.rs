@@ -93,10 +93,8 @@ pub struct SourceArgs {
     /// no pools), listing what could not. Without it such a dump is an error (exit 2).
     #[arg(long, requires = "from_dir")]
     pub allow_incomplete: bool,
-    /// Decide with this OpenShift release's rules (4.19 to 4.23) instead of the one the
-    /// cluster's (or the dump's) ClusterVersion says. An unknown release gets the most cautious
-    /// rules, as does a cluster without a ClusterVersion.
-    #[arg(long, value_name = "VERSION", env = "MOSC_GUARD_OPENSHIFT_VERSION")]
+    // Help from `openshift_version_help`: it names the releases the table knows.
+    #[arg(long, value_name = "VERSION", env = "MOSC_GUARD_OPENSHIFT_VERSION", help = openshift_version_help())]
     pub openshift_version: Option<String>,
     /// in-flight: block while a node has not reached an image of the object;
     /// in-use: also while a node runs one (a settled pool then needs the override).
@@ -231,4 +229,14 @@ impl From<Policy> for PolicyMode {
             Policy::InUse => PolicyMode::InUse,
         }
     }
+}
+
+/// `--openshift-version`'s help, naming the releases the table knows (`core::release`).
+fn openshift_version_help() -> String {
+    format!(
+        "Decide with this OpenShift release's rules ({}) instead of what the cluster's (or the \
+         dump's) ClusterVersion says, an upgrade in flight included. An unknown release gets the \
+         most cautious rules, as does a cluster without a ClusterVersion.",
+        crate::core::release::known_range()
+    )
 }

@@ -17,7 +17,7 @@ use crate::core::policy::PolicyMode;
 use crate::defer::controller;
 use crate::defer::leader::{self, LeaseSettings};
 use crate::sources::caches::Caches;
-use crate::sources::view::{ClusterView, StaticView};
+use crate::sources::view::{ClusterView, ReleaseOverride, StaticView};
 use crate::telemetry::events::Events;
 use crate::telemetry::metrics::Metrics;
 use crate::webhook::cert_expiry;
@@ -203,9 +203,8 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
             path,
             allow_incomplete,
         } => {
-            let snapshot = load_static(path, *allow_incomplete)?
-                .with_release_override(config.release.as_deref());
-            let view = StaticView(Arc::new(snapshot));
+            let snapshot = load_static(path, *allow_incomplete)?;
+            let view = ReleaseOverride::new(StaticView(Arc::new(snapshot)), config.release.clone());
             let reviewer = Reviewer::new(view, config.policy, metrics, config.confirm_timeout)
                 .with_enforcement(config.enforcement)
                 .with_mco_users(config.mco_users.clone());
@@ -225,9 +224,10 @@ async fn run_live(
     listeners: Listeners,
 ) {
     let events = Events::new(client.clone(), &config.identity);
-    let caches = Caches::start(client.clone(), config.stale_after)
-        .with_fence_wait(config.fence_wait)
-        .with_release(config.release.clone());
+    let caches = ReleaseOverride::new(
+        Caches::start(client.clone(), config.stale_after).with_fence_wait(config.fence_wait),
+        config.release.clone(),
+    );
     let mut reviewer = Reviewer::new(
         caches,
         config.policy,

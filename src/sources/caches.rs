@@ -48,11 +48,56 @@ where
     Ok(())
 }
 
+/// A kind the caches hold: the name metrics, logs and `/readyz` give it, and whether the guard
+/// decides without it. An optional kind (absent on many clusters: no Machine API on
+/// user-provisioned ones, no ClusterVersion outside OpenShift) never holds readiness back and
+/// never makes the view stale; its failures are logged at debug level.
+#[derive(Clone, Copy, Debug)]
+struct Kind {
+    name: &'static str,
+    optional: bool,
+}
+
+/// The kinds besides nodes, in the order metrics and `/readyz` list them.
+const CONFIGS: Kind = Kind {
+    name: "machineosconfigs",
+    optional: false,
+};
+const BUILDS: Kind = Kind {
+    name: "machineosbuilds",
+    optional: false,
+};
+const POOLS: Kind = Kind {
+    name: "machineconfigpools",
+    optional: false,
+};
+const MACHINES: Kind = Kind {
+    name: "machines",
+    optional: true,
+};
+const VERSIONS: Kind = Kind {
+    name: "clusterversions",
+    optional: true,
+};
+/// The node cache, which is not a reflector (`sources::node_cache`).
+const NODES: Kind = Kind {
+    name: "nodes",
+    optional: false,
+};
+
+/// What every cache reports (each kind's reflector, and the node cache), so readiness,
+/// staleness and sizes are one loop over [`Caches::table`].
+trait CacheState {
+    fn kind(&self) -> Kind;
+    /// Its first full list completed.
+    fn synced(&self) -> bool;
+    fn health(&self) -> &WatchHealth;
+    fn len(&self) -> usize;
+}
+
 /// One reflector store, whether its first list completed, and its watch's health.
 struct Cached<K: Resource<DynamicType = ()> + Clone + 'static> {
-    what: &'static str,
-    /// An optional kind: its failures are logged at debug level and never make the view stale.
-    optional: bool,
+    kind: Kind,
     store: Store<K>,
     ready: Arc<AtomicBool>,
     health: Arc<WatchHealth>,
@@ -62,13 +107,18 @@ impl<K> Cached<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    /// Starts watching `api` into a new store. Returns the store and the driving tasks.
+    /// Starts watching `kind` into a new store; its driving tasks join `tasks`.
     fn start(
-        api: Api<K>,
-        what: &'static str,
+        client: &Client,
+        kind: Kind,
         stale_after: Duration,
-        optional: bool,
-    ) -> (Self, Vec<JoinHandle<()>>) {
+        tasks: &mut Vec<JoinHandle<()>>,
+    ) -> Self {
+        let api: Api<K> = Api::all(client.clone());
+        let Kind {
+            name: what,
+            optional,
+        } = kind;
         let (store, mut writer) = reflector::store();
         let ready = Arc::new(AtomicBool::new(false));
         let health = Arc::new(WatchHealth::default());
@@ -125,27 +175,43 @@ where
                 tracing::info!(cache = what, objects = reader.len(), "cache synced");
             }
         });
-        (
-            Self {
-                what,
-                optional,
-                store,
-                ready,
-                health,
-            },
-            vec![driver, readiness],
-        )
+        tasks.extend([driver, readiness]);
+        Self {
+            kind,
+            store,
+            ready,
+            health,
+        }
     }
+}
 
-    fn ready(&self) -> bool {
+impl<K: Resource<DynamicType = ()> + Clone + 'static> CacheState for Cached<K> {
+    fn kind(&self) -> Kind {
+        self.kind
+    }
+    fn synced(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
+    fn health(&self) -> &WatchHealth {
+        &self.health
+    }
+    fn len(&self) -> usize {
+        self.store.len()
+    }
+}
 
-    fn stale(&self, now: Instant, stale_after: Duration) -> Option<String> {
-        if self.optional {
-            return None;
-        }
-        describe_stale(self.what, &self.health, now, stale_after)
+impl CacheState for NodeCache {
+    fn kind(&self) -> Kind {
+        NODES
+    }
+    fn synced(&self) -> bool {
+        self.ready()
+    }
+    fn health(&self) -> &WatchHealth {
+        NodeCache::health(self)
+    }
+    fn len(&self) -> usize {
+        self.sizes().0
     }
 }
 
@@ -175,8 +241,6 @@ pub struct Caches {
     nodes: NodeCache,
     stale_after: Duration,
     fence_wait: Duration,
-    /// `--openshift-version`: decides with that release's rules whatever the cluster says.
-    release: Option<String>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -191,38 +255,11 @@ impl Caches {
     /// has failed continuously for `stale_after` makes the view not ready until it recovers.
     pub fn start(client: Client, stale_after: Duration) -> Self {
         let mut tasks = Vec::new();
-        let configs = Cached::start(
-            Api::all(client.clone()),
-            "machineosconfigs",
-            stale_after,
-            false,
-        );
-        tasks.extend(configs.1);
-        let builds = Cached::start(
-            Api::all(client.clone()),
-            "machineosbuilds",
-            stale_after,
-            false,
-        );
-        tasks.extend(builds.1);
-        let pools = Cached::start(
-            Api::all(client.clone()),
-            "machineconfigpools",
-            stale_after,
-            false,
-        );
-        tasks.extend(pools.1);
-        let machines = Cached::start(Api::all(client.clone()), "machines", stale_after, true);
-        tasks.extend(machines.1);
-        let versions = Cached::start(
-            Api::all(client.clone()),
-            "clusterversions",
-            stale_after,
-            true,
-        );
-        tasks.extend(versions.1);
-        let (configs, builds, pools, machines, versions) =
-            (configs.0, builds.0, pools.0, machines.0, versions.0);
+        let configs = Cached::start(&client, CONFIGS, stale_after, &mut tasks);
+        let builds = Cached::start(&client, BUILDS, stale_after, &mut tasks);
+        let pools = Cached::start(&client, POOLS, stale_after, &mut tasks);
+        let machines = Cached::start(&client, MACHINES, stale_after, &mut tasks);
+        let versions = Cached::start(&client, VERSIONS, stale_after, &mut tasks);
         let nodes = NodeCache::start(client.clone(), stale_after);
         Self {
             client,
@@ -234,15 +271,21 @@ impl Caches {
             nodes,
             stale_after,
             fence_wait: DEFAULT_FENCE_WAIT,
-            release: None,
             tasks,
         }
     }
 
-    /// Decides with `release`'s rules instead of the cluster's ClusterVersion (`None`: read it).
-    pub fn with_release(mut self, release: Option<String>) -> Self {
-        self.release = release;
-        self
+    /// Every cache, in the order metrics and `/readyz` list them: the one table the readiness,
+    /// staleness and size reports walk.
+    fn table(&self) -> [&dyn CacheState; 6] {
+        [
+            &self.configs,
+            &self.builds,
+            &self.pools,
+            &self.machines,
+            &self.versions,
+            &self.nodes,
+        ]
     }
 
     /// Sets how long a confirmation waits for the node cache before also listing nodes.
@@ -273,7 +316,6 @@ impl Caches {
         };
         let (objects, fence) = tokio::join!(objects, fence);
         let (objects, (revision, passed)) = (objects?, fence?);
-        let objects = objects.with_release_override(self.release.as_deref());
         let nodes = match revision {
             _ if passed => FreshNodes::Cached,
             None => self.listed_nodes(&objects.pools).await?,
@@ -306,18 +348,19 @@ impl Caches {
         Ok(FreshNodes::Listed(nodes.unwrap_or_default()))
     }
 
-    /// Each cache's "stale at `now`" description.
-    fn stale_at(&self, now: Instant) -> [(&'static str, Option<String>); 4] {
-        let after = self.stale_after;
-        [
-            (self.configs.what, self.configs.stale(now, after)),
-            (self.builds.what, self.builds.stale(now, after)),
-            (self.pools.what, self.pools.stale(now, after)),
-            (
-                "nodes",
-                describe_stale("nodes", self.nodes.health(), now, after),
-            ),
-        ]
+    /// Each required cache's "stale at `now`" description (optional ones are never stale).
+    fn stale_at(&self, now: Instant) -> Vec<(&'static str, Option<String>)> {
+        self.table()
+            .into_iter()
+            .filter(|c| !c.kind().optional)
+            .map(|c| {
+                let name = c.kind().name;
+                (
+                    name,
+                    describe_stale(name, c.health(), now, self.stale_after),
+                )
+            })
+            .collect()
     }
 }
 
@@ -337,7 +380,6 @@ impl ClusterView for Caches {
             machines: self.machines.store.state(),
             release: crate::core::cluster::running(&self.versions.store.state()),
         }
-        .with_release_override(self.release.as_deref())
     }
 
     fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>> {
@@ -349,21 +391,19 @@ impl ClusterView for Caches {
     }
 
     fn ready(&self) -> bool {
-        self.configs.ready() && self.builds.ready() && self.pools.ready() && self.nodes.ready()
+        self.table()
+            .into_iter()
+            .all(|c| c.kind().optional || c.synced())
     }
 
     fn readiness(&self) -> Result<(), NotReady> {
-        if !self.ready() {
-            let unsynced: Vec<&str> = [
-                (self.configs.what, self.configs.ready()),
-                (self.builds.what, self.builds.ready()),
-                (self.pools.what, self.pools.ready()),
-                ("nodes", self.nodes.ready()),
-            ]
+        let unsynced: Vec<&str> = self
+            .table()
             .into_iter()
-            .filter(|(_, ready)| !ready)
-            .map(|(what, _)| what)
+            .filter(|c| !c.kind().optional && !c.synced())
+            .map(|c| c.kind().name)
             .collect();
+        if !unsynced.is_empty() {
             return Err(NotReady::Unsynced(unsynced));
         }
         let stale: Vec<String> = self
@@ -386,14 +426,12 @@ impl ClusterView for Caches {
     }
 
     fn sizes(&self) -> Vec<(&'static str, usize)> {
-        let (nodes, with_images) = self.nodes.sizes();
-        vec![
-            ("machineosconfigs", self.configs.store.len()),
-            ("machineosbuilds", self.builds.store.len()),
-            ("machineconfigpools", self.pools.store.len()),
-            ("machines", self.machines.store.len()),
-            ("nodes", nodes),
-            ("nodes_with_images", with_images),
-        ]
+        let mut sizes: Vec<(&'static str, usize)> = self
+            .table()
+            .into_iter()
+            .map(|c| (c.kind().name, c.len()))
+            .collect();
+        sizes.push(("nodes_with_images", self.nodes.sizes().1));
+        sizes
     }
 }

@@ -76,45 +76,11 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
 /// Everything the policy reads, listed now. An API the cluster does not serve (CRD
 /// missing) lists as empty and is named in `missing`.
 pub async fn snapshot(client: &Client) -> Result<(Snapshot, Vec<&'static str>), LiveError> {
-    let (moscs, mosbs, pools, around) = tokio::try_join!(
-        list::<MachineOSConfig>(client, "machineosconfigs"),
-        list::<MachineOSBuild>(client, "machineosbuilds"),
-        list::<MachineConfigPool>(client, "machineconfigpools"),
-        around_the_pools(client),
-    )?;
-    let nodes = nodes_for(client, pools.as_deref().unwrap_or_default()).await?;
-    let mut missing = Vec::new();
-    let mut note = |served: bool, what: &'static str| {
-        if !served {
-            missing.push(what);
-        }
-    };
-    note(
-        moscs.is_some(),
-        "machineosconfigs.machineconfiguration.openshift.io",
-    );
-    note(
-        mosbs.is_some(),
-        "machineosbuilds.machineconfiguration.openshift.io",
-    );
-    note(
-        pools.is_some(),
-        "machineconfigpools.machineconfiguration.openshift.io",
-    );
-    note(nodes.is_some(), "nodes");
-    note(around.machines.is_some(), "machines.machine.openshift.io");
-    note(
-        around.versions_served,
-        "clusterversions.config.openshift.io",
-    );
-    let snapshot = Snapshot {
-        machine_os_configs: moscs.unwrap_or_default(),
-        machine_os_builds: mosbs.unwrap_or_default(),
-        pools: pools.unwrap_or_default(),
-        nodes: nodes.unwrap_or_default(),
-        machines: around.machines.unwrap_or_default(),
-        release: around.release,
-    };
+    let (mut snapshot, mut missing) = listed_objects(client).await?;
+    match nodes_for(client, &snapshot.pools).await? {
+        Some(nodes) => snapshot.nodes = nodes,
+        None => missing.push("nodes"),
+    }
     Ok((snapshot, missing))
 }
 
@@ -124,20 +90,50 @@ pub async fn snapshot(client: &Client) -> Result<(Snapshot, Vec<&'static str>), 
 /// cannot turn a stale pool status or a machine that just started provisioning into an allow.
 /// An API the cluster does not serve lists as empty.
 pub async fn decision_objects(client: &Client) -> Result<Snapshot, LiveError> {
-    let (builds, pools, configs, around) = tokio::try_join!(
+    Ok(listed_objects(client).await?.0)
+}
+
+/// The kinds besides nodes, each listed in full, and the APIs the cluster does not serve.
+async fn listed_objects(client: &Client) -> Result<(Snapshot, Vec<&'static str>), LiveError> {
+    let (configs, builds, pools, around) = tokio::try_join!(
+        list::<MachineOSConfig>(client, "machineosconfigs"),
         list::<MachineOSBuild>(client, "machineosbuilds"),
         list::<MachineConfigPool>(client, "machineconfigpools"),
-        list::<MachineOSConfig>(client, "machineosconfigs"),
         around_the_pools(client),
     )?;
-    Ok(Snapshot {
+    let served = [
+        (
+            configs.is_some(),
+            "machineosconfigs.machineconfiguration.openshift.io",
+        ),
+        (
+            builds.is_some(),
+            "machineosbuilds.machineconfiguration.openshift.io",
+        ),
+        (
+            pools.is_some(),
+            "machineconfigpools.machineconfiguration.openshift.io",
+        ),
+        (around.machines.is_some(), "machines.machine.openshift.io"),
+        (
+            around.versions_served,
+            "clusterversions.config.openshift.io",
+        ),
+    ];
+    let missing = served
+        .into_iter()
+        .filter(|(served, _)| !served)
+        .map(|(_, what)| what)
+        .collect();
+    let snapshot = Snapshot {
         machine_os_configs: configs.unwrap_or_default(),
         machine_os_builds: builds.unwrap_or_default(),
         pools: pools.unwrap_or_default(),
         nodes: Vec::new(),
         machines: around.machines.unwrap_or_default(),
         release: around.release,
-    })
+    };
+    Ok((snapshot, missing))
 }
 
 /// The kinds around the pools a decision reads: Machines (`None` where the Machine API is not

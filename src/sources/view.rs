@@ -94,6 +94,58 @@ impl Fresh {
     }
 }
 
+/// `--openshift-version`: `inner`'s snapshots, cached and fresh, say this release whatever the
+/// cluster (or the dump) says. The one place `serve` applies the override, whichever source
+/// serves; `check` applies the same [`Snapshot::with_release_override`] to what it read.
+pub struct ReleaseOverride<V> {
+    inner: V,
+    version: Option<String>,
+}
+
+impl<V: ClusterView> ReleaseOverride<V> {
+    /// `inner` deciding with `version`'s rules (`None`: as the cluster says).
+    pub fn new(inner: V, version: Option<String>) -> Self {
+        Self { inner, version }
+    }
+}
+
+impl<V: ClusterView> ClusterView for ReleaseOverride<V> {
+    fn objects(&self) -> Snapshot {
+        self.inner
+            .objects()
+            .with_release_override(self.version.as_deref())
+    }
+
+    fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>> {
+        self.inner.nodes(digests, mode)
+    }
+
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {
+        Box::pin(async move {
+            let mut fresh = self.inner.fresh().await?;
+            fresh.objects =
+                std::mem::take(&mut fresh.objects).with_release_override(self.version.as_deref());
+            Ok(fresh)
+        })
+    }
+
+    fn ready(&self) -> bool {
+        self.inner.ready()
+    }
+
+    fn readiness(&self) -> Result<(), NotReady> {
+        self.inner.readiness()
+    }
+
+    fn stale(&self) -> Vec<(&'static str, bool)> {
+        self.inner.stale()
+    }
+
+    fn sizes(&self) -> Vec<(&'static str, usize)> {
+        self.inner.sizes()
+    }
+}
+
 /// A snapshot that never changes: fresh reads return it as it is.
 pub struct StaticView(pub Arc<Snapshot>);
 
@@ -135,4 +187,31 @@ pub fn sizes_of(s: &Snapshot) -> Vec<(&'static str, usize)> {
         ("machineconfigpools", s.pools.len()),
         ("nodes", s.nodes.len()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::release::ClusterRelease;
+
+    #[tokio::test]
+    async fn the_override_reaches_cached_and_fresh_snapshots_alike() {
+        let cluster = Snapshot {
+            release: ClusterRelease {
+                desired: Some("4.23.0".into()),
+                also_running: vec!["4.22.4".into()],
+                upgrading: true,
+            },
+            ..Default::default()
+        };
+        let view =
+            ReleaseOverride::new(StaticView(Arc::new(cluster.clone())), Some("4.20.8".into()));
+        let given = ClusterRelease::given("4.20.8");
+        assert_eq!(view.objects().release, given);
+        let fresh = view.fresh().await.expect("fresh");
+        assert_eq!(fresh.objects.release, given);
+        // Without a version the cluster's word stands.
+        let view = ReleaseOverride::new(StaticView(Arc::new(cluster.clone())), None);
+        assert_eq!(view.objects().release, cluster.release);
+    }
 }
