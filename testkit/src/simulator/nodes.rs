@@ -20,6 +20,9 @@ use crate::mco::{
 
 pub(super) struct NodeController {
     ctx: Ctx,
+    /// Passes so far: which of several builds for one config a pass finds first (see
+    /// [`pool_build`]).
+    turn: usize,
 }
 
 /// What a pool's nodes should run.
@@ -31,7 +34,7 @@ pub(super) struct Target {
 
 impl NodeController {
     pub(super) fn new(ctx: Ctx) -> Self {
-        Self { ctx }
+        Self { ctx, turn: 0 }
     }
 
     async fn sync_pool(
@@ -40,6 +43,7 @@ impl NodeController {
         members: &[&Node],
         moscs: &[DynamicObject],
         mosbs: &[DynamicObject],
+        turn: usize,
     ) -> Result<()> {
         let pool_name = pool.metadata.name.clone().unwrap_or_default();
         if pool
@@ -56,11 +60,11 @@ impl NodeController {
         }
         let release = self.ctx.release();
         if let Some(mosc) = pool_mosc(pool, moscs)
-            && let Some(stale) = pool_build(release, pool, mosc, mosbs).stale_annotation
+            && let Some(stale) = pool_build(release, pool, mosc, mosbs, turn).stale_annotation
         {
             self.clear_stale_annotation(mosc, stale).await?;
         }
-        let Some(target) = pool_target(release, pool, moscs, mosbs) else {
+        let Some(target) = pool_target(release, pool, moscs, mosbs, turn) else {
             return Ok(()); // No succeeded build of the current config yet: nodes wait.
         };
         let max_unavailable = max_unavailable(pool, members.len());
@@ -137,9 +141,11 @@ impl Reconciler for NodeController {
         let moscs = mco::list_all(&mco::moscs(&self.ctx.client)).await?;
         let mosbs = mco::list_all(&mco::mosbs(&self.ctx.client)).await?;
         let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
+        self.turn = self.turn.wrapping_add(1);
         for pool in &pools {
             let members = pool_members(pool, &pools, &nodes);
-            self.sync_pool(pool, &members, &moscs, &mosbs).await?;
+            self.sync_pool(pool, &members, &moscs, &mosbs, self.turn)
+                .await?;
         }
         Ok(())
     }
@@ -154,6 +160,7 @@ pub(super) fn pool_target(
     pool: &DynamicObject,
     moscs: &[DynamicObject],
     mosbs: &[DynamicObject],
+    turn: usize,
 ) -> Option<Target> {
     let config = mco::pool_target_config(pool);
     let Some(mosc) = pool_mosc(pool, moscs) else {
@@ -163,7 +170,7 @@ pub(super) fn pool_target(
         });
     };
     let image = str_at(&mosc.data, &["status", "currentImagePullSpec"])?;
-    pool_build(release, pool, mosc, mosbs)
+    pool_build(release, pool, mosc, mosbs, turn)
         .build
         .filter(|b| mco::condition_true(b, "Succeeded"))
         .filter(|b| str_at(&b.data, &["status", "digestedImagePushSpec"]) == Some(image))?;
@@ -185,13 +192,16 @@ pub(super) struct PoolBuild<'a> {
 /// `current-machine-os-build` annotation names if it is for the pool's `spec.configuration`;
 /// otherwise (and before 4.21 always) the first MOSB whose `spec.machineOSConfig` is the MOSC
 /// and `spec.machineConfig` the pool's `spec.configuration`, whatever its name, uid, state or
-/// deletion. "First" is the API's order (by name); MCO's informer lists in no fixed order,
-/// which only matters while two builds for one config exist.
+/// deletion. "First" is MCO's lister order, which is a Go map's: none, and another on every
+/// pass. That matters while several builds for one config exist (a Containerfile changed: the
+/// old build stays, succeeded): a pass may find the old one and wait, a later one the current
+/// one and go on. So pass `turn` finds the `turn`-th of them (in the API's order, by name).
 pub(super) fn pool_build<'a>(
     release: Release,
     pool: &DynamicObject,
     mosc: &'a DynamicObject,
     mosbs: &'a [DynamicObject],
+    turn: usize,
 ) -> PoolBuild<'a> {
     let config = mco::pool_target_config(pool);
     let mosc_name = mosc.metadata.name.as_deref().unwrap_or_default();
@@ -218,10 +228,14 @@ pub(super) fn pool_build<'a>(
             _ => {}
         }
     }
-    let build = mosbs.iter().find(|b| {
-        str_at(&b.data, &["spec", "machineOSConfig", "name"]) == Some(mosc_name)
-            && str_at(&b.data, &["spec", "machineConfig", "name"]) == Some(config.as_str())
-    });
+    let matching: Vec<&DynamicObject> = mosbs
+        .iter()
+        .filter(|b| {
+            str_at(&b.data, &["spec", "machineOSConfig", "name"]) == Some(mosc_name)
+                && str_at(&b.data, &["spec", "machineConfig", "name"]) == Some(config.as_str())
+        })
+        .collect();
+    let build = (!matching.is_empty()).then(|| matching[turn % matching.len()]);
     PoolBuild {
         build,
         stale_annotation,
@@ -332,22 +346,25 @@ mod tests {
             // 4.19/4.20 name the running build at its start; either way nodes wait.
             for annotated in ["worker-a", "worker-b"] {
                 let moscs = [mosc(annotated, OLD)];
-                assert!(pool_target(r, &pool, &moscs, &running).is_none(), "{r:?}");
+                assert!(
+                    pool_target(r, &pool, &moscs, &running, 0).is_none(),
+                    "{r:?}"
+                );
             }
             let done = [
                 build("worker-a", "rendered-worker-r1", true, OLD),
                 build("worker-b", "rendered-worker-r2", true, NEW),
             ];
             let moscs = [mosc("worker-b", NEW)];
-            let target = pool_target(r, &pool, &moscs, &done).expect("rolls out");
+            let target = pool_target(r, &pool, &moscs, &done, 0).expect("rolls out");
             assert_eq!(target.image.as_deref(), Some(NEW), "{r:?}");
             // Succeeded, but the MOSC not pointed at it yet: wait.
-            assert!(pool_target(r, &pool, &[mosc("worker-b", OLD)], &done).is_none());
+            assert!(pool_target(r, &pool, &[mosc("worker-b", OLD)], &done, 0).is_none());
             // An annotation naming R1's build is stale from 4.22 on.
-            let stale = pool_build(r, &pool, &moscs[0], &running).stale_annotation;
+            let stale = pool_build(r, &pool, &moscs[0], &running, 0).stale_annotation;
             assert_eq!(stale, None, "{r:?}: the annotated build is for R2");
             let old_moscs = [mosc("worker-a", OLD)];
-            let stale = pool_build(r, &pool, &old_moscs[0], &running).stale_annotation;
+            let stale = pool_build(r, &pool, &old_moscs[0], &running, 0).stale_annotation;
             assert_eq!(
                 stale.is_some(),
                 row.node_controller_clears_stale_annotation,
@@ -376,7 +393,7 @@ mod tests {
             &[(CURRENT_MOSB, "worker-c")],
         );
         for row in TABLE {
-            let found = pool_build(row.release, &pool, &mosc, &builds).build;
+            let found = pool_build(row.release, &pool, &mosc, &builds, 0).build;
             let name = found.and_then(|b| b.metadata.name.as_deref());
             let expected = if row.node_controller_prefers_annotated_build {
                 "worker-c"
@@ -385,5 +402,31 @@ mod tests {
             };
             assert_eq!(name, Some(expected), "{:?}", row.release);
         }
+    }
+
+    /// Two succeeded builds for the pool's config (the Containerfile changed): MCO's lister
+    /// order changes from pass to pass, so before 4.21 some pass finds the current one and the
+    /// rollout goes on; a fixed order could wait for ever on the old one.
+    #[test]
+    fn a_later_pass_finds_the_current_build_among_several_for_one_config() {
+        let pool = object(
+            "worker",
+            json!({"spec": {"configuration": {"name": "rendered-worker-r2"}}}),
+            &[],
+        );
+        let builds = [
+            build("worker-a", "rendered-worker-r2", true, OLD),
+            build("worker-c", "rendered-worker-r2", true, NEW),
+        ];
+        let moscs = [object(
+            "worker",
+            json!({"spec": {"machineConfigPool": {"name": "worker"}},
+                   "status": {"currentImagePullSpec": NEW}}),
+            &[],
+        )];
+        let found: Vec<bool> = (0..2)
+            .map(|turn| pool_target(Release::V4_20, &pool, &moscs, &builds, turn).is_some())
+            .collect();
+        assert_eq!(found, [false, true], "one pass waits, the next goes on");
     }
 }

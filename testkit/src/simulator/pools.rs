@@ -113,7 +113,7 @@ fn calculate(
     }
     if let Some(mosc) = mosc {
         let mosc_name = mosc.metadata.name.as_deref().unwrap_or_default();
-        match pool_build(release, pool, mosc, mosbs).build {
+        match pool_build(release, pool, mosc, mosbs, 0).build {
             None => conds.push((
                 "Updating",
                 true,
