@@ -44,7 +44,15 @@ pub(super) async fn recreate_over_an_orphaned_build(cluster: &Cluster) -> Rollou
     )
     .await
     .expect("A orphaned");
-    // The builder restarts with the delete event still queued: it is lost.
+    // The builder restarts with the delete event still queued: it is lost. (It must have been
+    // queued first: a restart before the watch delivered it would see the event afterwards.)
+    wait_for(
+        || async { Ok((cluster.sim.pending_cleanups() > 0).then_some(())) },
+        STEP_TIMEOUT,
+        "the builder to have queued the delete event of worker",
+    )
+    .await
+    .expect("delete event queued");
     cluster.sim.restart_builder();
     wait_for(
         || async { Ok((cluster.sim.pending_cleanups() == 0).then_some(())) },
