@@ -22,7 +22,7 @@ export PATH := $(TOOLS_BIN):$(PATH)
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
 IMAGE ?= quay.io/mosc-guard/mosc-guard:$(VERSION)
 
-.PHONY: all deps binaries build lint unit test demo bench bench-cluster soak load clean fresh-check
+.PHONY: all deps binaries build lint unit test demo bench bench-cluster soak load stalled clean fresh-check
 
 all: build
 
@@ -87,8 +87,9 @@ bench-cluster: deps binaries
 ## VERDICT_CASES verdict and DECODE_CASES decode cases, the alert rules, the race soak with
 ## TRIALS randomized trials (half deny, half defer mode; SOAK_SEED replays a run's choices),
 ## the chaos tests with a CHAOS_OUTAGE-second outage (the black-holed API server case
-## included), then `make load`; ends with a summary (also when a part failed; the exit
-## status says whether all passed). (`make test` runs short versions of the same tests.)
+## included), then `make load`, then `make stalled`; ends with a summary (also when a part
+## failed; the exit status says whether all passed). (`make test` runs short versions of the
+## same tests.)
 VERDICT_CASES ?= 100000
 DECODE_CASES ?= 1000000
 IMAGE_CASES ?= 100000
@@ -116,8 +117,10 @@ soak: deps binaries
 	  2>&1 | tee -a $(SOAK_LOG) || status=1; \
 	echo "+ load (as make load)"; \
 	$(LOAD_CMD) 2>&1 | tee -a $(SOAK_LOG) || status=1; \
+	echo "+ stalled connections (as make stalled)"; \
+	$(STALLED_CMD) 2>&1 | tee -a $(SOAK_LOG) || status=1; \
 	echo "== soak summary ($(SOAK_LOG)) =="; \
-	grep -E 'property [a-z_]+: |^  (decoded|blocked|false-denial reasons|denial reasons|failed requests|Deny|Allow|Malformed|guard RSS|rotations)|^soak [a-z]+: |^chaos [a-z-]+|^test [a-z_:]+ \.\.\. FAILED|^load: |^through the API server|^test result: ' $(SOAK_LOG); \
+	grep -E 'property [a-z_]+: |^  (decoded|blocked|false-denial reasons|denial reasons|failed requests|Deny|Allow|Malformed|guard RSS|rotations)|^soak [a-z]+: |^chaos [a-z-]+|^test [a-z_:]+ \.\.\. FAILED|^load: |^through the API server|^stalled: |^test result: ' $(SOAK_LOG); \
 	exit $$status
 
 ## Load against a guard on a real API server (RELIABILITY.md): directly over HTTPS, LOAD_RATE
@@ -137,6 +140,20 @@ LOAD_CMD = MOSC_GUARD_LOAD_RATE=$(LOAD_RATE) MOSC_GUARD_LOAD_SECONDS=$(LOAD_SECO
 	  $(CARGO) test --locked --release --test load -- --nocapture --test-threads=1
 load: deps binaries
 	$(LOAD_CMD)
+
+## Stalled connections against the real `mosc-guard serve` (release, `--from-dir` over an empty
+## directory, default limits; RELIABILITY.md): STALLED connections that finish TLS and send
+## nothing or only the HTTP/2 preface, first each connecting once (reviews for 5 s), then each
+## reconnecting when closed (reviews for STALLED_SECONDS s); a real review over a new
+## connection every 250 ms and a GET over an established HTTP/2 connection, which must never
+## be closed. Needs STALLED + 256 open files (the test raises its soft limit to the hard one).
+STALLED ?= 5000
+STALLED_SECONDS ?= 20
+STALLED_CMD = MOSC_GUARD_STALLED=$(STALLED) MOSC_GUARD_STALLED_SECONDS=$(STALLED_SECONDS) \
+	  $(CARGO) test --locked --release --test https thousands_of_stalled_connections -- \
+	  --nocapture --include-ignored --test-threads=1
+stalled: deps
+	$(STALLED_CMD)
 
 ## The container image. `make image` builds Containerfile.offline with no registry access: a
 ## static musl release binary (target x86_64-unknown-linux-musl) on BASE_IMAGE (default

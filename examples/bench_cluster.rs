@@ -13,8 +13,9 @@
 //!   binary, TLS and admission code, whose every decision is an instant allow;
 //! - the guard (release build, the rendered webhook configuration): time to ready, RSS idle,
 //!   allow latency (settled pool: cache allow, then the confirming read), `CONCURRENT` allows
-//!   at once (how many come back "could not verify"), deny latency (one node mid-update:
-//!   denied from the cache), and peak RSS.
+//!   at once (their p50 and max, the p50's ratio to the single allow's in the same run, and
+//!   how many come back "could not verify"), deny latency (one node mid-update: denied from
+//!   the cache), and peak RSS.
 //!
 //! Environment: `NODES` (default 5000), `CHURN` (12), `SAMPLES` (200 deny/baseline samples,
 //! half as many allows), `CONCURRENT` (4), `ROUNDS` (10 rounds of concurrent allows),
@@ -278,7 +279,9 @@ async fn run() -> Result<()> {
             "NODES must be at least 1 (one of them is put mid-update for the denials)".into(),
         );
     }
-    eprintln!("bench-cluster: {n} nodes, churn {churn}/node/hour, {samples} samples");
+    eprintln!(
+        "bench-cluster: {n} nodes, churn {churn}/node/hour, {samples} samples, guard args {guard_args:?}"
+    );
 
     let cp = ControlPlane::start_with_etcd_args(&["--quota-backend-bytes=8589934592"]).await?;
     let client = cp.client();
@@ -341,17 +344,21 @@ async fn run() -> Result<()> {
 
     let mut unverified = 0usize;
     let mut not_allowed = 0usize;
+    let mut together = Vec::new();
     for _ in 0..rounds {
         let answers =
             futures::future::join_all((0..concurrent).map(|_| dry_run_delete(&client))).await;
         for answer in answers {
-            match answer?.1 {
+            let (took, answer) = answer?;
+            together.push(took);
+            match answer {
                 Answer::Allowed => {}
                 Answer::Unverified => unverified += 1,
                 Answer::Denied => not_allowed += 1,
             }
         }
     }
+    together.sort();
     let (_, peak) = rss_mib(guard.pid());
 
     // One node mid-update to the image: every deletion is denied from the cache.
@@ -413,6 +420,15 @@ async fn run() -> Result<()> {
     println!(
         "| allows answered | {} allowed, {} denied, {} could not verify |",
         allow_answers[0], allow_answers[1], allow_answers[2]
+    );
+    println!(
+        "| {concurrent} allows at once x {rounds}: p50 / max | {} / {} |",
+        ms(pct(&together, 0.5)),
+        ms(pct(&together, 1.0))
+    );
+    println!(
+        "| {concurrent} allows at once p50 / single allow p50 | {:.2}x |",
+        pct(&together, 0.5).as_secs_f64() / pct(&allow, 0.5).as_secs_f64()
     );
     println!(
         "| {concurrent} allows at once x {rounds}: not allowed | {not_allowed} denied, {unverified} could not verify |"

@@ -151,6 +151,10 @@ pub struct ServeArgs {
     /// docs/design.md). 0 lists at once, as a small cluster may prefer.
     #[arg(long, default_value_t = 100, value_name = "MILLISECONDS")]
     pub fence_wait_ms: u64,
+    /// Milliseconds a confirming read waits, after the request that starts it arrived, so
+    /// that allows arriving together share it (see docs/design.md). 0 starts it at once.
+    #[arg(long, default_value_t = 2, value_name = "MILLISECONDS")]
+    pub confirm_batch_window_ms: u64,
     /// deny: refuse a MachineOSConfig deletion while nodes need its images;
     /// defer: accept it and hold the object with a finalizer until the rollout settles
     /// (needs the mutating webhook, policy in-flight and a live cluster).

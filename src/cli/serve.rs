@@ -58,6 +58,7 @@ pub struct ServeConfig {
     pub confirm_timeout: Duration,
     pub stale_after: Duration,
     pub fence_wait: Duration,
+    pub confirm_batch_window: Duration,
     /// `--openshift-version`: overrides the cluster's release.
     pub release: Option<String>,
     pub lease_namespace: String,
@@ -118,6 +119,7 @@ impl TryFrom<ServeArgs> for ServeConfig {
             confirm_timeout: secs(args.confirm_timeout.max(1)),
             stale_after: secs(args.stale_after),
             fence_wait: Duration::from_millis(args.fence_wait_ms),
+            confirm_batch_window: Duration::from_millis(args.confirm_batch_window_ms),
             release: args.source.openshift_version,
             lease_namespace: args.lease_namespace,
             lease_name: args.lease_name,
@@ -150,6 +152,8 @@ struct Listeners {
 }
 
 async fn run(config: ServeConfig) -> Result<(), CliError> {
+    // Every connection is a file descriptor: allow as many as the hard limit does.
+    let open_files = listener::raise_open_files_limit();
     let resolver = ReloadingResolver::load(config.certs.clone())?;
     let plain_tls = Arc::new(resolver.server_config()?);
     let tls = match &config.client_ca {
@@ -157,27 +161,22 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
         None => Arc::clone(&plain_tls),
     };
     let ops_listener = match config.metrics_listen {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| CliError::Listen {
-                    addr,
-                    what: " (--metrics-listen)",
-                    source,
-                })?,
-        ),
+        Some(addr) => Some(listener::bind(addr).map_err(|source| CliError::Listen {
+            addr,
+            what: " (--metrics-listen)",
+            source,
+        })?),
         None => None,
     };
     let _reloader = resolver.spawn_reloader(config.tls_reload);
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| CliError::Listen {
-            addr: config.listen,
-            what: "",
-            source,
-        })?;
+    let listener = listener::bind(config.listen).map_err(|source| CliError::Listen {
+        addr: config.listen,
+        what: "",
+        source,
+    })?;
     tracing::info!(
         listen = %config.listen,
+        open_files_limit = open_files.unwrap_or_default(),
         policy = %config.policy,
         deletion_mode = ?config.deletion_mode,
         enforcement = ?config.enforcement,
@@ -206,6 +205,7 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
             let snapshot = load_static(path, *allow_incomplete)?;
             let view = ReleaseOverride::new(StaticView(Arc::new(snapshot)), config.release.clone());
             let reviewer = Reviewer::new(view, config.policy, metrics, config.confirm_timeout)
+                .with_confirm_batch_window(config.confirm_batch_window)
                 .with_enforcement(config.enforcement)
                 .with_mco_users(config.mco_users.clone());
             serve_and_drain(Arc::new(reviewer), listeners, &config, shutdown_signal()).await;
@@ -234,6 +234,7 @@ async fn run_live(
         Arc::clone(&metrics),
         config.confirm_timeout,
     )
+    .with_confirm_batch_window(config.confirm_batch_window)
     .with_deletion_mode(config.deletion_mode)
     .with_enforcement(config.enforcement)
     .with_mco_users(config.mco_users.clone())
@@ -428,6 +429,8 @@ mod tests {
             "0",
             "--fence-wait-ms",
             "250",
+            "--confirm-batch-window-ms",
+            "0",
         ]))
         .expect("valid");
         assert_eq!(
@@ -436,6 +439,13 @@ mod tests {
             "at least a second"
         );
         assert_eq!(c.fence_wait, Duration::from_millis(250));
+        assert_eq!(c.confirm_batch_window, Duration::ZERO);
+        let defaults = ServeConfig::try_from(serve_args(&[])).expect("valid");
+        assert_eq!(
+            defaults.confirm_batch_window,
+            crate::webhook::coalesce::DEFAULT_BATCH_WINDOW,
+            "the flag's default is the library's"
+        );
         assert!(matches!(c.source, Source::Live(_)));
         assert!(!c.identity.is_empty());
     }

@@ -161,6 +161,13 @@ impl<V: ClusterView> Reviewer<V> {
         self.deletion_mode == DeletionMode::Defer && !self.no_new_finalizers
     }
 
+    /// How long a confirming read waits, after the request that starts it arrived, for
+    /// concurrent requests to share it (see [`Coalesced`]; zero: it starts at once).
+    pub fn with_confirm_batch_window(mut self, window: Duration) -> Self {
+        self.confirmations = Coalesced::with_window(window);
+        self
+    }
+
     /// Records a DeletionBlocked Event for every refused deletion that is not a dry run.
     pub fn with_events(mut self, events: Events) -> Self {
         self.events = Some(events);
@@ -291,6 +298,9 @@ impl<V: ClusterView> Reviewer<V> {
     /// [`Reviewer::check`] with its own bound for the confirming read (the finalizer
     /// controller has no webhook deadline to meet, so it waits longer than a request can).
     pub async fn check_within(&self, target: Deletion<'_>, confirm_timeout: Duration) -> Checked {
+        // Before the cached decision: a confirming read that starts while it runs began after
+        // this request arrived, so it may confirm it (concurrent allows share one read).
+        let arrival = self.confirmations.arrive();
         let cached = self.cached(target);
         // Settled by the request alone: the override lets a blocked deletion through whatever
         // the read says, and a build without MCO's `machine-os-config` label has no image MCO
@@ -302,7 +312,7 @@ impl<V: ClusterView> Reviewer<V> {
         }
         let fresh = tokio::time::timeout(
             confirm_timeout,
-            self.confirmations.get(|| self.view.fresh()),
+            self.confirmations.get_since(arrival, || self.view.fresh()),
         );
         match fresh.await.as_deref() {
             Ok(Ok(fresh)) => {

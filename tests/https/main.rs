@@ -130,12 +130,31 @@ async fn start_limited<V: ClusterView>(
     mode: DeletionMode,
     connection: ConnectionLimits,
 ) -> Server {
+    start_with_limits(
+        files,
+        view,
+        mode,
+        Limits {
+            request_timeout: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(5),
+            header_read_timeout: Duration::from_millis(500),
+            connection,
+        },
+    )
+    .await
+}
+
+async fn start_with_limits<V: ClusterView>(
+    files: CertFiles,
+    view: V,
+    mode: DeletionMode,
+    limits: Limits,
+) -> Server {
     let resolver = ReloadingResolver::load(files).expect("certificate loads");
     let reloader = resolver.spawn_reloader(Duration::from_millis(100));
     let tls = Arc::new(resolver.server_config().expect("tls config"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind loopback");
+    // As `serve` binds: a deep accept queue, so a flood of connections does not drop SYNs.
+    let listener = listener::bind(([127, 0, 0, 1], 0).into()).expect("bind loopback");
     let url = format!(
         "https://127.0.0.1:{}",
         listener.local_addr().expect("addr").port()
@@ -147,12 +166,6 @@ async fn start_limited<V: ClusterView>(
         Duration::from_millis(500),
     )
     .with_deletion_mode(mode);
-    let limits = Limits {
-        request_timeout: Duration::from_secs(5),
-        shutdown_grace: Duration::from_secs(5),
-        header_read_timeout: Duration::from_millis(500),
-        connection,
-    };
     let (stop, stopped) = oneshot::channel::<()>();
     let app = routes::router(reviewer, limits.request_timeout);
     let task = tokio::spawn(async move {
