@@ -13,6 +13,7 @@ use axum::routing::post;
 use criterion::Criterion;
 use mosc_guard::core::policy::PolicyMode;
 use mosc_guard::core::snapshot::Snapshot;
+use mosc_guard::decision::Engine;
 use mosc_guard::sources::view::StaticView;
 use mosc_guard::telemetry::metrics::Metrics;
 use mosc_guard::webhook::listener::{self, Limits};
@@ -115,12 +116,12 @@ fn main() {
     })
     .expect("certificate");
     let tls = Arc::new(resolver.server_config().expect("tls"));
-    let reviewer = Reviewer::new(
+    let reviewer = Reviewer::new(Engine::new(
         StaticView(Arc::new(cluster())),
         PolicyMode::InFlight,
         Arc::new(Metrics::default()),
         Duration::from_secs(5),
-    );
+    ));
     let guard_url = rt.block_on(serve(
         routes::router(reviewer, Duration::from_secs(5)),
         Arc::clone(&tls),

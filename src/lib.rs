@@ -8,6 +8,8 @@
 //!   words; [`core::finalizer`] plans defer mode's finalizer patches. No I/O, no shell types.
 //! - [`sources`]: where snapshots come from: the watch caches, direct reads of the API
 //!   server, a directory dump, behind [`sources::view::ClusterView`].
+//! - [`decision`]: the decision engine: the cached verdict, confirmed by a fresh read (reads
+//!   of concurrent requests shared); the webhook and the finalizer controller decide through it.
 //! - [`webhook`]: the HTTPS admission server: decoding, one review per request, mutation.
 //! - [`defer`]: defer mode's finalizer controller, its leader election, and releasing
 //!   finalizers on uninstall.
@@ -16,6 +18,7 @@
 
 pub mod cli;
 pub mod core;
+pub mod decision;
 pub mod defer;
 pub mod sources;
 pub mod telemetry;

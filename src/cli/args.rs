@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::cli::certs::CertsArgs;
 use crate::core::model::MACHINE_OS_BUILDER_USER;
 use crate::core::policy::PolicyMode;
+use crate::decision::{DeletionMode, Enforcement};
 use crate::sources::live;
-use crate::webhook::review::{DeletionMode, Enforcement};
 
 #[derive(Debug, Parser)]
 #[command(

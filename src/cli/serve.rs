@@ -14,6 +14,7 @@ use crate::cli::args::{ClusterArgs, ServeArgs};
 use crate::cli::dump::load_static;
 use crate::cli::error::{CliError, ConfigError};
 use crate::core::policy::PolicyMode;
+use crate::decision::{DeletionMode, Enforcement, Engine};
 use crate::defer::controller;
 use crate::defer::leader::{self, LeaseSettings};
 use crate::sources::caches::Caches;
@@ -22,7 +23,8 @@ use crate::telemetry::events::Events;
 use crate::telemetry::metrics::Metrics;
 use crate::webhook::cert_expiry;
 use crate::webhook::listener::{self, ConnectionLimits, Limits};
-use crate::webhook::review::{DeletionMode, Enforcement, McoUsers, Reviewer};
+use crate::webhook::mco_users::McoUsers;
+use crate::webhook::review::Reviewer;
 use crate::webhook::routes::{self, Draining};
 use crate::webhook::tls::{CertFiles, ReloadingResolver};
 
@@ -204,8 +206,9 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
         } => {
             let snapshot = load_static(path, *allow_incomplete)?;
             let view = ReleaseOverride::new(StaticView(Arc::new(snapshot)), config.release.clone());
-            let reviewer = Reviewer::new(view, config.policy, metrics, config.confirm_timeout)
-                .with_confirm_batch_window(config.confirm_batch_window)
+            let engine = Engine::new(view, config.policy, metrics, config.confirm_timeout)
+                .with_confirm_batch_window(config.confirm_batch_window);
+            let reviewer = Reviewer::new(engine)
                 .with_enforcement(config.enforcement)
                 .with_mco_users(config.mco_users.clone());
             serve_and_drain(Arc::new(reviewer), listeners, &config, shutdown_signal()).await;
@@ -228,17 +231,18 @@ async fn run_live(
         Caches::start(client.clone(), config.stale_after).with_fence_wait(config.fence_wait),
         config.release.clone(),
     );
-    let mut reviewer = Reviewer::new(
+    let engine = Engine::new(
         caches,
         config.policy,
         Arc::clone(&metrics),
         config.confirm_timeout,
     )
-    .with_confirm_batch_window(config.confirm_batch_window)
-    .with_deletion_mode(config.deletion_mode)
-    .with_enforcement(config.enforcement)
-    .with_mco_users(config.mco_users.clone())
-    .with_events(events.clone());
+    .with_confirm_batch_window(config.confirm_batch_window);
+    let mut reviewer = Reviewer::new(engine)
+        .with_deletion_mode(config.deletion_mode)
+        .with_enforcement(config.enforcement)
+        .with_mco_users(config.mco_users.clone())
+        .with_events(events.clone());
     if config.no_new_finalizers {
         reviewer = reviewer.without_new_finalizers();
     }
@@ -251,7 +255,7 @@ async fn run_live(
     );
     let add = reviewer.adds_finalizers();
     let election = {
-        let (reviewer, metrics) = (Arc::clone(&reviewer), Arc::clone(&metrics));
+        let (engine, metrics) = (Arc::clone(reviewer.engine()), Arc::clone(&metrics));
         tokio::spawn(leader::run(
             client.clone(),
             settings,
@@ -260,7 +264,7 @@ async fn run_live(
             move |term| {
                 controller::run(
                     client.clone(),
-                    Arc::clone(&reviewer),
+                    Arc::clone(&engine),
                     events.clone(),
                     Arc::clone(&metrics),
                     add,
@@ -443,7 +447,7 @@ mod tests {
         let defaults = ServeConfig::try_from(serve_args(&[])).expect("valid");
         assert_eq!(
             defaults.confirm_batch_window,
-            crate::webhook::coalesce::DEFAULT_BATCH_WINDOW,
+            crate::decision::coalesce::DEFAULT_BATCH_WINDOW,
             "the flag's default is the library's"
         );
         assert!(matches!(c.source, Source::Live(_)));

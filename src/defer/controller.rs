@@ -25,12 +25,12 @@ use crate::core::finalizer::{self, ReleaseReason, Step};
 use crate::core::message;
 use crate::core::model::MachineOSConfig;
 use crate::core::policy::{Deletion, TargetKind};
+use crate::decision::{Checked, Engine};
 use crate::defer::memos::{Memo, MemoJanitor, Memos};
 use crate::sources::view::ClusterView;
 use crate::telemetry::events::{self, Events};
 use crate::telemetry::metrics::Failure;
 use crate::telemetry::metrics::Metrics;
-use crate::webhook::review::{Checked, Reviewer};
 
 /// Field manager of the controller's patches.
 pub const FIELD_MANAGER: &str = "mosc-guard";
@@ -99,7 +99,7 @@ fn retry_after(failure: Failure, attempts: u32) -> Duration {
 
 struct Context<V> {
     api: Api<MachineOSConfig>,
-    reviewer: Arc<Reviewer<V>>,
+    engine: Arc<Engine<V>>,
     events: Events,
     metrics: Arc<Metrics>,
     add_finalizers: bool,
@@ -148,13 +148,13 @@ impl<V> Context<V> {
 /// Runs the controller until `stop` is cancelled.
 pub async fn run<V: ClusterView>(
     client: kube::Client,
-    reviewer: Arc<Reviewer<V>>,
+    engine: Arc<Engine<V>>,
     events: Events,
     metrics: Arc<Metrics>,
     add_finalizers: bool,
     stop: CancellationToken,
 ) {
-    if !wait_for_caches(&reviewer.view, &stop).await {
+    if !wait_for_caches(&engine.view, &stop).await {
         tracing::info!("finalizer controller stopped before the caches synced");
         return;
     }
@@ -167,7 +167,7 @@ pub async fn run<V: ClusterView>(
     let janitor = tokio::spawn(MemoJanitor::new(Arc::clone(&memos)).run(api.clone()));
     let context = Arc::new(Context {
         api,
-        reviewer,
+        engine,
         events,
         metrics: Arc::clone(&metrics),
         add_finalizers,
@@ -223,7 +223,7 @@ async fn reconcile<V: ClusterView>(
     ctx.count_deferred(None);
     let checked = if finalizer::is_terminating(meta) && finalizer::has(meta) {
         let target = Deletion::MachineOSConfig(&mosc);
-        Some(ctx.reviewer.check_within(target, CONFIRM_TIMEOUT).await)
+        Some(ctx.engine.check_within(target, CONFIRM_TIMEOUT).await)
     } else {
         None
     };

@@ -89,7 +89,7 @@ fn app_state<V: ClusterView>(
 ) -> Arc<AppState<V>> {
     let reviewer = reviewer.into();
     Arc::new(AppState {
-        metrics: Arc::clone(&reviewer.metrics),
+        metrics: Arc::clone(&reviewer.engine().metrics),
         reviewer,
         draining,
     })
@@ -138,16 +138,19 @@ fn readiness<V: ClusterView>(app: &AppState<V>) -> Result<(), NotReady> {
     if app.draining.started() {
         return Err(NotReady::Draining);
     }
-    app.reviewer.view.readiness()
+    app.reviewer.engine().view.readiness()
 }
 
 async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
-    let view = &app.reviewer.view;
+    let view = &app.reviewer.engine().view;
     let objects = view.objects();
     app.metrics.release_rules(&objects.rules());
     app.metrics
         .deletion_blocked(objects.machine_os_configs.iter().map(|mosc| {
-            let v = app.reviewer.cached(Deletion::MachineOSConfig(mosc));
+            let v = app
+                .reviewer
+                .engine()
+                .cached(Deletion::MachineOSConfig(mosc));
             (mosc.name().to_string(), blocked_by(&v))
         }));
     let body = app

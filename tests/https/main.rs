@@ -18,10 +18,11 @@ use std::time::Duration;
 use mosc_guard::core::model::{LABEL_MACHINE_OS_CONFIG, LABEL_TARGET_POOL, OVERRIDE_ANNOTATION};
 use mosc_guard::core::policy::PolicyMode;
 use mosc_guard::core::snapshot::Snapshot;
+use mosc_guard::decision::{DeletionMode, Engine};
 use mosc_guard::sources::view::{ClusterView, StaticView};
 use mosc_guard::telemetry::metrics::Metrics;
 use mosc_guard::webhook::listener::{self, ConnectionLimits, Limits};
-use mosc_guard::webhook::review::{DeletionMode, Reviewer};
+use mosc_guard::webhook::review::Reviewer;
 use mosc_guard::webhook::routes::{self, MAX_BODY_BYTES};
 use mosc_guard::webhook::tls::{CertFiles, ReloadingResolver};
 use serde_json::{Value, json};
@@ -159,12 +160,12 @@ async fn start_with_limits<V: ClusterView>(
         "https://127.0.0.1:{}",
         listener.local_addr().expect("addr").port()
     );
-    let reviewer = Reviewer::new(
+    let reviewer = Reviewer::new(Engine::new(
         view,
         PolicyMode::InFlight,
         Arc::new(Metrics::default()),
         Duration::from_millis(500),
-    )
+    ))
     .with_deletion_mode(mode);
     let (stop, stopped) = oneshot::channel::<()>();
     let app = routes::router(reviewer, limits.request_timeout);

@@ -57,6 +57,7 @@ use mosc_guard::core::model::{
 use mosc_guard::core::node::NodeMeta;
 use mosc_guard::core::policy::{Deletion, PolicyMode, evaluate};
 use mosc_guard::core::snapshot::Snapshot;
+use mosc_guard::decision::Engine;
 use mosc_guard::sources::dump;
 use mosc_guard::sources::node_index::NodeIndex;
 use mosc_guard::sources::view::{ClusterView, Fresh, FreshNodes, StaticView};

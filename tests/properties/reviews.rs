@@ -122,12 +122,12 @@ fn admission_reviews_never_panic() {
         .enable_time()
         .build()
         .expect("runtime");
-    let reviewer = Reviewer::new(
+    let reviewer = Reviewer::new(Engine::new(
         StaticView(Arc::new(decode_cluster())),
         PolicyMode::InFlight,
         Arc::new(Metrics::default()),
         Duration::from_secs(5),
-    );
+    ));
     let (decoded, guarded) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let n = cases("MOSC_GUARD_CASES_DECODE", 2000);
     let inputs = prop_oneof![

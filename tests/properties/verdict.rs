@@ -263,8 +263,8 @@ fn indexed_verdict_equals_full_scan() {
                     .collect(),
                 None => all.clone(),
             });
-        let reviewer = Reviewer::new(view, w.mode, Arc::clone(&metrics), Duration::from_secs(5));
-        let got = reviewer.cached(target);
+        let engine = Engine::new(view, w.mode, Arc::clone(&metrics), Duration::from_secs(5));
+        let got = engine.cached(target);
         if got.blocking.is_empty() {
             prop_assert_eq!(&got, &want);
         } else {
@@ -287,11 +287,11 @@ fn indexed_verdict_equals_full_scan() {
         }
         // A confirmation whose node cache passed the fence reads nodes the same way.
         let fresh = Fresh {
-            objects: reviewer.view.objects(),
+            objects: engine.view.objects(),
             nodes: FreshNodes::Cached,
         };
         let confirmed = evaluate(
-            &fresh.snapshot_for(&reviewer.view, target, w.mode),
+            &fresh.snapshot_for(&engine.view, target, w.mode),
             target,
             w.mode,
         );

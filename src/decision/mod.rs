@@ -1,0 +1,132 @@
+//! The decision engine: the verdict on one deletion from the caches, confirmed by a fresh read
+//! whichever way it went, the reads of concurrent requests shared ([`coalesce`]). The admission
+//! review and the finalizer controller both decide through [`Engine::check`]; what they do with
+//! the verdict (answer a request, release a finalizer) is theirs.
+
+pub mod coalesce;
+pub mod modes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
+use crate::sources::error::FreshError;
+use crate::sources::view::{ClusterView, Fresh};
+use crate::telemetry::metrics::Metrics;
+use coalesce::Coalesced;
+
+pub use modes::{DeletionMode, Enforcement};
+
+/// A verdict confirmed as far as the guard could.
+#[derive(Debug)]
+pub enum Checked {
+    /// Settled without a fresh read: an override lets it through, it is a build MCO deletes no
+    /// image for, or the cache refuses it and the read failed.
+    Decided(Verdict),
+    /// Decided on a fresh read (the cache's verdict confirmed or overturned).
+    Confirmed(Verdict),
+    /// A would-be allow that the fresh read could not confirm.
+    Unverified { cached: Verdict, why: FreshError },
+}
+
+/// The cluster view, the policy mode and the shared confirming reads.
+pub struct Engine<V> {
+    pub view: V,
+    pub mode: PolicyMode,
+    pub metrics: Arc<Metrics>,
+    /// Upper bound for the confirming read, waiting for a turn included; past it the
+    /// guard fails closed.
+    pub confirm_timeout: Duration,
+    /// Confirming reads, coalesced: a burst of requests shares reads (see [`Coalesced`]).
+    confirmations: Coalesced<Result<Fresh, FreshError>>,
+}
+
+impl<V: ClusterView> Engine<V> {
+    pub fn new(
+        view: V,
+        mode: PolicyMode,
+        metrics: Arc<Metrics>,
+        confirm_timeout: Duration,
+    ) -> Self {
+        Self {
+            view,
+            mode,
+            metrics,
+            confirm_timeout,
+            confirmations: Coalesced::default(),
+        }
+    }
+
+    /// How long a confirming read waits, after the request that starts it arrived, for
+    /// concurrent requests to share it (see [`Coalesced`]; zero: it starts at once).
+    pub fn with_confirm_batch_window(mut self, window: Duration) -> Self {
+        self.confirmations = Coalesced::with_window(window);
+        self
+    }
+
+    /// The verdict from the caches alone. When the pool rule needs every node (an unpaused
+    /// pool targets a guarded image), the index's candidates are tried first: a node among them
+    /// that blocks by itself decides a denial without the scan.
+    pub fn cached(&self, target: Deletion<'_>) -> Verdict {
+        policy::evaluate_indexed(&self.view.objects(), target, self.mode, |digests| {
+            self.view.nodes(digests, self.mode)
+        })
+    }
+
+    /// The verdict from the caches, confirmed by a fresh read of nodes, builds, pools and
+    /// MachineOSConfigs whichever way it went: a would-be allow, so a stale cache can delay a
+    /// deletion but never let a dangerous one go; and a would-be refusal, so a delete right
+    /// after `oc get mcp` shows the pool settled is not refused on a cache a few milliseconds
+    /// behind. A refusal whose read fails stands (failing closed).
+    pub async fn check(&self, target: Deletion<'_>) -> Checked {
+        self.check_within(target, self.confirm_timeout).await
+    }
+
+    /// [`Engine::check`] with its own bound for the confirming read (the finalizer
+    /// controller has no webhook deadline to meet, so it waits longer than a request can).
+    pub async fn check_within(&self, target: Deletion<'_>, confirm_timeout: Duration) -> Checked {
+        // Before the cached decision: a confirming read that starts while it runs began after
+        // this request arrived, so it may confirm it (concurrent allows share one read).
+        let arrival = self.confirmations.arrive();
+        let cached = self.cached(target);
+        // Settled by the request alone: the override lets a blocked deletion through whatever
+        // the read says, and a build without MCO's `machine-os-config` label has no image MCO
+        // would delete.
+        let unlabelled_build =
+            matches!(target, Deletion::MachineOSBuild(b) if b.config_label().is_none());
+        if cached.overridden() || unlabelled_build {
+            return Checked::Decided(cached);
+        }
+        let fresh = tokio::time::timeout(
+            confirm_timeout,
+            self.confirmations.get_since(arrival, || self.view.fresh()),
+        );
+        match fresh.await.as_deref() {
+            Ok(Ok(fresh)) => {
+                self.metrics.confirmation_nodes(fresh.source());
+                let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
+                let verdict = policy::evaluate(&snapshot, target, self.mode);
+                let result = match (cached.allowed, verdict.allowed && !verdict.overridden()) {
+                    (true, true) => "confirmed",
+                    (true, false) => "overturned",
+                    (false, false) => "refusal-confirmed",
+                    (false, true) => "refusal-overturned",
+                };
+                self.metrics.confirmation(result);
+                Checked::Confirmed(verdict)
+            }
+            failed => {
+                self.metrics.confirmation("failed");
+                if !cached.allowed {
+                    // The cache refuses and no read says otherwise: the refusal stands.
+                    return Checked::Decided(cached);
+                }
+                let why = match failed {
+                    Ok(Err(e)) => e.clone(),
+                    _ => FreshError::Timeout(confirm_timeout),
+                };
+                Checked::Unverified { cached, why }
+            }
+        }
+    }
+}
