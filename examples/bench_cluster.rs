@@ -35,9 +35,9 @@ use testkit::Result;
 use testkit::controlplane::ControlPlane;
 use testkit::guard::GuardBin;
 use testkit::mco::{self, CURRENT_IMAGE, STATE};
-use testkit::objects::{create_built_mosc, image};
 use testkit::realistic;
 use testkit::scenario::create_pool;
+use testkit::scenario::objects::{create_built_mosc, image};
 use testkit::webhooks::register_validating_webhook;
 
 fn env_or(name: &str, default: u64) -> u64 {

@@ -131,11 +131,11 @@ async fn a_failing_watch_drops_readiness_and_never_allows_from_the_stale_cache()
     )
     .await
     .expect("node");
-    testkit::objects::set_pool_paused(&client, "worker", true)
+    testkit::scenario::objects::set_pool_paused(&client, "worker", true)
         .await
         .expect("pool paused");
-    let image = testkit::objects::image("ab");
-    testkit::objects::create_built_mosc(&client, "worker", &image)
+    let image = testkit::scenario::objects::image("ab");
+    testkit::scenario::objects::create_built_mosc(&client, "worker", &image)
         .await
         .expect("built MachineOSConfig");
     testkit::users::apply(&cp, GUARD_RBAC).await.expect("RBAC");
@@ -204,7 +204,7 @@ async fn a_failing_watch_drops_readiness_and_never_allows_from_the_stale_cache()
 
     // The pool is unpaused, so MCO sends the node to the image; the guard's pool cache cannot
     // see it.
-    testkit::objects::set_pool_paused(&client, "worker", false)
+    testkit::scenario::objects::set_pool_paused(&client, "worker", false)
         .await
         .expect("pool unpaused");
     let refused = dry_run_delete(&cp.client(), "worker")

@@ -92,7 +92,7 @@ async fn control_characters_in_a_request_cannot_forge_log_lines() {
 async fn a_refusal_about_a_253_character_build_is_recorded() {
     let cp = ControlPlane::start().await.expect("control plane");
     let client = cp.client();
-    let image = testkit::objects::image("cd");
+    let image = testkit::scenario::objects::image("cd");
     create_mosc(&client, "worker", "registry.example:5000/ocb-image:latest")
         .await
         .expect("create MachineOSConfig");
@@ -105,7 +105,7 @@ async fn a_refusal_about_a_253_character_build_is_recorded() {
             "renderedImagePushSpec": "registry.example:5000/ocb-image:worker",
         }
     }));
-    mosb.metadata = testkit::objects::owned_by_mosc(&client, "worker", &name, None)
+    mosb.metadata = testkit::scenario::objects::owned_by_mosc(&client, "worker", &name, None)
         .await
         .expect("MachineOSBuild metadata");
     mco::mosbs(&client)

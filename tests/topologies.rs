@@ -22,7 +22,7 @@ use serde_json::json;
 
 use testkit::guard::GuardBin;
 use testkit::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, STATE, STATE_DEGRADED, STATE_DONE};
-use testkit::objects::create_windows_node;
+use testkit::scenario::objects::create_windows_node;
 use testkit::scenario::{
     Build, Cluster, Rollout, create_labelled_nodes, create_pool, create_pool_selecting,
     node_annotations, registered_guard, rendered_config, wait_for,

@@ -14,8 +14,8 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::FIELD_MANAGER;
 use crate::Result;
-use crate::crds::FIELD_MANAGER;
 
 /// The singleton's name.
 pub const NAME: &str = "version";

@@ -9,8 +9,7 @@ use kube::api::{Api, Patch, PatchParams};
 
 use crate::Result;
 
-/// Field manager the harness uses for server-side apply.
-pub const FIELD_MANAGER: &str = "mosc-guard-e2e";
+pub use crate::FIELD_MANAGER;
 
 /// Applies every CRD, waits until each is Established, then [`warm_up`]s them.
 pub async fn install(client: &kube::Client) -> Result<()> {

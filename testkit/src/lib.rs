@@ -32,9 +32,7 @@ pub mod kubectl;
 pub mod machine_api;
 pub mod manifests;
 pub mod mco;
-pub mod mob;
 pub mod net;
-pub mod objects;
 pub mod pki;
 pub mod poll;
 pub mod probe;
@@ -83,6 +81,9 @@ impl std::fmt::Debug for Error {
 
 /// Result type of the kit.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Field manager the harness uses for server-side apply.
+pub const FIELD_MANAGER: &str = "mosc-guard-e2e";
 
 /// The mosc-guard repository (this crate's parent directory): where `tests/crds`,
 /// `tests/fixtures`, `manifests` and `hack` are.

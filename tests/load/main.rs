@@ -133,7 +133,7 @@ async fn seed(cp: &ControlPlane, nodes: usize) -> (Value, Value) {
                         "renderedImagePushSpec": format!("{REPO}:{name}"),
                     }
                 }));
-            mosb.metadata = testkit::objects::owned_by_mosc(&client, pool, &name, None)
+            mosb.metadata = testkit::scenario::objects::owned_by_mosc(&client, pool, &name, None)
                 .await
                 .expect("MOSB metadata");
             let api = mco::mosbs(&client);

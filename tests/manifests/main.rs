@@ -321,12 +321,12 @@ async fn service_account_kubeconfig(
 
 /// A digested pull spec on a registry nobody contacts (the guard only compares references).
 fn image(hex_byte: &str) -> String {
-    testkit::objects::image(hex_byte)
+    testkit::scenario::objects::image(hex_byte)
 }
 
 /// Creates MOSC `pool` and a succeeded MachineOSBuild of it whose image is `image`.
 async fn create_built_mosc(client: &kube::Client, pool: &str, image: &str) {
-    testkit::objects::create_built_mosc(client, pool, image)
+    testkit::scenario::objects::create_built_mosc(client, pool, image)
         .await
         .expect("built MachineOSConfig");
 }

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use super::rendered_config;
+use super::cluster::rendered_config;
 use crate::Result;
 use crate::mco::{self, CURRENT_CONFIG, DESIRED_CONFIG, STATE, STATE_DONE};
 use crate::simulator::MCO_NAMESPACE;

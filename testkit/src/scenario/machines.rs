@@ -4,8 +4,8 @@
 
 use kube::api::DynamicObject;
 
+use super::cluster::{Cluster, STEP_TIMEOUT};
 use super::wait::wait_for;
-use super::{Cluster, STEP_TIMEOUT};
 use crate::Result;
 use crate::machine_api;
 use crate::simulator::{BootOutcome, FirstBoot};

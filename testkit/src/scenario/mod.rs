@@ -10,13 +10,16 @@
 //! simulator behaves as it. MCO's pipeline beyond the report ([`pipeline`]): config changes,
 //! failing builds and their fixes, pre-built images, upgrades; each step documented there.
 
+pub mod cluster;
 pub mod create;
 pub mod machines;
+pub mod objects;
 pub mod paths;
 pub mod pipeline;
 pub mod read;
 pub mod wait;
 
+pub use cluster::*;
 pub use create::*;
 pub use machines::*;
 pub use paths::*;
@@ -27,69 +30,13 @@ pub use wait::*;
 use std::time::{Duration, Instant};
 
 use crate::Result;
-use crate::cli::CliRun;
 use crate::controlplane::ControlPlane;
 use crate::guard::{Guard, GuardBin};
-use crate::image_ref::ImageRef;
 use crate::mco::{self, DESIRED_IMAGE, STATE};
 use crate::registry::Registry;
 use crate::release::{Release, ZStream};
 use crate::simulator::{SimConfig, Simulator};
 use crate::webhooks::register_validating_webhook;
-
-/// Label that puts a node into the worker pool.
-pub const WORKER_ROLE_LABEL: &str = "node-role.kubernetes.io/worker";
-
-/// Hash part of the pools' rendered MachineConfig names (there is no render controller here).
-pub const RENDERED_HASH: &str = "5f4c2e8b9d0a1c3e7b6f8d2a4c9e1b3d";
-
-/// Repository of the built images, as on OpenShift's internal registry.
-pub const OCB_REPO: &str = "openshift-machine-config-operator/ocb-image";
-
-/// Generous bound for each wait. At the real builder's timing ([`SimConfig::real_timing`]) a
-/// build takes 6-7 s and a delete event is handled 5 s late; a passing step needs at most ~10 s.
-pub const STEP_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Names like OpenShift's AWS worker nodes, in the order the node controller picks them.
-pub fn node_names(count: usize) -> Vec<String> {
-    let mut names: Vec<String> = (0..count)
-        .map(|i| {
-            format!(
-                "ip-10-0-{}-{}.us-east-2.compute.internal",
-                11 + 16 * i,
-                240 - 37 * (i % 6)
-            )
-        })
-        .collect();
-    names.sort();
-    names
-}
-
-/// `spec.renderedImagePushSpec` for a MOSC on the harness registry.
-pub fn push_spec(registry_host: &str) -> String {
-    format!("{registry_host}/{OCB_REPO}:latest")
-}
-
-/// The rendered MachineConfig a pool made by [`create_pool`] targets.
-pub fn rendered_config(pool: &str) -> String {
-    format!("rendered-{pool}-{RENDERED_HASH}")
-}
-
-/// Everything the scenario runs on: control plane, registry, simulator, the `worker` pool and
-/// its nodes. Fields drop in order: simulator first, control plane last.
-pub struct Cluster {
-    pub sim: Simulator,
-    pub registry: Registry,
-    pub cp: ControlPlane,
-    pub client: kube::Client,
-    /// The nodes the scenario rolls out to (the seeded workers), sorted: the node controller
-    /// updates them in this order.
-    pub nodes: Vec<String>,
-    /// The OpenShift release the cluster was seeded on.
-    pub release: Release,
-    /// The z-stream of [`Cluster::release`] it was seeded on.
-    pub z_stream: ZStream,
-}
 
 impl Cluster {
     /// [`Cluster::seed_on`] 4.20, the seed's release.
@@ -158,11 +105,6 @@ impl Cluster {
         })
     }
 
-    /// The MOSC push spec on this cluster's registry.
-    pub fn push_spec(&self) -> String {
-        push_spec(self.registry.host())
-    }
-
     /// Steps 1-3 of the report: hold the first worker's daemon, create MOSC `worker`, wait for the
     /// build to succeed and the first worker to be Working with desiredImage = the new image.
     pub async fn start_layered_rollout(&self, timeout: Duration) -> Result<Rollout> {
@@ -201,30 +143,6 @@ impl Cluster {
             build,
             node: node.to_owned(),
         })
-    }
-}
-
-/// How a layered rollout was caught: the build and the node held mid-update to its image.
-#[derive(Debug, Clone)]
-pub struct Rollout {
-    pub build: Build,
-    /// The node caught (the first worker in the report's scenario): state Working,
-    /// desiredImage = the build's image, daemon held.
-    pub node: String,
-}
-
-/// A succeeded build: its name and digested image.
-#[derive(Debug, Clone)]
-pub struct Build {
-    pub mosb: String,
-    /// `<repo>@sha256:<hex>`.
-    pub image: String,
-}
-
-impl Build {
-    /// The image split into host, repository and digest.
-    pub fn image_ref(&self) -> Result<ImageRef> {
-        ImageRef::parse(&self.image)
     }
 }
 
@@ -293,19 +211,5 @@ pub async fn guarded_on(
         cluster,
         guard,
         rollout,
-    }
-}
-
-impl Cluster {
-    /// `mosc-guard ARGS --kubeconfig <admin>` (`bin`), run as [`crate::cli`] runs it.
-    pub fn run_cli(&self, bin: &GuardBin, args: &[&str]) -> CliRun {
-        bin.cli().args(args).kubeconfig(self.cp.kubeconfig()).run()
-    }
-
-    /// `mosc-guard check TARGET EXTRA...` against the live control plane.
-    pub fn check(&self, bin: &GuardBin, target: &str, extra: &[&str]) -> CliRun {
-        let mut args = vec!["check", target];
-        args.extend_from_slice(extra);
-        self.run_cli(bin, &args)
     }
 }

@@ -5,9 +5,10 @@
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
+use super::cluster::{Build, Cluster, STEP_TIMEOUT};
+use super::create::create_mosc;
 use super::read::{node_annotations, pool_condition};
 use super::wait::{DegradedWatch, wait_for, wait_for_build, wait_rolled_out};
-use super::{Build, Cluster, STEP_TIMEOUT, create_mosc};
 use crate::guard::{Guard, GuardBin};
 use crate::mco::{self, DESIRED_IMAGE, STATE, STATE_WORKING};
 use crate::webhooks::register_webhooks;

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{ResourceQuota, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use super::cluster::{Build, Cluster, STEP_TIMEOUT};
 use super::wait::wait_for;
-use super::{Build, Cluster, STEP_TIMEOUT};
 use crate::Result;
 use crate::clusterversion;
 use crate::image_ref::ImageRef;
@@ -247,7 +247,7 @@ pub async fn create_push_secret(cluster: &Cluster) -> Result<()> {
 /// instead of building; earlier releases ignore the annotation and build.
 pub async fn create_pre_built_mosc(cluster: &Cluster, pool: &str, image: &str) -> Result<()> {
     create_push_secret(cluster).await?;
-    super::create_mosc_annotated(
+    super::create::create_mosc_annotated(
         &cluster.client,
         pool,
         &cluster.push_spec(),

@@ -8,7 +8,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::Value;
 
-use super::{Cluster, Rollout};
+use super::cluster::{Cluster, Rollout};
 use crate::Result;
 use crate::image_ref::ImageRef;
 use crate::kubectl::KubectlOutput;

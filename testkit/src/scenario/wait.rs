@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use kube::api::{Api, DynamicObject};
 
+use super::cluster::{Build, Cluster, STEP_TIMEOUT};
 use super::read::{PoolCondition, mosbs_of, node_annotations, pool_condition, pool_conditions};
-use super::{Build, Cluster, STEP_TIMEOUT};
 use crate::Result;
 use crate::guard::Guard;
 use crate::image_ref::ImageRef;

@@ -40,7 +40,8 @@ use kube::api::DynamicObject;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{Ctx, Reconciler};
+use super::ctx::Ctx;
+use super::reconcile::Reconciler;
 use crate::Result;
 use crate::mco::{self, CURRENT_MOSB, LABEL_PRE_BUILT, REBUILD, condition_true, str_at};
 use deletes::Queued;

@@ -7,8 +7,10 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{FirstBoot, Release, SimConfig, ZStream};
+use super::boot::FirstBoot;
+use super::config::SimConfig;
 use crate::registry_client::RegistryClient;
+use crate::release::{Release, ZStream};
 
 /// What a test can switch while the simulator runs.
 #[derive(Debug, Default)]

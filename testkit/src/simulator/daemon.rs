@@ -8,7 +8,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use super::{Ctx, Reconciler, is_conflict};
+use super::ctx::Ctx;
+use super::reconcile::{Reconciler, is_conflict};
 use crate::Result;
 use crate::image_ref::ImageRef;
 use crate::mco::{

@@ -16,7 +16,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::{Ctx, is_conflict, is_not_found};
+use super::ctx::Ctx;
+use super::reconcile::{is_conflict, is_not_found};
 use crate::Result;
 use crate::mco::{GROUP, LABEL_MOSC, LABEL_POOL, LABEL_RENDERED, str_at};
 

@@ -31,8 +31,11 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 
+use super::boot::{BootOutcome, FirstBoot};
+use super::ctx::Ctx;
 use super::daemon::{Pull, pull};
-use super::{Ctx, Reconciler, is_conflict, mcs, now_rfc3339};
+use super::mcs;
+use super::reconcile::{Reconciler, is_conflict, now_rfc3339};
 use crate::Result;
 use crate::machine_api::{self, INSTANCE_STATE};
 use crate::mco::{
@@ -41,29 +44,6 @@ use crate::mco::{
 
 /// Node annotation the nodelink controller sets: the Machine (`<namespace>/<name>`).
 const MACHINE_ANNOTATION: &str = "machine.openshift.io/machine";
-
-/// What a simulated machine's first boot did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FirstBoot {
-    /// The pool whose Ignition the pointer Ignition fetched (`/config/<pool>`).
-    pub pool: String,
-    /// The rendered MachineConfig the Machine Config Server served.
-    pub config: String,
-    /// The layered image it served (4.21 and later, `resolveDesiredImageForPool`), if any.
-    pub image: Option<String>,
-    pub outcome: BootOutcome,
-}
-
-/// How a first boot ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BootOutcome {
-    /// Ignition fetched; the image not pulled yet (or the boot is held).
-    Booting,
-    /// The Node registered under this name.
-    Joined(String),
-    /// `machine-config-daemon-firstboot` failed (the serial console's error): no Node registers.
-    Failed(String),
-}
 
 pub(super) struct MachineApi {
     ctx: Ctx,

@@ -18,8 +18,8 @@
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::Release;
 use crate::mco::{self, str_at};
+use crate::release::Release;
 
 /// What the Machine Config Server hands a joining machine.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 //! out a new release's components during an upgrade ([`Simulator::roll_out_mco`]): what differs
 //! between releases is in [`crate::release`].
 //!
-//! The build controller acts as the machine-os-builder's service account ([`crate::mob`],
+//! The build controller acts as the machine-os-builder's service account ([`crate::users::mob`],
 //! [`crate::mco::MOB_USER`]), so every request it makes reaches the API server, and any webhook,
 //! as MCO's; the other loops act as the admin. Every write the API server refuses is recorded:
 //! as invalid or forbidden by RBAC ([`Simulator::rejected_writes`]: a faithful simulator makes
@@ -43,6 +43,7 @@
 //!
 //! This is test harness code, not product code: it shares nothing with the mosc-guard crate.
 
+mod boot;
 mod build;
 mod config;
 mod ctx;
@@ -52,12 +53,12 @@ mod machines;
 mod mcs;
 mod nodes;
 mod pools;
+mod reconcile;
 
+pub use boot::{BootOutcome, FirstBoot};
 pub use config::SimConfig;
 pub use jobs::{JOB_UID_ANNOTATION, MCO_NAMESPACE, digest_configmap_name, job_name};
-pub use machines::{BootOutcome, FirstBoot};
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -69,6 +70,7 @@ use crate::controlplane::ControlPlane;
 use crate::registry_client::RegistryClient;
 pub use crate::release::{Release, ZStream};
 use ctx::{BUILDER, Ctx, Knobs};
+use reconcile::spawn_loop;
 
 /// The name MCO gives the build of `mosc` for the rendered config `rendered` (`<mosc>-<hash of
 /// the inputs>`: the MOSC's spec and the config).
@@ -96,7 +98,7 @@ impl Simulator {
 
     /// Starts the simulator's loops on the current tokio runtime, behaving as `z_stream`'s MCO
     /// (the caller makes the ClusterVersion say so: [`crate::scenario::Cluster::seed_on`]).
-    /// Gives the machine-os-builder its identity first ([`crate::mob::client`]; the namespace
+    /// Gives the machine-os-builder its identity first ([`crate::users::mob::client`]; the namespace
     /// `openshift-machine-config-operator` must exist). `registry_host` (`127.0.0.1:PORT`) is
     /// the only registry it pushes to, pulls from or deletes in.
     pub async fn start_on(
@@ -107,7 +109,7 @@ impl Simulator {
     ) -> Result<Self> {
         crate::init_tracing();
         let z_stream = z_stream.into();
-        let (builder, builder_kubeconfig) = crate::mob::client(cp).await?;
+        let (builder, builder_kubeconfig) = crate::users::mob::client(cp).await?;
         let knobs = Knobs {
             builder: Some(z_stream),
             controller: Some(z_stream),
@@ -342,47 +344,4 @@ impl Drop for Simulator {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// One reconcile pass over the current API state.
-trait Reconciler: Send + 'static {
-    fn sync(&mut self) -> impl Future<Output = Result<()>> + Send;
-}
-
-/// Runs `reconciler.sync()` every poll interval, logging (once per distinct message) its errors.
-fn spawn_loop<R: Reconciler>(name: &'static str, ctx: Ctx, mut reconciler: R) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut last_error = String::new();
-        loop {
-            match reconciler.sync().await {
-                Ok(()) => last_error.clear(),
-                Err(e) => {
-                    let msg = e.to_string();
-                    if msg != last_error {
-                        tracing::warn!("sim {name}: {msg} (will retry)");
-                        last_error = msg;
-                    }
-                }
-            }
-            tokio::time::sleep(ctx.cfg.poll_interval).await;
-        }
-    })
-}
-
-/// Now as an RFC 3339 timestamp with second precision, as Kubernetes writes them.
-fn now_rfc3339() -> String {
-    let now = k8s_openapi::jiff::Timestamp::now();
-    k8s_openapi::jiff::Timestamp::from_second(now.as_second())
-        .map(|t| t.to_string())
-        .unwrap_or_else(|_| now.to_string())
-}
-
-/// Whether a kube error is the API server's 404.
-fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
-/// Whether a kube error is the API server's 409 (conflict / already exists).
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
 }

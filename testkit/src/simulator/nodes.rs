@@ -11,12 +11,14 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{Ctx, Reconciler, Release};
+use super::ctx::Ctx;
+use super::reconcile::Reconciler;
 use crate::Result;
 use crate::mco::{
     self, CURRENT_CONFIG, CURRENT_IMAGE, CURRENT_MOSB, DESIRED_CONFIG, DESIRED_IMAGE, STATE,
     STATE_DONE, STATE_WORKING, node_annotation, str_at,
 };
+use crate::release::Release;
 
 pub(super) struct NodeController {
     ctx: Ctx,

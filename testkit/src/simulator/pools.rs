@@ -5,14 +5,15 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::Release;
+use super::ctx::Ctx;
 use super::nodes::{is_unavailable, pool_build, pool_members, pool_mosc};
-use super::{Ctx, Reconciler, now_rfc3339};
+use super::reconcile::{Reconciler, now_rfc3339};
 use crate::Result;
 use crate::mco::{
     self, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, REASON, STATE, STATE_DONE,
     node_annotation, str_at,
 };
+use crate::release::Release;
 
 pub(super) struct PoolStatus {
     ctx: Ctx,

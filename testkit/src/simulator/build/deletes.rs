@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 
-use super::super::is_not_found;
 use super::super::jobs;
 use super::super::nodes::pool_members;
+use super::super::reconcile::is_not_found;
 use super::{BuildController, World, controlled_by, label};
 use crate::Result;
 use crate::image_ref::ImageRef;

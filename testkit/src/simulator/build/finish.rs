@@ -6,7 +6,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
-use super::super::{jobs, now_rfc3339};
+use super::super::jobs;
+use super::super::reconcile::now_rfc3339;
 use super::{BuildController, World, conditions, current_build_annotation};
 use crate::Result;
 use crate::image_ref::ImageRef;

@@ -27,7 +27,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::super::{is_conflict, jobs::MCO_NAMESPACE};
+use super::super::jobs::MCO_NAMESPACE;
+use super::super::reconcile::is_conflict;
 use super::start::controller_reference;
 use super::{BuildController, PUSH_SECRET_ANNOTATION, World, mosb_name};
 use crate::Result;
@@ -169,7 +170,7 @@ impl BuildController {
             .unwrap_or_default();
         conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some("Seeded"));
         conditions.push(json!({
-            "type": "Seeded", "status": "True", "lastTransitionTime": super::super::now_rfc3339(),
+            "type": "Seeded", "status": "True", "lastTransitionTime": super::super::reconcile::now_rfc3339(),
             "reason": REASON, "message": format!("MachineOSConfig seeded with pre-built image {image:?}"),
         }));
         let status = json!({"status": {

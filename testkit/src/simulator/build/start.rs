@@ -10,7 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::super::{is_conflict, jobs, now_rfc3339};
+use super::super::jobs;
+use super::super::reconcile::{is_conflict, now_rfc3339};
 use super::{
     BuildController, PUSH_SECRET_ANNOTATION, World, conditions, current_build_annotation, label,
 };

@@ -1,6 +1,8 @@
 //! Kubeconfigs for users other than the admin, authenticated with client certificates from the
 //! control plane's CA, so a test can give them exactly the RBAC it wants (and take it away).
 
+pub mod mob;
+
 use std::path::{Path, PathBuf};
 
 use crate::Result;
@@ -71,7 +73,7 @@ pub async fn wait_can_i(
     user: &str,
     allowed: bool,
 ) -> Result<()> {
-    crate::scenario::wait_for(
+    crate::poll::wait_for(
         || async {
             let out = cp
                 .kubectl(["auth", "can-i", verb, resource, "--as", user])

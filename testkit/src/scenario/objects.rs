@@ -4,9 +4,10 @@
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
+use super::cluster::rendered_config;
+use super::create::create_mosc;
 use crate::Result;
 use crate::mco::{self, LABEL_MOSC, LABEL_POOL, LABEL_RENDERED};
-use crate::scenario::{create_mosc, rendered_config};
 
 /// A digested pull spec on a registry nobody contacts (the guard only compares references).
 pub fn image(hex_byte: &str) -> String {
