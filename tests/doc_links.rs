@@ -222,13 +222,16 @@ fn check_target(
         // Anchors into source files (`#L10`) are GitHub's line links, not headings.
         return None;
     }
-    let anchors = anchors_of.entry(file.clone()).or_insert_with(|| {
-        heading_anchors(&std::fs::read_to_string(&full).unwrap_or_default())
-    });
+    let anchors = anchors_of
+        .entry(file.clone())
+        .or_insert_with(|| heading_anchors(&std::fs::read_to_string(&full).unwrap_or_default()));
     if anchors.contains(anchor) {
         None
     } else {
-        Some(format!("{} has no heading with anchor #{anchor}", file.display()))
+        Some(format!(
+            "{} has no heading with anchor #{anchor}",
+            file.display()
+        ))
     }
 }
 
@@ -264,7 +267,10 @@ fn every_relative_markdown_link_resolves() {
             }
         }
     }
-    assert!(checked > 100, "only {checked} links found: is the parser broken?");
+    assert!(
+        checked > 100,
+        "only {checked} links found: is the parser broken?"
+    );
     assert!(
         broken.is_empty(),
         "{} broken link(s):\n{}",
@@ -296,7 +302,11 @@ fn every_link_to_this_repository_on_github_resolves() {
                     runbook_urls += 1;
                 }
                 if let Some(why) = check_target(Path::new(""), &file, target, &mut anchors_of) {
-                    broken.push(format!("{}:{}: {REPO_BLOB}{target}: {why}", file.display(), n + 1));
+                    broken.push(format!(
+                        "{}:{}: {REPO_BLOB}{target}: {why}",
+                        file.display(),
+                        n + 1
+                    ));
                 }
                 rest = &after[end..];
             }
@@ -358,7 +368,10 @@ fn every_docs_file_named_in_plain_text_exists() {
 
 #[test]
 fn slugs_follow_github() {
-    assert_eq!(slug("Shutdown: the drain delay"), "shutdown-the-drain-delay");
+    assert_eq!(
+        slug("Shutdown: the drain delay"),
+        "shutdown-the-drain-delay"
+    );
     assert_eq!(slug("`make demo`"), "make-demo");
     assert_eq!(slug("8. Releases"), "8-releases");
     assert_eq!(slug("MoscGuardUnavailable"), "moscguardunavailable");
@@ -374,7 +387,10 @@ fn slugs_follow_github() {
     let anchors = heading_anchors("# A\n## Same\n```\n# not a heading\n```\n### Same\n#hashtag\n");
     assert_eq!(
         anchors,
-        ["a", "same", "same-1"].map(String::from).into_iter().collect()
+        ["a", "same", "same-1"]
+            .map(String::from)
+            .into_iter()
+            .collect()
     );
 }
 
@@ -390,4 +406,65 @@ fn links_are_found_outside_code() {
     );
     let lines = prose_lines("a\n```sh\n[x](gone.md)\n```\nb\n");
     assert_eq!(lines, vec![(1, "a"), (5, "b")]);
+}
+
+/// A repository path a Markdown file shows as code (`` `tests/https/` ``, `` `src/core/release.rs` ``)
+/// exists, or is an output the repository ignores (`certs/generated/`). Globs, placeholders and
+/// elisions (`*`, `<name>`, `{..}`, `$VAR`, `...`) are not paths; `path:detail` is read as `path`.
+#[test]
+fn every_repository_path_shown_in_the_docs_exists() {
+    const TOP: [&str; 11] = [
+        "src/",
+        "tests/",
+        "testkit/",
+        "hack/",
+        "manifests/",
+        "examples/",
+        "benches/",
+        "bundle/",
+        "docs/",
+        "plugins/",
+        "certs/",
+    ];
+    let mut broken = Vec::new();
+    for doc in repo_files()
+        .into_iter()
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("md"))
+    {
+        let text = std::fs::read_to_string(root().join(&doc))
+            .unwrap_or_else(|e| panic!("read {}: {e}", doc.display()));
+        for (n, line) in prose_lines(&text) {
+            for (i, span) in line.split('`').enumerate() {
+                // Odd pieces are inside code spans.
+                if i % 2 == 0 || span.contains(char::is_whitespace) {
+                    continue;
+                }
+                if !TOP.iter().any(|top| span.starts_with(top))
+                    || span.contains(['*', '<', '{', '$'])
+                    || span.contains("...")
+                {
+                    continue;
+                }
+                let path = span.split(':').next().unwrap_or(span);
+                if root().join(path.trim_end_matches('/')).exists() {
+                    continue;
+                }
+                // A folder's ignore pattern (`/certs/generated/`) matches only with its `/`.
+                let ignored = Command::new("git")
+                    .current_dir(root())
+                    .args(["check-ignore", "-q", "--no-index", path])
+                    .status()
+                    .is_ok_and(|s| s.success());
+                if !ignored {
+                    broken.push(format!("{}:{n}: `{span}`", doc.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "{} path(s) shown in the docs do not exist:\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
 }
