@@ -1,6 +1,6 @@
 //! `make demo`: the report's scenario played the way an admin would, narrated on stdout.
 //!
-//! A real kube-apiserver + etcd, a real registry and the MCO 4.20 simulator from the test kit
+//! A real kube-apiserver + etcd, a real registry and the MCO simulator (on 4.20) from the test kit
 //! (`testkit/`), with a `worker` pool of 3 nodes. The admin opts the pool into image mode,
 //! waits for the build and deletes the MachineOSConfig while the first node is updating to its
 //! image (the simulator holds that node mid-update, so every run has the same timing).

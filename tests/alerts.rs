@@ -236,9 +236,9 @@ fn the_rule_tests_can_fail() {
     assert!(out.contains("FAILED"), "{out}");
 }
 
-/// Where every alert's `runbook_url` points: its section of docs/operations.md as GitHub
+/// Where every alert's `runbook_url` points: its section of docs/runbooks.md as GitHub
 /// renders it.
-const RUNBOOK_BASE: &str = "https://github.com/mosc-guard/mosc-guard/blob/main/docs/operations.md#";
+const RUNBOOK_BASE: &str = "https://github.com/mosc-guard/mosc-guard/blob/main/docs/runbooks.md#";
 
 /// GitHub's anchor of a Markdown heading: lower case, spaces to `-`, punctuation but `-` and
 /// `_` dropped; a repeated heading gets `-1`, `-2`, ...
@@ -279,14 +279,14 @@ fn heading_anchors(markdown: &str) -> BTreeSet<String> {
 }
 
 #[test]
-fn every_alert_links_its_runbook_section_in_operations_md() {
+fn every_alert_links_its_runbook_section_in_runbooks_md() {
     let docs =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md"))
-            .expect("read docs/operations.md");
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/runbooks.md"))
+            .expect("read docs/runbooks.md");
     let anchors = heading_anchors(&docs);
     assert!(
-        anchors.contains("runbooks"),
-        "docs/operations.md has a Runbooks section"
+        anchors.contains("alerts"),
+        "docs/runbooks.md has an Alerts section"
     );
     let spec = rule_spec();
     for rule in alerts(&spec) {
@@ -304,7 +304,7 @@ fn every_alert_links_its_runbook_section_in_operations_md() {
         );
         assert!(
             anchors.contains(anchor),
-            "{name}: docs/operations.md has no heading with anchor #{anchor} ({anchors:?})"
+            "{name}: docs/runbooks.md has no heading with anchor #{anchor} ({anchors:?})"
         );
         // The section is a runbook: it says what the alert means and what to do.
         let heading = format!("### {name}\n");

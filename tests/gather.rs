@@ -1,4 +1,4 @@
-//! `hack/gather` (docs/operations.md, "Collecting data for support") against the test control
+//! `hack/gather` (docs/gather.md, "Collecting data for support") against the test control
 //! plane with the real `/usr/bin/kubectl` (the script's `oc` is not installed here; it runs the
 //! same commands with either): mid-rollout and again once the pool has settled, `mosc-guard
 //! check --all --builds --from-dir <gathered>` gives the verdicts `check --all --builds` gives

@@ -1,5 +1,5 @@
 //! New builds of a MachineOSConfig on the real control plane (with the real garbage collector),
-//! the registry and the MCO 4.20 simulator, with mosc-guard in front: a build running or failed
+//! the registry and the MCO simulator (on 4.20), with mosc-guard in front: a build running or failed
 //! while the pool runs the previous image (the rebuild annotation mid-rollout, MCO's own deletion
 //! admitted, is in tests/mco_pipeline/guarded.rs).
 //!

@@ -1,5 +1,5 @@
 //! A MachineOSConfig's history on the real control plane (with the real garbage collector),
-//! the registry and the MCO 4.20 simulator, with mosc-guard in front: deleted and recreated with
+//! the registry and the MCO simulator (on 4.20), with mosc-guard in front: deleted and recreated with
 //! the same name while MCO's cleanup of the old one runs late, and a config change rolled back to
 //! an old build.
 //!

@@ -1,5 +1,5 @@
 //! Cluster topologies beyond the report's worker pool, on a real control plane, registry and the
-//! MCO 4.20 simulator at the real machine-os-builder's timing (`SimConfig::real_timing`), with
+//! MCO simulator (on 4.20) at the real machine-os-builder's timing (`SimConfig::real_timing`), with
 //! mosc-guard registered in deny mode. Pool membership is MCO's (`pkg/helpers`, release-4.20),
 //! in the simulator as in the guard:
 //!

@@ -1,6 +1,6 @@
 //! When the serving certificate in service expires, as the gauge
 //! `mosc_guard_serving_certificate_expiry_timestamp_seconds`, so an alert can say so days ahead
-//! (docs/operations.md, "Alerts"). service-ca and cert-manager renew the Secret long before
+//! (docs/metrics.md, "Alerts"). service-ca and cert-manager renew the Secret long before
 //! expiry and the guard reloads it (`tls`); the gauge shows whether that actually happened,
 //! since it reads the certificate handshakes get, not the file.
 

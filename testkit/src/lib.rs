@@ -1,8 +1,8 @@
 //! mosc-guard's test kit: everything its integration tests, examples and benchmarks share.
 //!
 //! Real etcd + kube-apiserver ([`controlplane`], with a ClusterVersion: [`clusterversion`]), a
-//! real distribution registry ([`registry`]), an MCO simulator playing each release and z-stream
-//! ([`release`]) that drives MachineOSConfigs, builds, nodes and pools through them, its
+//! real distribution registry ([`registry`]), an MCO simulator playing OpenShift 4.19 to 4.23,
+//! either side of each z-stream fix (4.20 by default: [`release`]) that drives MachineOSConfigs, builds, nodes and pools through them, its
 //! machine-os-builder as MCO's own service account ([`mob`]) ([`simulator`]), the report's
 //! scenario and its steps ([`scenario`]), and the product itself:
 //! the `mosc-guard` process ([`guard`]), registered as the cluster's webhook ([`webhooks`]),

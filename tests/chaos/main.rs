@@ -1,4 +1,4 @@
-//! Chaos end to end, on the real control plane, registry, MCO 4.20 simulator
+//! Chaos end to end, on the real control plane, registry, MCO simulator (on 4.20)
 //! and mosc-guard process, each case in the middle of the report's rollout (the first worker
 //! held mid-update to the new image):
 //!

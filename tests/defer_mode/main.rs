@@ -1,7 +1,7 @@
-//! Defer mode (`serve --deletion-mode defer`) on a real control plane, registry and the MCO 4.20
-//! simulator: the mutating webhook adds the finalizer, the validating webhook accepts the delete
-//! with a warning, and the finalizer controller (Lease holder only) releases the MachineOSConfig
-//! once no node still needs its images.
+//! Defer mode (`serve --deletion-mode defer`) on a real control plane, registry and the MCO
+//! simulator (on 4.20): the mutating webhook adds the finalizer, the validating webhook accepts
+//! the delete with a warning, and the finalizer controller (Lease holder only) releases the
+//! MachineOSConfig once no node still needs its images.
 //!
 //! Every test runs the simulator at the real machine-os-builder's timing
 //! (`SimConfig::real_timing`: delete events handled 5 s late, builds of seconds).

@@ -3,7 +3,7 @@
 //! What is validated:
 //! - `kubectl kustomize` renders the base and every overlay (the ones manifests/README.md
 //!   recommends, including the openshift+defer and cert-manager+defer combinations), and the
-//!   rendered objects say what the README and docs/operations.md say: the RBAC granted to the
+//!   rendered objects say what the README and docs/install.md say: the RBAC granted to the
 //!   ServiceAccount (identical in every overlay), the Deployment's arguments, security context,
 //!   probes and image tag (the crate version, as `make image` tags it), the webhook
 //!   configurations field by field, the CA wiring of each overlay (service-ca annotations and
@@ -22,10 +22,10 @@
 //!   (every watch works), denies a deletion that must be denied (also as a server-side dry run)
 //!   and records the DeletionBlocked Event in `default`, allows (after its confirming fresh
 //!   read) one that must be allowed, and logs nothing "forbidden". Once it is stopped, the
-//!   deletion fails with "failed calling webhook", as docs/operations.md says. Then, in defer
+//!   deletion fails with "failed calling webhook", as docs/runbooks.md says. Then, in defer
 //!   mode with the same token: it takes the Lease, adds its finalizer to the MOSC, holds the
 //!   MOSC's deletion while the node needs the image and releases it once the node runs it.
-//! - The commands docs/operations.md gives for recognising a degraded pool print the degraded
+//! - The commands docs/runbooks.md gives for recognising a degraded pool print the degraded
 //!   node, its images and the pool's NodeDegraded condition (on objects shaped by hand as MCO
 //!   leaves them; the tests do not degrade a pool here).
 //!
@@ -37,13 +37,13 @@
 //! One test binary: rendering helpers and kubectl against the control plane are here, the tests in
 //! modules: [`rendering`] and [`overlays`] (what kustomize renders), [`on_a_cluster`] (server-side
 //! dry runs, the NetworkPolicy, the admission policy), [`service_account`] and [`guard_token`] (the
-//! guard's own credentials), [`operations`] (docs/operations.md's commands).
+//! guard's own credentials), [`runbooks`] (docs/runbooks.md's commands).
 
 mod guard_token;
 mod on_a_cluster;
-mod operations;
 mod overlays;
 mod rendering;
+mod runbooks;
 mod service_account;
 
 use std::collections::BTreeSet;

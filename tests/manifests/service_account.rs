@@ -155,7 +155,7 @@ async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
         .await
         .expect("webhook registered");
 
-    // docs/operations.md, "Verify": a server-side dry run shows the same denial.
+    // docs/install.md, "Verify": a server-side dry run shows the same denial.
     let out = kubectl(
         &cp,
         &["delete", "machineosconfig", "worker", "--dry-run=server"],
@@ -247,7 +247,7 @@ async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
     guard.stop();
     assert_nothing_forbidden(&guard);
 
-    // docs/operations.md, "When mosc-guard is down": with no guard answering, the deletion is
+    // docs/runbooks.md, "When mosc-guard is down": with no guard answering, the deletion is
     // refused by the API server itself (failurePolicy Fail).
     let out = kubectl(&cp, &["delete", "machineosconfig", "worker"], None).await;
     assert!(

@@ -1,4 +1,4 @@
-//! The report's scenario on a real control plane, registry and the MCO 4.20 simulator:
+//! The report's scenario on a real control plane, registry and the MCO simulator (on 4.20):
 //! create a MOSC for the worker pool, wait for the build and the first node to start updating,
 //! delete the MOSC. Without mosc-guard the pool degrades with "manifest unknown".
 //!

@@ -1,5 +1,5 @@
 //! Race soak: many randomized trials on one real control plane, the MCO
-//! 4.20 simulator and the real mosc-guard process, interleaving what MCO does (targeting nodes,
+//! simulator (on 4.20) and the real mosc-guard process, interleaving what MCO does (targeting nodes,
 //! nodes reaching their image, pools starting and finishing rollouts) with an admin's deletions
 //! of the trial's MachineOSConfig and MachineOSBuilds (dry-run and real), in deny mode and in
 //! defer mode, some trials across a guard restart (SIGKILL) or an API-server restart.

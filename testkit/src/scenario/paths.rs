@@ -1,4 +1,4 @@
-//! MCO 4.20 paths beyond the report's, as steps: a pool settled on its first image, a config
+//! MCO's paths beyond the report's (on the cluster's release, 4.20 by default), as steps: a pool settled on its first image, a config
 //! change rendered, a new build, the first node caught mid-update, a guard registered in
 //! front (with the mutating webhook too in defer mode).
 

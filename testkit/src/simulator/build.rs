@@ -1,7 +1,7 @@
 //! The build controller (machine-os-builder), acting as its service account: one MachineOSBuild
-//! and one pushed image per (MOSC, build inputs), shaped as MCO 4.20 writes them, with the
-//! build's Job, ConfigMaps and Secrets ([`super::jobs`]). What each release's
-//! `pkg/controller/build/reconciler.go` does, pass by pass over what the API server shows:
+//! and one pushed image per (MOSC, build inputs), shaped as the played release's MCO writes them
+//! ([`crate::release`]: 4.19 to 4.23), with the build's Job, ConfigMaps and Secrets
+//! ([`super::jobs`]). What each release's `pkg/controller/build/reconciler.go` does, pass by pass over what the API server shows:
 //!
 //! - a MOSC whose pool's `spec.configuration` (or spec) has no build yet gets one ([`start`]):
 //!   created, then started (`startBuild`): every other build of the MOSC that has not

@@ -15,7 +15,7 @@
 //! Five polling loops, each level-triggered from what the API server shows:
 //! - [`build`]: the machine-os-builder. Builds (MOSB, its Job, ConfigMaps and Secrets in
 //!   `openshift-machine-config-operator` ([`jobs`]), and the pushed image) for each MOSC, shaped as
-//!   4.20 writes them; the MOSC's current build named when a build starts, its image when it
+//!   the played release writes them; the MOSC's current build named when a build starts, its image when it
 //!   succeeds; superseded builds deleted when another starts or is reused
 //!   (`deleteOtherBuildsForMachineOSConfig`); rebuilds, rollbacks, reuse of an existing build
 //!   (whoever controls it) and 4.21's pre-built images; and its delete handlers as measured

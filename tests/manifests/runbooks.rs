@@ -1,29 +1,29 @@
-//! The commands docs/operations.md gives for recognising a degraded pool.
+//! The commands docs/runbooks.md gives for recognising a degraded pool.
 
 use super::*;
 
-/// The jsonpath expressions of docs/operations.md, "Recognising a pool already degraded".
+/// The jsonpath expressions of docs/runbooks.md, "Recognising a pool already degraded".
 const DEGRADED_NODES: &str = r#"{range .items[?(@.metadata.annotations.machineconfiguration\.openshift\.io/state=="Degraded")]}{.metadata.name}{"\t"}{.metadata.annotations.machineconfiguration\.openshift\.io/reason}{"\n"}{end}"#;
 
 const NODE_IMAGES: &str = r#"{range .items[*]}{.metadata.name}{"\t"}{.metadata.annotations.machineconfiguration\.openshift\.io/state}{"\t"}{.metadata.annotations.machineconfiguration\.openshift\.io/desiredImage}{"\t"}{.metadata.annotations.machineconfiguration\.openshift\.io/currentImage}{"\n"}{end}"#;
 
 const POOL_NODE_DEGRADED: &str = r#"{range .status.conditions[?(@.type=="NodeDegraded")]}{.status}{"\t"}{.reason}{"\t"}{.message}{"\n"}{end}"#;
 
-/// The commands docs/operations.md gives for recognising a degraded pool print what it says,
+/// The commands docs/runbooks.md gives for recognising a degraded pool print what it says,
 /// on objects shaped as MCO 4.20 leaves them (node annotations, pool condition).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn operations_md_commands_find_a_degraded_node() {
+async fn runbooks_md_commands_find_a_degraded_node() {
     use testkit::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, REASON, STATE, STATE_DEGRADED};
     use testkit::scenario::{
         WORKER_ROLE_LABEL, create_nodes, create_pool, node_names, rendered_config,
     };
 
-    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
-        .expect("read docs/operations.md");
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/runbooks.md"))
+        .expect("read docs/runbooks.md");
     for expr in [DEGRADED_NODES, NODE_IMAGES, POOL_NODE_DEGRADED] {
         assert!(
             docs.contains(&format!("-o jsonpath='{expr}'")),
-            "docs/operations.md no longer shows {expr}"
+            "docs/runbooks.md no longer shows {expr}"
         );
     }
 
