@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds the end-to-end test harness's kube-apiserver, kube-controller-manager, etcd and registry from the pinned Go
 # modules in hack/controlplane and hack/registry, and opm (operator-registry, which validates
-# bundle/ in tests/olm.rs) from hack/opm, each only if its cached copy is missing.
+# bundle/ in tests/olm/) from hack/opm, each only if its cached copy is missing.
 #
 # Cache: ${XDG_CACHE_HOME:-$HOME/.cache}/mosc-guard/bin/<name>-<version>, the version read from the
 # go.mod files, so bumping a module version builds a new binary. Builds go to a temporary name and
 # are renamed into place, so an interrupted build never leaves a half-written binary behind.
 #
 # Output (stdout): one `name=path` line per binary, for testkit/src/binaries.rs (and opm's for
-# tests/olm.rs). Build progress goes to stderr; nothing but those lines is printed when
+# tests/olm/). Build progress goes to stderr; nothing but those lines is printed when
 # everything is cached.
 set -euo pipefail
 

@@ -48,6 +48,15 @@ fn names_in(dir: &Path) -> Vec<String> {
     names
 }
 
+/// tls.key in `dir` is readable by its owner only (0600).
+fn assert_key_private(dir: &Path) {
+    let mode = fs::metadata(dir.join("tls.key"))
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "tls.key mode {mode:o}");
+}
+
 #[test]
 fn writes_the_pair_and_prints_the_ca_bundle_first() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -85,11 +94,7 @@ fn writes_the_pair_and_prints_the_ca_bundle_first() {
 
     let key = fs::read_to_string(dir.join("tls.key")).expect("tls.key");
     assert!(key.starts_with(concat!("-----BEGIN ", "PRIVATE KEY-----")));
-    let mode = fs::metadata(dir.join("tls.key"))
-        .expect("stat")
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600, "tls.key mode {mode:o}");
+    assert_key_private(&dir);
 }
 
 #[test]
@@ -120,11 +125,7 @@ fn keeps_existing_files_unless_forced() {
         before,
         "a new CA"
     );
-    let mode = fs::metadata(dir.join("tls.key"))
-        .expect("stat")
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600, "tls.key mode {mode:o}");
+    assert_key_private(dir);
 }
 
 #[test]

@@ -44,6 +44,18 @@ async fn synced(cache: &NodeCache) {
     .expect("synced");
 }
 
+/// Creates `names` as worker nodes on rendered-worker-0.
+async fn create_workers(client: &kube::Client, names: &[String]) {
+    create_nodes(
+        client,
+        names,
+        "node-role.kubernetes.io/worker",
+        "rendered-worker-0",
+    )
+    .await
+    .expect("nodes");
+}
+
 fn desired_of(cache: &NodeCache, node: &str) -> Option<String> {
     cache
         .nodes(None, mosc_guard::core::policy::PolicyMode::InFlight)
@@ -56,14 +68,7 @@ fn desired_of(cache: &NodeCache, node: &str) -> Option<String> {
 async fn the_fence_holds_until_a_lagging_node_watch_delivers_the_change() {
     let cp = ControlPlane::start().await.expect("control plane");
     let node = "ip-10-0-1-1.us-east-2.compute.internal";
-    create_nodes(
-        &cp.client(),
-        &[node.to_string()],
-        "node-role.kubernetes.io/worker",
-        "rendered-worker-0",
-    )
-    .await
-    .expect("node");
+    create_workers(&cp.client(), &[node.to_string()]).await;
 
     // The cache's own connection to the API server goes through the forwarder.
     let forwarder = Forwarder::to_apiserver(&cp).await.expect("forwarder");
@@ -123,14 +128,7 @@ async fn the_fence_holds_until_a_lagging_node_watch_delivers_the_change() {
 async fn a_later_node_change_carries_the_cache_past_an_earlier_revision() {
     let cp = ControlPlane::start().await.expect("control plane");
     let names = ["n-1".to_string(), "n-2".to_string()];
-    create_nodes(
-        &cp.client(),
-        &names,
-        "node-role.kubernetes.io/worker",
-        "rendered-worker-0",
-    )
-    .await
-    .expect("nodes");
+    create_workers(&cp.client(), &names).await;
     let cache = NodeCache::start(cp.client(), Duration::from_secs(30));
     synced(&cache).await;
     // Writes of another kind move the revision past everything the node watch has seen.
@@ -173,14 +171,7 @@ async fn node_lists_page_through_every_node() {
     for chunk in names.chunks(300) {
         let client = cp.client();
         let chunk = chunk.to_vec();
-        create_nodes(
-            &client,
-            &chunk,
-            "node-role.kubernetes.io/worker",
-            "rendered-worker-0",
-        )
-        .await
-        .expect("nodes");
+        create_workers(&client, &chunk).await;
     }
     let cache = NodeCache::start(cp.client(), Duration::from_secs(30));
     synced(&cache).await;
@@ -218,14 +209,7 @@ async fn a_confirmation_lists_nodes_on_a_quiet_cluster_and_sees_every_prior_chan
 
     let cp = ControlPlane::start().await.expect("control plane");
     let names: Vec<String> = (0..3).map(|i| format!("quiet-{i}")).collect();
-    create_nodes(
-        &cp.client(),
-        &names,
-        "node-role.kubernetes.io/worker",
-        "rendered-worker-0",
-    )
-    .await
-    .expect("nodes");
+    create_workers(&cp.client(), &names).await;
     let caches = Caches::start(cp.client(), Duration::from_secs(30))
         .with_fence_wait(Duration::from_millis(50));
     wait_for(

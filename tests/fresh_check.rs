@@ -7,16 +7,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+use testkit::process::output_text;
 
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn deps_only(root: &Path, quiet: bool) -> Output {
     let mut cmd = Command::new("bash");
@@ -38,7 +31,7 @@ fn scan(name: &str, content: &str) -> Vec<(String, u32, String)> {
         .current_dir(dir.path())
         .output()
         .expect("run awk");
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let mut uses: Vec<(String, u32, String)> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| {
@@ -66,15 +59,15 @@ fn runs(uses: &[(&str, u32)]) -> Vec<(String, u32, String)> {
 #[test]
 fn every_program_the_tiers_start_is_installed_or_always_there() {
     let out = deps_only(Path::new(ROOT), true);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     assert!(
         out.stdout.is_empty() && out.stderr.is_empty(),
         "{}",
-        text(&out)
+        output_text(&out)
     );
     // The listing names the programs the issue was about, with where they come from.
     let out = deps_only(Path::new(ROOT), false);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let listing = String::from_utf8_lossy(&out.stdout);
     for (program, source) in [
         ("runc", "Debian package runc"),
@@ -115,7 +108,7 @@ fn a_program_nothing_installs_fails_the_check_by_name() {
     )
     .expect("write");
     let out = deps_only(dir.path(), true);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("FAILED"), "{stderr}");
     assert!(

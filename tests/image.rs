@@ -25,6 +25,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use testkit::guard::GuardBin;
+use testkit::process::output_text;
 use testkit::scenario::*;
 use testkit::simulator::SimConfig;
 use testkit::webhooks::register_validating_webhook_at;
@@ -40,15 +41,6 @@ fn image() -> String {
             "MOSC_GUARD_IMAGE is not set: these tests run the built image; `make image-test` builds it and sets it"
         ),
     }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn podman(args: &[&str]) -> Output {
@@ -68,7 +60,7 @@ fn run_options() -> Vec<String> {
         .arg("run-options")
         .output()
         .expect("run hack/image.sh run-options");
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(str::to_owned)
@@ -93,7 +85,7 @@ fn run(image: &str, mounts: &[String], args: &[&str]) -> Output {
 fn the_image_has_the_promised_layout() {
     let image = image();
     let out = podman(&["image", "inspect", &image, "--format", "{{json .Config}}"]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let config: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON config");
     assert_eq!(config["User"], "65532:65532", "{config}");
     assert_eq!(
@@ -109,7 +101,7 @@ fn the_image_has_the_promised_layout() {
     );
 
     let out = run(&image, &[], &["--version"]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let version = String::from_utf8_lossy(&out.stdout);
     assert!(version.contains(env!("CARGO_PKG_VERSION")), "{version}");
 
@@ -129,7 +121,7 @@ fn the_image_has_the_promised_layout() {
             inside.status.code(),
             Some(code),
             "{args:?}: {}",
-            text(&inside)
+            output_text(&inside)
         );
         let outside_args: Vec<String> = args
             .iter()
@@ -271,7 +263,7 @@ async fn the_image_serves_the_webhook_and_drains_on_sigterm() {
     ]);
     let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = podman(&arg_refs);
-    assert!(out.status.success(), "podman run: {}", text(&out));
+    assert!(out.status.success(), "podman run: {}", output_text(&out));
     let container = Container { name };
 
     let http = testkit::tls::https_client(&cluster.cp.pki().ca_pem()).expect("client");
@@ -332,7 +324,7 @@ async fn the_image_serves_the_webhook_and_drains_on_sigterm() {
     // SIGTERM: not ready at once, still serving during the delay, gone within delay + grace.
     let killed = Instant::now();
     let out = podman(&["kill", "--signal", "TERM", &container.name]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     wait_for(
         || async {
             Ok(testkit::probe::get(&http, &readyz)

@@ -100,6 +100,49 @@ async fn assert_delete_allowed(cluster: &Cluster, pool: &str) {
     );
 }
 
+/// The rollout's build finished as MCO leaves it, and the delete of MOSC `pool` is refused
+/// naming the node mid-update and the pool (`when` says when, for the message).
+async fn assert_refused_mid_update(cluster: &Cluster, pool: &str, rollout: &Rollout, when: &str) {
+    assert_build_objects_after_success(cluster, &rollout.build).await;
+    let pool_name = format!("pool {pool}");
+    assert_delete_refused(cluster, pool, &[rollout.node.as_str(), &pool_name], when).await;
+}
+
+/// [`open_the_gap`], then the delete is still refused naming the pool and its nodes not yet
+/// targeted.
+async fn assert_refused_in_the_gap(
+    cluster: &Cluster,
+    pool: &str,
+    rollout: &Rollout,
+    nodes: &[String],
+    when: &str,
+) {
+    let rest = open_the_gap(cluster, pool, rollout, nodes).await;
+    let pool_name = format!("pool {pool}");
+    assert_delete_refused(
+        cluster,
+        pool,
+        &[&[pool_name.as_str()], rest.as_slice()].concat(),
+        when,
+    )
+    .await;
+}
+
+/// The rollout of `pool` (`nodes`) finishes, the delete is allowed, and the pool leaves image
+/// mode cleanly.
+async fn finish_and_leave_image_mode(
+    cluster: &Cluster,
+    pool: &str,
+    rollout: &Rollout,
+    nodes: &[String],
+    watches: &[DegradedWatch],
+) {
+    cluster.sim.release_pool(pool);
+    wait_rolled_out_in(cluster, pool, nodes, &rollout.build.image).await;
+    assert_delete_allowed(cluster, pool).await;
+    assert_left_image_mode_cleanly(cluster, pool, &rollout.build, nodes, nodes, watches).await;
+}
+
 /// The gap between two batches: the node controller holds `pool`, the held node finishes its
 /// update, and the pool's other nodes are not targeted yet. Returns those other nodes.
 async fn open_the_gap<'a>(
@@ -275,14 +318,7 @@ async fn a_worker_pool_with_a_windows_node_leaves_image_mode_once_its_linux_node
         .start_layered_rollout(STEP_TIMEOUT)
         .await
         .expect("layered rollout starts");
-    assert_build_objects_after_success(&cluster, &rollout.build).await;
-    assert_delete_refused(
-        &cluster,
-        "worker",
-        &[rollout.node.as_str(), "pool worker"],
-        "a Linux worker mid-update",
-    )
-    .await;
+    assert_refused_mid_update(&cluster, "worker", &rollout, "a Linux worker mid-update").await;
 
     cluster.sim.release(&rollout.node);
     wait_rolled_out_in(&cluster, "worker", &cluster.nodes, &rollout.build.image).await;
@@ -354,37 +390,19 @@ async fn a_compact_clusters_master_pool_rollout_is_guarded() {
         .start_rollout("master", &masters[0], STEP_TIMEOUT)
         .await
         .expect("master rollout starts");
-    assert_build_objects_after_success(&cluster, &rollout.build).await;
-    assert_delete_refused(
-        &cluster,
-        "master",
-        &[rollout.node.as_str(), "pool master"],
-        "a master mid-update",
-    )
-    .await;
+    assert_refused_mid_update(&cluster, "master", &rollout, "a master mid-update").await;
 
     // The first master is done; the next is not targeted yet.
-    let rest = open_the_gap(&cluster, "master", &rollout, &masters).await;
-    assert_delete_refused(
+    assert_refused_in_the_gap(
         &cluster,
         "master",
-        &[&["pool master"], rest.as_slice()].concat(),
+        &rollout,
+        &masters,
         "the gap before the next master is targeted",
     )
     .await;
 
-    cluster.sim.release_pool("master");
-    wait_rolled_out_in(&cluster, "master", &masters, &rollout.build.image).await;
-    assert_delete_allowed(&cluster, "master").await;
-    assert_left_image_mode_cleanly(
-        &cluster,
-        "master",
-        &rollout.build,
-        &masters,
-        &masters,
-        &watches,
-    )
-    .await;
+    finish_and_leave_image_mode(&cluster, "master", &rollout, &masters, &watches).await;
     eprintln!("compact topology took {:.2?}", started.elapsed());
 }
 
@@ -410,34 +428,16 @@ async fn a_stray_empty_selector_pool_changes_no_verdict() {
         .start_layered_rollout(STEP_TIMEOUT)
         .await
         .expect("layered rollout starts");
-    assert_build_objects_after_success(&cluster, &rollout.build).await;
-    assert_delete_refused(
+    assert_refused_mid_update(&cluster, "worker", &rollout, "a worker mid-update").await;
+    assert_refused_in_the_gap(
         &cluster,
         "worker",
-        &[rollout.node.as_str(), "pool worker"],
-        "a worker mid-update",
-    )
-    .await;
-    let rest = open_the_gap(&cluster, "worker", &rollout, &cluster.nodes).await;
-    assert_delete_refused(
-        &cluster,
-        "worker",
-        &[&["pool worker"], rest.as_slice()].concat(),
+        &rollout,
+        &cluster.nodes,
         "the gap before the next worker is targeted",
     )
     .await;
 
-    cluster.sim.release_pool("worker");
-    wait_rolled_out_in(&cluster, "worker", &cluster.nodes, &rollout.build.image).await;
-    assert_delete_allowed(&cluster, "worker").await;
-    assert_left_image_mode_cleanly(
-        &cluster,
-        "worker",
-        &rollout.build,
-        &cluster.nodes,
-        &cluster.nodes,
-        &watches,
-    )
-    .await;
+    finish_and_leave_image_mode(&cluster, "worker", &rollout, &cluster.nodes, &watches).await;
     eprintln!("stray-pool topology took {:.2?}", started.elapsed());
 }

@@ -93,6 +93,22 @@ pub fn repo_root() -> PathBuf {
         .map_or_else(|| PathBuf::from(".."), Path::to_path_buf)
 }
 
+/// The number in environment variable `name` (a long run's size, say), `default` when it is
+/// unset; panics when it is set but not a number.
+pub fn env_number<T>(name: &str, default: T) -> T
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}={v:?} is not a number: {e}")),
+        Err(_) => default,
+    }
+}
+
 /// A temporary directory named `<prefix>...`, removed on Drop unless `MOSC_GUARD_E2E_KEEP_DIRS`
 /// is set (then its path is logged, so logs of a failed run can be read afterwards).
 pub fn temp_dir(prefix: &str) -> Result<tempfile::TempDir> {

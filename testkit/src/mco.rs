@@ -106,12 +106,18 @@ pub fn str_at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a str> {
     v.as_str().filter(|s| !s.is_empty())
 }
 
+/// `obj.status.conditions` (empty when there are none).
+pub fn conditions(obj: &DynamicObject) -> &[Value] {
+    obj.data
+        .get("status")
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
 /// The condition of type `type_` in `obj.status.conditions`, if present.
 pub fn condition<'a>(obj: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
-    obj.data
-        .get("status")?
-        .get("conditions")?
-        .as_array()?
+    conditions(obj)
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
 }

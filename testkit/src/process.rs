@@ -218,3 +218,13 @@ pub fn tail_of_file(path: &Path, lines: usize) -> String {
     };
     read().unwrap_or_else(|e| format!("(cannot read {}: {e})", path.display()))
 }
+
+/// A finished command's exit code, stdout and stderr, for an assertion's message.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}

@@ -34,7 +34,7 @@ use testkit::guard::{Guard, GuardBin};
 use testkit::mco;
 use testkit::probe::metric;
 use testkit::review::{MACHINE_OS_CONFIG, Review};
-use testkit::scenario::{Cluster, Rollout, create_mosc, create_pool, wait_for, wait_for_build};
+use testkit::scenario::{Cluster, Rollout, create_infra_mosc, wait_for, wait_for_build};
 use testkit::scenario::{
     DegradedWatch, STEP_TIMEOUT, dry_run_delete, events_about, seed, wait_mosc_gone,
     wait_pool_reverted, wait_rolled_out,
@@ -67,12 +67,7 @@ struct Setup {
 
 async fn layered_cluster() -> (Cluster, DegradedWatch) {
     let cluster = seed(SimConfig::fast()).await;
-    create_pool(&cluster.client, "infra", "node-role.kubernetes.io/infra", 1)
-        .await
-        .expect("create pool infra");
-    create_mosc(&cluster.client, "infra", &cluster.push_spec())
-        .await
-        .expect("create MOSC infra");
+    create_infra_mosc(&cluster).await;
     wait_for_build(&cluster.client, "infra", STEP_TIMEOUT)
         .await
         .expect("infra built");

@@ -48,7 +48,14 @@ fn condition_with(pointer: &str, value: Value) -> Op {
 }
 
 pub(crate) fn cases() -> Vec<Case> {
-    vec![
+    let status_without = |field: &str| {
+        required(
+            format!("ClusterVersion status without {field}"),
+            Op::PatchStatus(version(), json!({ field: null })),
+            &format!("status.{field}"),
+        )
+    };
+    let mut cases = vec![
         (
             "ClusterVersion named other than version",
             Op::Create(with(
@@ -63,82 +70,50 @@ pub(crate) fn cases() -> Vec<Case> {
             Op::Patch(version(), json!({"spec": {"clusterID": null}})),
             "spec.clusterID: Required value",
         ),
-        (
-            "ClusterVersion status without availableUpdates",
-            Op::PatchStatus(version(), json!({"availableUpdates": null})),
-            "status.availableUpdates: Required value",
-        ),
-        (
-            "ClusterVersion status without desired",
-            Op::PatchStatus(version(), json!({"desired": null})),
-            "status.desired: Required value",
-        ),
-        (
-            "ClusterVersion desired without image",
-            Op::PatchStatus(version(), json!({"desired": {"image": null}})),
-            "status.desired.image: Required value",
-        ),
-        (
-            "ClusterVersion desired without version",
-            Op::PatchStatus(version(), json!({"desired": {"version": null}})),
-            "status.desired.version: Required value",
-        ),
-        (
-            "ClusterVersion status without observedGeneration",
-            Op::PatchStatus(version(), json!({"observedGeneration": null})),
-            "status.observedGeneration: Required value",
-        ),
-        (
-            "ClusterVersion status without versionHash",
-            Op::PatchStatus(version(), json!({"versionHash": null})),
-            "status.versionHash: Required value",
-        ),
-        (
-            "ClusterVersion history entry without completionTime",
-            history_with("/completionTime", Value::Null),
-            "status.history[0].completionTime: Required value",
-        ),
-        (
-            "ClusterVersion history entry without image",
-            history_with("/image", Value::Null),
-            "status.history[0].image: Required value",
-        ),
-        (
-            "ClusterVersion history entry without startedTime",
-            history_with("/startedTime", Value::Null),
-            "status.history[0].startedTime: Required value",
-        ),
-        (
-            "ClusterVersion history entry without state",
-            history_with("/state", Value::Null),
-            "status.history[0].state: Required value",
-        ),
-        (
-            "ClusterVersion history entry without verified",
-            history_with("/verified", Value::Null),
-            "status.history[0].verified: Required value",
-        ),
-        (
-            "ClusterVersion history state other than Completed or Partial",
-            history_with("/state", json!("Failed")),
-            "supported values: \"Completed\", \"Partial\"",
-        ),
-        (
-            "ClusterVersion condition without lastTransitionTime",
-            condition_with("/lastTransitionTime", Value::Null),
-            "status.conditions[0].lastTransitionTime: Required value",
-        ),
-        (
-            "ClusterVersion condition without status",
-            condition_with("/status", Value::Null),
-            "status.conditions[0].status: Required value",
-        ),
-        (
-            "ClusterVersion condition without type",
-            condition_with("/type", Value::Null),
-            "status.conditions[0].type: Required value",
-        ),
-    ]
+        status_without("availableUpdates"),
+        status_without("desired"),
+    ];
+    for field in ["image", "version"] {
+        cases.push(required(
+            format!("ClusterVersion desired without {field}"),
+            Op::PatchStatus(version(), json!({"desired": { field: null }})),
+            &format!("status.desired.{field}"),
+        ));
+    }
+    cases.extend(["observedGeneration", "versionHash"].map(status_without));
+    for field in [
+        "completionTime",
+        "image",
+        "startedTime",
+        "state",
+        "verified",
+    ] {
+        cases.push(required(
+            format!("ClusterVersion history entry without {field}"),
+            history_with(&format!("/{field}"), Value::Null),
+            &format!("status.history[0].{field}"),
+        ));
+    }
+    cases.push((
+        "ClusterVersion history state other than Completed or Partial",
+        history_with("/state", json!("Failed")),
+        "supported values: \"Completed\", \"Partial\"",
+    ));
+    for field in ["lastTransitionTime", "status", "type"] {
+        cases.push(required(
+            format!("ClusterVersion condition without {field}"),
+            condition_with(&format!("/{field}"), Value::Null),
+            &format!("status.conditions[0].{field}"),
+        ));
+    }
+    cases
+}
+
+/// The case `name`: `op` leaves the required field at `path` unset, refused with
+/// "`path`: Required value". (Cases live for the whole test binary, so their text is leaked.)
+fn required(name: String, op: Op, path: &str) -> Case {
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    (leak(name), op, leak(format!("{path}: Required value")))
 }
 
 /// Every ClusterVersion the kit writes passes: a release installed, an upgrade in flight

@@ -28,9 +28,10 @@ use testkit::cli::CliRun;
 use testkit::guard::{Guard, GuardBin};
 use testkit::mco;
 use testkit::scenario::{
-    Cluster, DEFER, DegradedWatch, Rollout, STEP_TIMEOUT, assert_image_in_registry, create_mosc,
-    create_pool, events_about, finalizers, kubectl, seed, wait_for, wait_image_and_builds_gone,
-    wait_index_holds_the_rolling_node, wait_mosc_gone, wait_pool_reverted, wait_rolled_out,
+    Cluster, DEFER, DegradedWatch, Rollout, STEP_TIMEOUT, assert_image_in_registry,
+    create_infra_mosc, create_mosc, create_pool, events_about, finalizers, kubectl, seed, wait_for,
+    wait_image_and_builds_gone, wait_index_holds_the_rolling_node, wait_mosc_gone,
+    wait_pool_reverted, wait_rolled_out,
 };
 use testkit::simulator::SimConfig;
 use testkit::webhooks::register_webhooks;

@@ -6,12 +6,7 @@ use super::*;
 async fn release_finalizers_leaves_no_mosc_with_the_finalizer() {
     let (cluster, guard, rollout) = deferring(SimConfig::real_timing()).await;
     // A second, idle pool and MachineOSConfig (no nodes): protected, never deleted.
-    create_pool(&cluster.client, "infra", "node-role.kubernetes.io/infra", 1)
-        .await
-        .expect("create pool infra");
-    create_mosc(&cluster.client, "infra", &cluster.push_spec())
-        .await
-        .expect("create MOSC infra");
+    create_infra_mosc(&cluster).await;
     wait_finalizer(&cluster, "infra").await;
     delete_deferred(&cluster, &rollout, &[]).await;
 

@@ -131,18 +131,18 @@ async fn start_limited<V: ClusterView>(
     mode: DeletionMode,
     connection: ConnectionLimits,
 ) -> Server {
-    start_with_limits(
-        files,
-        view,
-        mode,
-        Limits {
-            request_timeout: Duration::from_secs(5),
-            shutdown_grace: Duration::from_secs(5),
-            header_read_timeout: Duration::from_millis(500),
-            connection,
-        },
-    )
-    .await
+    start_with_limits(files, view, mode, short_limits(connection)).await
+}
+
+/// The tests' request, shutdown and header-read bounds (seconds, not `serve`'s defaults), with
+/// `connection`'s.
+fn short_limits(connection: ConnectionLimits) -> Limits {
+    Limits {
+        request_timeout: Duration::from_secs(5),
+        shutdown_grace: Duration::from_secs(5),
+        header_read_timeout: Duration::from_millis(500),
+        connection,
+    }
 }
 
 async fn start_with_limits<V: ClusterView>(
@@ -229,6 +229,11 @@ async fn setup_with<V: ClusterView>(view: V) -> Setup {
 }
 
 async fn setup_in_mode<V: ClusterView>(view: V, mode: DeletionMode) -> Setup {
+    setup_with_limits(view, mode, short_limits(ConnectionLimits::default())).await
+}
+
+/// [`setup_in_mode`] with `limits`.
+async fn setup_with_limits<V: ClusterView>(view: V, mode: DeletionMode, limits: Limits) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let pki = Pki::new(dir.path()).expect("pki");
     let pair = pki
@@ -238,7 +243,7 @@ async fn setup_in_mode<V: ClusterView>(view: V, mode: DeletionMode) -> Setup {
         cert: pair.cert,
         key: pair.key,
     };
-    let server = start_in_mode(files, view, mode).await;
+    let server = start_with_limits(files, view, mode, limits).await;
     let http = client(pki.ca_pem().as_bytes(), None);
     Setup {
         _dir: dir,

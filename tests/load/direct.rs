@@ -181,8 +181,7 @@ async fn webhook_under_load_and_certificate_rotation_answers_every_request() {
     // The load: one request every 1/rate s (open loop: a slow answer does not slow the
     // sender), one in ten on a fresh connection.
     let started = Instant::now();
-    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut tick = open_loop(rate);
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..total {
         tick.tick().await;

@@ -59,14 +59,16 @@ const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
 const REPO: &str =
     "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image";
 
+/// One tick every 1/`rate` s, open loop: a late tick fires at once (a slow answer does not slow
+/// the sender).
+fn open_loop(rate: u64) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    tick
+}
+
 fn env_or(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .unwrap_or_else(|e| panic!("{name}={v:?} is not a number: {e}")),
-        Err(_) => default,
-    }
+    testkit::env_number(name, default)
 }
 
 fn image(n: u8) -> String {

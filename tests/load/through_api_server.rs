@@ -70,8 +70,7 @@ async fn deletions_through_the_api_server_answer_every_request() {
     for rate in rates {
         let total = rate * seconds;
         let started = Instant::now();
-        let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let mut tick = open_loop(rate);
         let mut tasks = tokio::task::JoinSet::new();
         for i in 0..total {
             tick.tick().await;

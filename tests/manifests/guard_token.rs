@@ -16,13 +16,7 @@ async fn kubectl_as(kubeconfig: &std::path::Path, args: &[&str]) -> KubectlOutpu
 async fn the_guard_token_can_change_only_its_finalizer() {
     let cp = ControlPlane::start().await.expect("control plane");
     // The base for real (deny mode's policy), without the webhook configuration: no guard runs.
-    let base = rendered("base");
-    let objects: Vec<&Value> = base
-        .iter()
-        .filter(|o| o["kind"] != "ValidatingWebhookConfiguration")
-        .collect();
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string();
-    kubectl_ok(&cp, &["apply", "-f", "-"], Some(&list)).await;
+    apply_base_without_webhook(&cp).await;
     let other = "example.com/keep";
     let mosc = json!({
         "apiVersion": format!("{MCO}/v1"), "kind": "MachineOSConfig",

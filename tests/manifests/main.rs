@@ -320,6 +320,33 @@ async fn service_account_kubeconfig(
 }
 
 /// A digested pull spec on a registry nobody contacts (the guard only compares references).
+/// Applies manifests/base but for its ValidatingWebhookConfiguration, which calls the
+/// in-cluster Service: no pods run here, so nothing would answer it.
+async fn apply_base_without_webhook(cp: &ControlPlane) {
+    let base = rendered("base");
+    let objects: Vec<&Value> = base
+        .iter()
+        .filter(|o| o["kind"] != "ValidatingWebhookConfiguration")
+        .collect();
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string();
+    kubectl_ok(cp, &["apply", "-f", "-"], Some(&list)).await;
+}
+
+/// Creates `count` worker nodes on pool worker's rendered config; returns their names.
+async fn create_worker_nodes(client: &kube::Client, count: usize) -> Vec<String> {
+    use testkit::scenario::{WORKER_ROLE_LABEL, create_nodes, node_names, rendered_config};
+    let nodes = node_names(count);
+    create_nodes(
+        client,
+        &nodes,
+        WORKER_ROLE_LABEL,
+        &rendered_config("worker"),
+    )
+    .await
+    .expect("nodes");
+    nodes
+}
+
 fn image(hex_byte: &str) -> String {
     testkit::scenario::objects::image(hex_byte)
 }

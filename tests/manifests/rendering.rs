@@ -179,6 +179,23 @@ fn base_renders_the_documented_objects() {
     );
 }
 
+/// The webhook calls Service `NAMESPACE`/`NAME` on port 443 at `path`.
+fn assert_calls_the_service(
+    config: &k8s_openapi::api::admissionregistration::v1::WebhookClientConfig,
+    path: &str,
+) {
+    let service = config.service.as_ref().expect("clientConfig.service");
+    assert_eq!(
+        (
+            service.namespace.as_str(),
+            service.name.as_str(),
+            service.path.as_deref(),
+            service.port
+        ),
+        (NAMESPACE, NAME, Some(path), Some(443))
+    );
+}
+
 #[test]
 fn webhook_configurations_are_as_documented() {
     // Through the loader the harness uses to register the guard.
@@ -193,20 +210,7 @@ fn webhook_configurations_are_as_documented() {
     let w = &webhooks[0];
     assert_eq!(w.name, "deletions.mosc-guard.dev");
     assert_eq!(w.admission_review_versions, ["v1"]);
-    let service = w
-        .client_config
-        .service
-        .as_ref()
-        .expect("clientConfig.service");
-    assert_eq!(
-        (
-            service.namespace.as_str(),
-            service.name.as_str(),
-            service.path.as_deref(),
-            service.port
-        ),
-        (NAMESPACE, NAME, Some("/validate"), Some(443))
-    );
+    assert_calls_the_service(&w.client_config, "/validate");
     assert!(w.client_config.url.is_none() && w.client_config.ca_bundle.is_none());
     let rules = w.rules.as_ref().expect("rules");
     assert_eq!(rules.len(), 2);
@@ -291,20 +295,7 @@ fn webhook_configurations_are_as_documented() {
     let w = &webhooks[0];
     assert_eq!(w.name, "finalizers.mosc-guard.dev");
     assert_eq!(w.admission_review_versions, ["v1"]);
-    let service = w
-        .client_config
-        .service
-        .as_ref()
-        .expect("clientConfig.service");
-    assert_eq!(
-        (
-            service.namespace.as_str(),
-            service.name.as_str(),
-            service.path.as_deref(),
-            service.port
-        ),
-        (NAMESPACE, NAME, Some("/mutate"), Some(443))
-    );
+    assert_calls_the_service(&w.client_config, "/mutate");
     let rules = w.rules.as_ref().expect("rules");
     assert_eq!(rules.len(), 1);
     let rule = &rules[0];

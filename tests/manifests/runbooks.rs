@@ -14,9 +14,7 @@ const POOL_NODE_DEGRADED: &str = r#"{range .status.conditions[?(@.type=="NodeDeg
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runbooks_md_commands_find_a_degraded_node() {
     use testkit::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, REASON, STATE, STATE_DEGRADED};
-    use testkit::scenario::{
-        WORKER_ROLE_LABEL, create_nodes, create_pool, node_names, rendered_config,
-    };
+    use testkit::scenario::{WORKER_ROLE_LABEL, create_pool};
 
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/runbooks.md"))
         .expect("read docs/runbooks.md");
@@ -32,15 +30,7 @@ async fn runbooks_md_commands_find_a_degraded_node() {
     create_pool(&client, "worker", WORKER_ROLE_LABEL, 1)
         .await
         .expect("pool");
-    let nodes = node_names(2);
-    create_nodes(
-        &client,
-        &nodes,
-        WORKER_ROLE_LABEL,
-        &rendered_config("worker"),
-    )
-    .await
-    .expect("nodes");
+    let nodes = create_worker_nodes(&client, 2).await;
     let (deleted, running) = (image("3d"), image("4c"));
     let reason = format!(
         "error running rpm-ostree rebase --experimental ostree-unverified-registry:{deleted}: \

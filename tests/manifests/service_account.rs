@@ -5,9 +5,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
     use testkit::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, STATE, STATE_DONE, STATE_WORKING};
-    use testkit::scenario::{
-        WORKER_ROLE_LABEL, create_nodes, create_pool, node_names, rendered_config,
-    };
+    use testkit::scenario::{WORKER_ROLE_LABEL, create_pool};
 
     let cp = ControlPlane::start().await.expect("control plane");
     let client = cp.client();
@@ -15,13 +13,7 @@ async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
     // The base for real, except its webhook configuration: that one calls the in-cluster
     // Service, which has no endpoints here (no pods run); the guard started below is
     // registered in its place.
-    let base = rendered("base");
-    let objects: Vec<&Value> = base
-        .iter()
-        .filter(|o| o["kind"] != "ValidatingWebhookConfiguration")
-        .collect();
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string();
-    kubectl_ok(&cp, &["apply", "-f", "-"], Some(&list)).await;
+    apply_base_without_webhook(&cp).await;
 
     let dir = testkit::temp_dir("mosc-guard-sa-").expect("temp dir");
     let kubeconfig = service_account_kubeconfig(&cp, dir.path()).await;
@@ -119,15 +111,7 @@ async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
     create_pool(&client, "infra", "node-role.kubernetes.io/infra", 1)
         .await
         .expect("pool infra");
-    let nodes = node_names(2);
-    create_nodes(
-        &client,
-        &nodes,
-        WORKER_ROLE_LABEL,
-        &rendered_config("worker"),
-    )
-    .await
-    .expect("nodes");
+    let nodes = create_worker_nodes(&client, 2).await;
     for (pool, image) in [("worker", &worker_image), ("infra", &infra_image)] {
         create_built_mosc(&client, pool, image).await;
     }

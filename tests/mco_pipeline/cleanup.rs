@@ -135,21 +135,12 @@ async fn mid_upgrade_an_early_4_20_builder_deletes_an_image_the_deleted_mosc_did
     let rollout = recreate_over_an_orphaned_build(&cluster).await;
     delete_and_clean_up(&cluster).await;
     let image = ImageRef::parse(&rollout.build.image).expect("image");
-    let digest = image.digest.clone().expect("digest");
-    wait_for(
-        || async {
-            let gone = cluster
-                .registry
-                .manifest_status(&image.repo, &digest)
-                .await?
-                .is_some();
-            Ok(gone.then_some(()))
-        },
-        STEP_TIMEOUT,
+    wait_image_gone(
+        &cluster,
+        &image,
         "the early builder's cleanup by label to delete X",
     )
-    .await
-    .expect("X deleted");
+    .await;
     wait_build_gone(&cluster, &rollout.build.mosb).await;
     cluster.sim.release(&rollout.node);
     let degraded = wait_node_degraded(&cluster).await;

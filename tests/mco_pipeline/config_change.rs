@@ -21,10 +21,7 @@ async fn config_change_mid_rollout(release: Release) {
     let first = rollout.build.clone();
 
     cluster.sim.set_build_delay(Duration::from_secs(600));
-    render_pool(&cluster, "worker", R2)
-        .await
-        .expect("render R2");
-    let b = build_name_for(&cluster, "worker").await.expect("B's name");
+    let b = render_r2(&cluster).await;
     assert_ne!(b, first.mosb, "a new config gets a new build");
     let built = wait_build_exists(&cluster, &b).await.expect("B created");
     assert_eq!(built.data["spec"]["machineConfig"]["name"], R2);

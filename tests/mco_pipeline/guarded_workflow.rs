@@ -67,10 +67,7 @@ async fn config_change_with_a_failing_build(
 
     // A MachineConfig changes mid-rollout: B, for R2, fails.
     fail_builds(&cluster, true);
-    render_pool(&cluster, "worker", R2)
-        .await
-        .expect("render R2");
-    let b = build_name_for(&cluster, "worker").await.expect("B's name");
+    let b = render_r2(&cluster).await;
     wait_build_failed(&cluster, &b).await.expect("B fails");
     if release == Release::V4_20 {
         assert_eq!(
@@ -101,15 +98,7 @@ async fn config_change_with_a_failing_build(
 
     // The fix: MCO deletes B before it starts C.
     fail_builds(&cluster, false);
-    change_containerfile(
-        &cluster,
-        "worker",
-        "FROM configs AS final\nRUN dnf install -y tcpdump && dnf clean all && echo fixed\n",
-    )
-    .await
-    .expect("fix the Containerfile");
-    let c = build_name_for(&cluster, "worker").await.expect("C's name");
-    assert_ne!(c, b);
+    let c = fix_containerfile(&cluster, "tcpdump", &b).await;
     wait_build_job(&cluster, &c).await.expect("C starts");
     wait_build_gone(&cluster, &b).await;
     let fixed = wait_build_succeeded(&cluster, &c)

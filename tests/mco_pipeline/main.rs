@@ -53,6 +53,54 @@ async fn current_build(cluster: &Cluster, mosc: &str) -> Option<String> {
         .and_then(|mut a| a.remove(CURRENT_MOSB))
 }
 
+/// A MachineConfig change: pool worker rendered to [`R2`]. Returns the name of the build for
+/// R2's inputs, B.
+async fn render_r2(cluster: &Cluster) -> String {
+    render_pool(cluster, "worker", R2).await.expect("render R2");
+    build_name_for(cluster, "worker").await.expect("B's name")
+}
+
+/// Asserts every worker still desires `image` (X): nothing moved them on.
+async fn assert_workers_stay_on(cluster: &Cluster, image: &str) {
+    for node in &cluster.nodes {
+        let a = node_annotations(&cluster.client, node).await.expect("node");
+        assert_eq!(
+            a.get(DESIRED_IMAGE).map(String::as_str),
+            Some(image),
+            "{node} stays on X"
+        );
+    }
+}
+
+/// MachineOSBuild `name`'s uid: the same uid means the same object, not one created again.
+async fn mosb_uid(cluster: &Cluster, name: &str) -> Option<String> {
+    mco::mosbs(&cluster.client)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("MachineOSBuild {name}: {e}"))
+        .metadata
+        .uid
+}
+
+/// The fix of a failing build: MOSC worker's Containerfile changed to install `package`.
+/// Returns the name of the build for the new inputs, another than `failed`'s.
+async fn fix_containerfile(cluster: &Cluster, package: &str, failed: &str) -> String {
+    change_containerfile(
+        cluster,
+        "worker",
+        &format!(
+            "FROM configs AS final\nRUN dnf install -y {package} && dnf clean all && echo fixed\n"
+        ),
+    )
+    .await
+    .expect("fix the Containerfile");
+    let fixed = build_name_for(cluster, "worker")
+        .await
+        .expect("the fixed build's name");
+    assert_ne!(fixed, failed, "new inputs, new build");
+    fixed
+}
+
 /// Asserts for `how_long` that none of `nodes` is told to run `image` (or any image, when
 /// `None`): the node controller has stopped the rollout.
 async fn assert_not_targeted(

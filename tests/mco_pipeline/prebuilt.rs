@@ -102,21 +102,12 @@ async fn on_4_21_a_pre_built_image_is_seeded_rolled_out_and_deleted_by_its_tag()
     assert!(out.success(), "{out:?}");
     wait_pool_reverted(&cluster).await;
     let pre_built = ImageRef::parse(&image).expect("image");
-    let digest = pre_built.digest.clone().expect("digest");
-    wait_for(
-        || async {
-            let gone = cluster
-                .registry
-                .manifest_status(&pre_built.repo, &digest)
-                .await?
-                .is_some();
-            Ok(gone.then_some(()))
-        },
-        STEP_TIMEOUT,
+    wait_image_gone(
+        &cluster,
+        &pre_built,
         "MCO to delete the pre-built image by the MOSC's tag",
     )
-    .await
-    .expect("pre-built image deleted");
+    .await;
     assert_mco_never_refused(&cluster);
 }
 

@@ -26,10 +26,7 @@ async fn a_rollback_deletes_the_running_build_and_a_gone_image_is_built_again() 
 
     // R2's build runs; the pool goes back to R1: the first build is reused, R2's deleted.
     cluster.sim.set_build_delay(Duration::from_secs(600));
-    render_pool(&cluster, "worker", R2)
-        .await
-        .expect("render R2");
-    let b = build_name_for(&cluster, "worker").await.expect("B's name");
+    let b = render_r2(&cluster).await;
     wait_build_job(&cluster, &b).await.expect("B started");
     render_pool(&cluster, "worker", &r1)
         .await
@@ -100,10 +97,7 @@ async fn a_refused_build_job_leaves_the_build_unstarted_until_jobs_are_admitted(
     let first = layered_and_settled(&cluster).await;
 
     block_build_jobs(&cluster, true).await.expect("quota");
-    render_pool(&cluster, "worker", R2)
-        .await
-        .expect("render R2");
-    let b = build_name_for(&cluster, "worker").await.expect("B's name");
+    let b = render_r2(&cluster).await;
     let created = wait_build_exists(&cluster, &b).await.expect("B created");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let now = mco::mosbs(&cluster.client).get(&b).await.expect("B kept");
@@ -120,14 +114,7 @@ async fn a_refused_build_job_leaves_the_build_unstarted_until_jobs_are_admitted(
         Some(first.mosb.as_str()),
         "a build that did not start is not named"
     );
-    for node in &cluster.nodes {
-        let a = node_annotations(&cluster.client, node).await.expect("node");
-        assert_eq!(
-            a.get(DESIRED_IMAGE),
-            Some(&first.image),
-            "{node} stays on X"
-        );
-    }
+    assert_workers_stay_on(&cluster, &first.image).await;
 
     block_build_jobs(&cluster, false)
         .await
@@ -136,15 +123,7 @@ async fn a_refused_build_job_leaves_the_build_unstarted_until_jobs_are_admitted(
     let second = wait_build_succeeded(&cluster, &b)
         .await
         .expect("B succeeds");
-    assert_eq!(
-        mco::mosbs(&cluster.client)
-            .get(&b)
-            .await
-            .expect("B")
-            .metadata
-            .uid,
-        created.metadata.uid
-    );
+    assert_eq!(mosb_uid(&cluster, &b).await, created.metadata.uid);
     wait_rolled_out(&cluster, &second.image).await;
     assert_mco_never_refused(&cluster);
 }

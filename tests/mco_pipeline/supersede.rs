@@ -16,10 +16,7 @@ async fn a_fix_supersedes_a_failed_build_and_a_refused_cleanup_holds_its_start()
     let watch = DegradedWatch::start(&cluster.client, "worker");
 
     fail_builds(&cluster, true);
-    render_pool(&cluster, "worker", R2)
-        .await
-        .expect("render R2");
-    let b = build_name_for(&cluster, "worker").await.expect("B's name");
+    let b = render_r2(&cluster).await;
     wait_build_failed(&cluster, &b).await.expect("B fails");
     wait_pool_updating(
         &cluster,
@@ -27,29 +24,14 @@ async fn a_fix_supersedes_a_failed_build_and_a_refused_cleanup_holds_its_start()
         &format!("Pool update stopped due to OS image build failure (mosb: {b})"),
     )
     .await;
-    for node in &cluster.nodes {
-        let a = node_annotations(&cluster.client, node).await.expect("node");
-        assert_eq!(
-            a.get(DESIRED_IMAGE),
-            Some(&first.image),
-            "{node} stays on X"
-        );
-    }
+    assert_workers_stay_on(&cluster, &first.image).await;
 
     // The fix, while the builder's deletions are refused: C is created but cannot start.
     fail_builds(&cluster, false);
     refuse_build_deletions_by_mob(&cluster, true, &b)
         .await
         .expect("policy in effect");
-    change_containerfile(
-        &cluster,
-        "worker",
-        "FROM configs AS final\nRUN dnf install -y cowsay && dnf clean all && echo fixed\n",
-    )
-    .await
-    .expect("fix the Containerfile");
-    let c = build_name_for(&cluster, "worker").await.expect("C's name");
-    assert_ne!(c, b, "new inputs, new build");
+    let c = fix_containerfile(&cluster, "cowsay", &b).await;
     let created = wait_build_exists(&cluster, &c).await.expect("C created");
     assert_eq!(created.data["spec"]["machineConfig"]["name"], R2);
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -86,12 +68,7 @@ async fn a_fix_supersedes_a_failed_build_and_a_refused_cleanup_holds_its_start()
         .await
         .expect("C succeeds");
     assert_eq!(
-        mco::mosbs(&cluster.client)
-            .get(&c)
-            .await
-            .expect("C")
-            .metadata
-            .uid,
+        mosb_uid(&cluster, &c).await,
         created.metadata.uid,
         "C was started, not deleted and created again"
     );

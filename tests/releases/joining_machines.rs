@@ -114,7 +114,7 @@ async fn on_4_21_deletion_is_denied_while_a_machine_joins() {
 
     let out = kubectl(&cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(out.success(), "delete once the machine joined: {out:?}");
-    wait_image_gone(&cluster, &build.image_ref().expect("image")).await;
+    wait_image_deleted(&cluster, &build.image_ref().expect("image")).await;
     wait_pool_reverted(&cluster).await;
     assert_faithful_and_never_degraded(&cluster, &watch);
 }
@@ -131,7 +131,7 @@ async fn on_4_21_unguarded_deletion_fails_the_joining_machines_first_boot() {
     let out = kubectl(&cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(out.success(), "{out:?}");
     let image = build.image_ref().expect("image");
-    wait_image_gone(&cluster, &image).await;
+    wait_image_deleted(&cluster, &image).await;
     wait_build_gone(&cluster, &build.mosb).await;
 
     cluster.sim.release_machine(MACHINE);
@@ -191,7 +191,7 @@ async fn on_4_20_a_joining_machine_does_not_block_the_deletion() {
 
     let out = kubectl(&cluster, ["delete", "machineosconfig", "worker"]).await;
     assert!(out.success(), "delete while a 4.20 machine joins: {out:?}");
-    wait_image_gone(&cluster, &build.image_ref().expect("image")).await;
+    wait_image_deleted(&cluster, &build.image_ref().expect("image")).await;
 
     cluster.sim.release_machine(MACHINE);
     let node = wait_machine_joined(&cluster, MACHINE).await;

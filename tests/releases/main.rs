@@ -60,24 +60,13 @@ fn assert_guard_reads_release(cluster: &Cluster, release: Release) {
 }
 
 /// Waits until MCO (the simulator) has deleted `image` from the registry.
-async fn wait_image_gone(cluster: &Cluster, image: &ImageRef) {
-    let digest = image.digest.clone().expect("image has a digest");
-    wait_for(
-        || async {
-            let status = cluster
-                .registry
-                .manifest_status(&image.repo, &digest)
-                .await?;
-            Ok(status.map(|_| ()))
-        },
-        STEP_TIMEOUT,
-        &format!(
-            "{} to be deleted from the registry",
-            image.with_digest(&digest)
-        ),
-    )
-    .await
-    .expect("image deleted");
+async fn wait_image_deleted(cluster: &Cluster, image: &ImageRef) {
+    let digest = image.digest.as_deref().expect("image has a digest");
+    let what = format!(
+        "{} to be deleted from the registry",
+        image.with_digest(digest)
+    );
+    testkit::scenario::wait_image_gone(cluster, image, &what).await;
 }
 
 /// Waits until MachineOSBuild `name` is gone.

@@ -88,7 +88,7 @@ async fn guarded_seed_scenario(release: Release) {
         assert_image_in_registry(cluster, &image).await;
     } else {
         // MCO deletes the image with no in-use check (the MOSC is gone); no node needed it.
-        wait_image_gone(cluster, &image).await;
+        wait_image_deleted(cluster, &image).await;
         wait_pool_reverted(cluster).await;
     }
     assert_faithful_and_never_degraded(cluster, &watch);

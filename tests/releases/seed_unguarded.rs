@@ -8,8 +8,7 @@ use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::*;
-use testkit::mco::{self, DESIRED_IMAGE, LABEL_MOSC, LABEL_POOL, LABEL_RENDERED, REASON, STATE};
-use testkit::mco::{STATE_DEGRADED, STATE_DONE};
+use testkit::mco::{self, LABEL_MOSC, LABEL_POOL, LABEL_RENDERED, REASON, STATE, STATE_DONE};
 use testkit::scenario::*;
 use testkit::simulator::SimConfig;
 
@@ -106,21 +105,16 @@ async fn unguarded_seed_scenario(release: Release) {
         assert_image_in_registry(&cluster, &image).await;
     } else {
         // MCO deletes the image with no in-use check (the MOSC is gone).
-        wait_image_gone(&cluster, &image).await;
+        wait_image_deleted(&cluster, &image).await;
     }
-    assert_eq!(
-        node_annotation(client, &rollout.node, DESIRED_IMAGE)
-            .await
-            .expect("read node"),
-        Some(rollout.build.image.clone()),
-        "{release}: a node mid-update keeps its desiredImage"
-    );
+    let what = format!("{release}: a node mid-update keeps its desiredImage");
+    assert_keeps_desired_image(&cluster, &rollout, &what).await;
 
     // The MOSC-delete cleanup: 4.19 takes every build labelled with the MOSC's name; later
     // releases only those the deleted MOSC controls, so the leftover stays.
     if release.cleans_up_by_label() {
         wait_build_gone(&cluster, LEFTOVER).await;
-        wait_image_gone(&cluster, &leftover).await;
+        wait_image_deleted(&cluster, &leftover).await;
     } else {
         wait_for(
             || async { Ok((cluster.sim.pending_cleanups() == 0).then_some(())) },
@@ -146,47 +140,10 @@ async fn unguarded_seed_scenario(release: Release) {
     if release.checks_pool_after_mosc_is_gone() {
         assert_kept_image_leaks(&cluster, &rollout, &watch).await;
     } else {
-        assert_node_fails(&cluster, &rollout).await;
+        // 4.19, 4.20-4.22: the released node's daemon cannot pull the deleted image.
+        wait_node_fails_pull(&cluster, &rollout).await;
     }
     assert_eq!(cluster.sim.rejected_writes(), Vec::<String>::new());
-}
-
-/// 4.19, 4.20-4.22: the released node's daemon cannot pull the deleted image; it degrades with
-/// "manifest unknown", and so does the pool.
-async fn assert_node_fails(cluster: &Cluster, rollout: &Rollout) {
-    let degraded = wait_node_degraded(cluster).await;
-    assert_eq!(
-        degraded.reason,
-        "1 nodes are reporting degraded status on sync"
-    );
-    assert!(
-        degraded.message.contains("manifest unknown"),
-        "{degraded:?}"
-    );
-    let annotations = node_annotations(&cluster.client, &rollout.node)
-        .await
-        .expect("read node");
-    assert_eq!(
-        annotations.get(STATE).map(String::as_str),
-        Some(STATE_DEGRADED)
-    );
-    let reason = annotations.get(REASON).cloned().unwrap_or_default();
-    assert!(
-        reason.starts_with(&format!(
-            "error running rpm-ostree rebase --experimental ostree-unverified-registry:{}",
-            rollout.build.image
-        )) && reason.contains("manifest unknown"),
-        "reason: {reason}"
-    );
-    for node in &cluster.nodes[1..] {
-        assert_eq!(
-            node_annotation(&cluster.client, node, DESIRED_IMAGE)
-                .await
-                .expect("read node"),
-            None,
-            "{node} was never told to use the image"
-        );
-    }
 }
 
 /// 4.23: the released node pulls the kept image, is Done, then leaves image mode with the rest

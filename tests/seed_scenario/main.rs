@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use testkit::cli::CliRun;
 use testkit::guard::GuardBin;
-use testkit::mco::{DESIRED_IMAGE, REASON, STATE, STATE_DEGRADED};
+use testkit::mco::{DESIRED_IMAGE, STATE};
 use testkit::scenario::*;
 use testkit::simulator::SimConfig;
 

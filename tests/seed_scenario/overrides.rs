@@ -49,21 +49,7 @@ async fn override_annotation_allows_the_deletion_with_a_warning() {
     // override covers only the config), then the node never gets it. Released only once the
     // image is gone, as in the report, so a slow MCO pass cannot let the node pull it first.
     let image = rollout.build.image_ref().expect("image reference");
-    let digest = image.digest.clone().expect("digest");
-    wait_for(
-        || async {
-            let gone = cluster
-                .registry
-                .manifest_status(&image.repo, &digest)
-                .await?
-                .is_some();
-            Ok(gone.then_some(()))
-        },
-        STEP_TIMEOUT,
-        "MCO to delete the image",
-    )
-    .await
-    .expect("image deleted");
+    wait_image_gone(cluster, &image, "MCO to delete the image").await;
     cluster.sim.release(&rollout.node);
     let degraded = wait_node_degraded(cluster).await;
     assert!(

@@ -6,7 +6,6 @@ use super::*;
 async fn unguarded_deletion_degrades_pool() {
     let started = std::time::Instant::now();
     let cluster = seed(SimConfig::real_timing()).await;
-    let client = &cluster.client;
 
     // Steps 1-3: MOSC created, build succeeded, first node mid-update to the new image (held).
     let rollout = cluster
@@ -28,41 +27,17 @@ async fn unguarded_deletion_degrades_pool() {
     wait_image_and_builds_gone(&cluster, &image).await;
 
     // The node mid-update keeps desiredImage = the deleted image; its daemon now fails to pull it.
-    assert_eq!(
-        node_annotation(client, &rollout.node, DESIRED_IMAGE)
-            .await
-            .expect("read node"),
-        Some(rollout.build.image.clone()),
-        "a node mid-update keeps its desiredImage in 4.20"
-    );
+    assert_keeps_desired_image(
+        &cluster,
+        &rollout,
+        "a node mid-update keeps its desiredImage in 4.20",
+    )
+    .await;
     cluster.sim.release(&rollout.node);
 
-    let degraded = wait_node_degraded(&cluster).await;
-    assert_eq!(
-        degraded.reason,
-        "1 nodes are reporting degraded status on sync"
-    );
-    assert!(
-        degraded.message.contains("manifest unknown"),
-        "{degraded:?}"
-    );
-
-    let annotations = node_annotations(client, &rollout.node)
-        .await
-        .expect("read node");
-    assert_eq!(
-        annotations.get(STATE).map(String::as_str),
-        Some(STATE_DEGRADED)
-    );
-    let reason = annotations.get(REASON).cloned().unwrap_or_default();
-    assert!(reason.contains("manifest unknown"), "reason: {reason}");
-    assert!(
-        reason.starts_with(&format!(
-            "error running rpm-ostree rebase --experimental ostree-unverified-registry:{}",
-            rollout.build.image
-        )),
-        "reason: {reason}"
-    );
+    // It degrades, the pool too; the other workers were never told to use the image and stay
+    // on the base OS.
+    let reason = wait_node_fails_pull(&cluster, &rollout).await;
     assert!(
         reason.contains(&format!(
             "reading manifest {digest} in {}",
@@ -70,17 +45,6 @@ async fn unguarded_deletion_degrades_pool() {
         )),
         "reason: {reason}"
     );
-
-    // The other workers were never told to use the image and stay on the base OS.
-    for node in &cluster.nodes[1..] {
-        assert_eq!(
-            node_annotation(client, node, DESIRED_IMAGE)
-                .await
-                .expect("read node"),
-            None,
-            "{node}"
-        );
-    }
     // As an admin sees it.
     let out = cluster
         .cp

@@ -6,7 +6,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use super::cluster::{Build, Cluster, STEP_TIMEOUT};
-use super::create::create_mosc;
+use super::create::{create_mosc, create_pool};
 use super::read::{node_annotations, pool_condition};
 use super::wait::{DegradedWatch, wait_for, wait_for_build, wait_rolled_out};
 use crate::guard::{Guard, GuardBin};
@@ -30,6 +30,16 @@ pub async fn registered_guard(bin: &GuardBin, cluster: &Cluster, args: &[&str]) 
         .await
         .expect("webhooks registered");
     guard
+}
+
+/// A second pool, `infra`, with no nodes, opted into image mode: MOSC `infra` created.
+pub async fn create_infra_mosc(cluster: &Cluster) {
+    create_pool(&cluster.client, "infra", "node-role.kubernetes.io/infra", 1)
+        .await
+        .expect("create pool infra");
+    create_mosc(&cluster.client, "infra", &cluster.push_spec())
+        .await
+        .expect("create MOSC infra");
 }
 
 /// Creates MOSC `worker` and waits until every worker runs its first image.

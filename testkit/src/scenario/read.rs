@@ -12,7 +12,7 @@ use super::cluster::{Cluster, Rollout};
 use crate::Result;
 use crate::image_ref::ImageRef;
 use crate::kubectl::KubectlOutput;
-use crate::mco::{self, LABEL_MOSC};
+use crate::mco::{self, DESIRED_IMAGE, LABEL_MOSC};
 
 /// All annotations of a node.
 pub async fn node_annotations(
@@ -60,20 +60,13 @@ pub async fn pool_conditions(
     pool: &str,
 ) -> Result<BTreeMap<String, PoolCondition>> {
     let pool = mco::mcps(client).get(pool).await?;
-    let conditions = pool
-        .data
-        .get("status")
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
     let text = |c: &Value, k: &str| {
         c.get(k)
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned()
     };
-    Ok(conditions
+    Ok(mco::conditions(&pool)
         .iter()
         .map(|c| {
             let cond = PoolCondition {
@@ -136,6 +129,18 @@ pub fn short_image(rollout: &Rollout) -> String {
         .digest
         .expect("digest");
     format!(".../ocb-image@{}...", &digest[..7 + 12])
+}
+
+/// Asserts the rollout's node mid-update still desires the build's image, whatever happened to
+/// the image (`what` for the message).
+pub async fn assert_keeps_desired_image(cluster: &Cluster, rollout: &Rollout, what: &str) {
+    assert_eq!(
+        node_annotation(&cluster.client, &rollout.node, DESIRED_IMAGE)
+            .await
+            .expect("read node"),
+        Some(rollout.build.image.clone()),
+        "{what}"
+    );
 }
 
 /// Asserts the registry still serves the build's image (`manifest_status` is `None` while the

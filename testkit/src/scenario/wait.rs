@@ -9,12 +9,17 @@ use std::time::Duration;
 
 use kube::api::{Api, DynamicObject};
 
-use super::cluster::{Build, Cluster, STEP_TIMEOUT};
-use super::read::{PoolCondition, mosbs_of, node_annotations, pool_condition, pool_conditions};
+use super::cluster::{Build, Cluster, Rollout, STEP_TIMEOUT};
+use super::read::{
+    PoolCondition, mosbs_of, node_annotation, node_annotations, pool_condition, pool_conditions,
+};
 use crate::Result;
 use crate::guard::Guard;
 use crate::image_ref::ImageRef;
-use crate::mco::{self, CURRENT_IMAGE, CURRENT_MOSB, DESIRED_IMAGE, STATE, STATE_DONE, str_at};
+use crate::mco::{
+    self, CURRENT_IMAGE, CURRENT_MOSB, DESIRED_IMAGE, REASON, STATE, STATE_DEGRADED, STATE_DONE,
+    str_at,
+};
 pub use crate::poll::{wait_for, wait_gone};
 
 /// Waits until MachineOSConfig `name` is gone, within [`STEP_TIMEOUT`]; panics otherwise.
@@ -81,6 +86,25 @@ pub async fn wait_image_and_builds_gone(cluster: &Cluster, image: &ImageRef) {
     .expect("image and builds deleted");
 }
 
+/// Waits until MCO (the simulator) has deleted `image` from the registry (it answers "manifest
+/// unknown"); `what` names the wait in a timeout's message.
+pub async fn wait_image_gone(cluster: &Cluster, image: &ImageRef, what: &str) {
+    let digest = image.digest.clone().expect("image has a digest");
+    wait_for(
+        || async {
+            let status = cluster
+                .registry
+                .manifest_status(&image.repo, &digest)
+                .await?;
+            Ok(status.map(|_| ()))
+        },
+        STEP_TIMEOUT,
+        what,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
 /// Waits until pool `worker` reports NodeDegraded=True and returns that condition.
 pub async fn wait_node_degraded(cluster: &Cluster) -> PoolCondition {
     wait_for(
@@ -94,6 +118,46 @@ pub async fn wait_node_degraded(cluster: &Cluster) -> PoolCondition {
     )
     .await
     .expect("pool degrades")
+}
+
+/// Waits until the rollout's node, released after MCO deleted its image, fails to pull it: the
+/// node Degraded with rpm-ostree's "manifest unknown", pool worker NodeDegraded, the other
+/// workers never told to use the image. Returns the node's reason.
+pub async fn wait_node_fails_pull(cluster: &Cluster, rollout: &Rollout) -> String {
+    let degraded = wait_node_degraded(cluster).await;
+    assert_eq!(
+        degraded.reason,
+        "1 nodes are reporting degraded status on sync"
+    );
+    assert!(
+        degraded.message.contains("manifest unknown"),
+        "{degraded:?}"
+    );
+    let annotations = node_annotations(&cluster.client, &rollout.node)
+        .await
+        .expect("read node");
+    assert_eq!(
+        annotations.get(STATE).map(String::as_str),
+        Some(STATE_DEGRADED)
+    );
+    let reason = annotations.get(REASON).cloned().unwrap_or_default();
+    assert!(
+        reason.starts_with(&format!(
+            "error running rpm-ostree rebase --experimental ostree-unverified-registry:{}",
+            rollout.build.image
+        )) && reason.contains("manifest unknown"),
+        "reason: {reason}"
+    );
+    for node in &cluster.nodes[1..] {
+        assert_eq!(
+            node_annotation(&cluster.client, node, DESIRED_IMAGE)
+                .await
+                .expect("read node"),
+            None,
+            "{node} was never told to use the image"
+        );
+    }
+    reason
 }
 
 /// Waits until every worker is Done with annotations that satisfy `settled`, and the pool

@@ -169,13 +169,7 @@ fn calculate(
         conds.push(("Degraded", true, String::new(), degraded_message));
     }
 
-    let existing: Vec<Value> = pool
-        .data
-        .get("status")
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let existing = mco::conditions(pool);
     let now = now_rfc3339();
     let mut conditions: Vec<Value> = existing
         .iter()
