@@ -165,7 +165,8 @@ stalled: deps
 ## podman running a container with runc and the tests' options, the musl target), installing
 ## what hack/install-deps.sh can, then builds the offline image and runs it with podman
 ## (tests/image.rs): --version, check --from-dir, serve against a test control plane,
-## SIGTERM's drain. `make test` runs it where the prerequisites hold, else says SKIPPED and why.
+## SIGTERM's drain; then tests/plugin.rs's ignored test, the krew archive of the same static
+## binary. `make test` runs it where the prerequisites hold, else says SKIPPED and why.
 BASE_IMAGE ?=
 BUILDER_IMAGE ?=
 export IMAGE BASE_IMAGE BUILDER_IMAGE

@@ -26,7 +26,9 @@ fi
 
 start=$SECONDS
 (cd "$root" && "$cargo" build --locked --release --target "$target" --bin mosc-guard >&2)
-bin="$root/target/$target/release/mosc-guard"
+target_dir="${CARGO_TARGET_DIR:-target}"
+[[ "$target_dir" == /* ]] || target_dir="$root/$target_dir"
+bin="$target_dir/$target/release/mosc-guard"
 echo "image-context.sh: built $bin in $((SECONDS - start))s" >&2
 
 # Static: no program interpreter, no shared library (readelf is in binutils).

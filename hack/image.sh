@@ -174,6 +174,9 @@ case "${1:-}" in
         echo "+ tests/image.rs with MOSC_GUARD_IMAGE=$image" >&2
         MOSC_GUARD_IMAGE="$image" "${CARGO:-cargo}" test --locked --test image -- \
             --test-threads=1 --include-ignored
+        # The krew release archive from the same static binary, which the build above made.
+        echo "+ tests/plugin.rs's release archive (the static binary built above)" >&2
+        "${CARGO:-cargo}" test --locked --test plugin -- --test-threads=1 --ignored
         ;;
     ci)
         report="${2:-/dev/null}"

@@ -13,7 +13,9 @@ bin="${PLUGIN_BIN:-}"
 if [[ -z "$bin" ]]; then
     target=x86_64-unknown-linux-musl
     (cd "$root" && "${CARGO:-cargo}" build --locked --release --target "$target" --bin mosc-guard >&2)
-    bin="$root/target/$target/release/mosc-guard"
+    target_dir="${CARGO_TARGET_DIR:-target}"
+    [[ "$target_dir" == /* ]] || target_dir="$root/$target_dir"
+    bin="$target_dir/$target/release/mosc-guard"
 fi
 
 mkdir -p "$out"

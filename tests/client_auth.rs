@@ -119,6 +119,8 @@ async fn only_a_caller_with_a_client_certificate_gets_the_webhook() {
         .port(port)
         .metrics_port(metrics_port)
         .args(&["--client-ca-file", &ca_arg])
+        // Its debug line about a refusal it writes no Event for is the sign checked below.
+        .env("RUST_LOG", "info,mosc_guard=debug")
         .start()
         .await
         .expect("guard starts (its --metrics-listen /readyz needs no client certificate)");
@@ -248,8 +250,18 @@ async fn only_a_caller_with_a_client_certificate_gets_the_webhook() {
         refused,
         "the forged deletion of a build node-1 needs is refused"
     );
-    // Events are written in the background within milliseconds; give it a generous moment.
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // The refusal reached the Event step and skipped it: the guard says so at debug (an
+    // Event it writes logs no such line); then no Event names the object.
+    guard
+        .wait_log_line(
+            &[
+                "no Event: the guard does not know this object",
+                "name=attacker-chose-this-name",
+            ],
+            std::time::Duration::from_secs(30),
+        )
+        .await
+        .expect("the refusal skipped the Event");
     let out = cp
         .kubectl(["get", "events.events.k8s.io", "-n", "default", "-o", "json"])
         .await

@@ -51,22 +51,30 @@ async fn the_finalizer_controller_waits_for_the_caches_to_sync() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", guard.log_tail(40)));
-    // Leading, not synced: for a few seconds nothing is written.
-    let until = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < until {
-        let mosc = mco::moscs(&cp.client()).get("worker").await.expect("get");
-        assert!(
-            finalizers(&mosc).is_empty(),
-            "no finalizer before the caches synced\n{}",
-            guard.log_tail(40)
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    let log = guard.log();
+    // Leading, not synced: the controller says it waits, and nothing is written. Its cache of
+    // MachineOSConfigs has worker (a controller that did not wait would have it to adopt).
+    guard
+        .wait_log_line(
+            &["finalizer controller waiting for the caches to sync"],
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("the controller waits for the caches");
+    guard
+        .wait_counter_above(
+            "mosc_guard_cache_objects{cache=\"machineosconfigs\"}",
+            0.0,
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("the MachineOSConfig cache holds worker");
+    let mosc = mco::moscs(&cp.client()).get("worker").await.expect("get");
     assert!(
-        log.contains("finalizer controller waiting for the caches to sync"),
-        "{log}"
+        finalizers(&mosc).is_empty(),
+        "no finalizer before the caches synced\n{}",
+        guard.log_tail(40)
     );
+    let log = guard.log();
     assert!(!log.contains("finalizer controller starting"), "{log}");
 
     cp.restore_crd("machineconfigpools.yaml")
@@ -191,20 +199,24 @@ spec:
         note.contains("does not allow the mosc-guard finalizer"),
         "{note}"
     );
-    // Backoff 1, 2, 4 s: a handful of attempts in 6 s, not one every 200 ms (about 30).
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    let metrics = guard.metrics().await.expect("metrics");
-    let invalid: f64 = metrics
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("mosc_guard_controller_errors_total{error=\"invalid\"} ")?
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("the invalid updates are counted:\n{metrics}"));
+    // Backoff 1, 2, 4 s, not a retry every 200 ms as after a conflict. Timed between
+    // attempts the guard counts: seen at n (so attempt n+1 had not happened yet), then at
+    // n+2, which is at least the whole pause after attempt n+1 later: 2 s or more (0.4 s if
+    // retried like a conflict).
+    let invalid = "mosc_guard_controller_errors_total{error=\"invalid\"}";
+    let seen = guard
+        .wait_counter_above(invalid, 0.0, Duration::from_secs(30))
+        .await
+        .expect("the invalid updates are counted");
+    let since = Instant::now();
+    let later = guard
+        .wait_counter_above(invalid, seen + 1.0, Duration::from_secs(60))
+        .await
+        .expect("the invalid update is retried");
+    let took = since.elapsed();
     assert!(
-        (1.0..=6.0).contains(&invalid),
-        "backed off, not retried at once: {invalid} attempts\n{}",
+        took >= Duration::from_millis(1500),
+        "backed off, not retried at once: attempts {seen} to {later} within {took:?}\n{}",
         guard.log_tail(30)
     );
     let mosc = mco::moscs(&cp.client()).get("worker").await.expect("get");

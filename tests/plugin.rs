@@ -4,8 +4,11 @@
 //! own recipe, without the release build), then the real `/usr/bin/kubectl` runs it from PATH:
 //! `kubectl mosc-guard --version`, `kubectl mosc-guard check ... --from-dir` on a fixture (the
 //! same output and exit status as the binary run directly), and `kubectl plugin list` finds
-//! it. The krew manifest (`plugins/mosc-guard.yaml`) names the file kubectl looks for, and the
-//! archive `hack/plugin-archive.sh` packs holds that file with the manifest's sha256.
+//! it. The krew manifest (`plugins/mosc-guard.yaml`) names the file kubectl looks for and
+//! carries the placeholder sha256 on the line the release step rewrites; the release archive
+//! `make plugin-archive` (`hack/plugin-archive.sh`) packs holds the image's static musl binary
+//! as that file, with the manifest written beside it carrying its sum (`#[ignore]`d: the image
+//! tier runs it, once it has built that binary).
 //! `oc` is not installed here; it runs plugins from PATH by the same rule.
 
 use std::path::{Path, PathBuf};
@@ -137,13 +140,32 @@ fn kubectl_runs_the_installed_plugin() {
     );
 }
 
-#[test]
-fn krew_manifest_names_the_plugin_file_and_the_archive_matches() {
-    let manifest: Value = serde_yaml_ng::from_str(
-        &std::fs::read_to_string(Path::new(ROOT).join("plugins/mosc-guard.yaml"))
-            .expect("read plugins/mosc-guard.yaml"),
+/// What a release writes over the committed manifest's sha256 (`hack/plugin-archive.sh`:
+/// `s/^\(      sha256: \).*/...`): the one line of `plugins/mosc-guard.yaml` starting so.
+const SHA256_LINE: &str = "      sha256: ";
+/// The committed manifest's sha256 until a release fills it in.
+const PLACEHOLDER: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+fn committed_manifest() -> String {
+    std::fs::read_to_string(Path::new(ROOT).join("plugins/mosc-guard.yaml"))
+        .expect("read plugins/mosc-guard.yaml")
+}
+
+fn archive_name() -> String {
+    format!(
+        "mosc-guard_v{}_linux_amd64.tar.gz",
+        env!("CARGO_PKG_VERSION")
     )
-    .expect("YAML");
+}
+
+/// The committed manifest names the file kubectl runs and carries the placeholder sha256, on
+/// the one line the release step rewrites (so a release can never publish it unfilled, and
+/// a real sum committed by mistake fails here). That the release step fills it with the
+/// archive's sum is the ignored test below.
+#[test]
+fn krew_manifest_names_the_plugin_file_and_carries_the_placeholder_sum() {
+    let text = committed_manifest();
+    let manifest: Value = serde_yaml_ng::from_str(&text).expect("YAML");
     assert_eq!(manifest["kind"], "Plugin");
     assert_eq!(
         manifest["apiVersion"],
@@ -156,26 +178,84 @@ fn krew_manifest_names_the_plugin_file_and_the_archive_matches() {
         format!("v{}", env!("CARGO_PKG_VERSION")),
         "the manifest's version is the crate's"
     );
-    let platform = &manifest["spec"]["platforms"][0];
+    let platforms = manifest["spec"]["platforms"].as_array().expect("platforms");
+    assert_eq!(platforms.len(), 1, "one archive, one sum to fill in");
+    let platform = &platforms[0];
     assert_eq!(platform["bin"], "kubectl-mosc_guard");
     assert_eq!(platform["selector"]["matchLabels"]["os"], "linux");
+    assert_eq!(platform["selector"]["matchLabels"]["arch"], "amd64");
     let uri = platform["uri"].as_str().expect("uri");
-    let archive_name = format!(
-        "mosc-guard_v{}_linux_amd64.tar.gz",
-        env!("CARGO_PKG_VERSION")
+    assert!(uri.ends_with(&archive_name()), "{uri}");
+    assert_eq!(
+        platform["sha256"], PLACEHOLDER,
+        "the committed sum is the placeholder"
     );
-    assert!(uri.ends_with(&archive_name), "{uri}");
+    let rewritten: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(SHA256_LINE))
+        .collect();
+    assert_eq!(
+        rewritten,
+        [format!("{SHA256_LINE}\"{PLACEHOLDER}\"")],
+        "the release step rewrites exactly the placeholder's line"
+    );
+}
 
-    // The release archive, packed from the test build: it holds exactly the file `bin` names,
-    // and the generated manifest carries its sha256.
-    let out_dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(Path::new(ROOT).join("hack/plugin-archive.sh"))
-        .env("OUT", out_dir.path())
-        .env("PLUGIN_BIN", BIN.path())
+/// Where cargo puts the static musl release build `hack/plugin-archive.sh` packs (the one
+/// `hack/image-context.sh` puts into the image).
+fn static_binary() -> PathBuf {
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(
+            || Path::new(ROOT).join("target"),
+            |d| Path::new(ROOT).join(d),
+        );
+    target_dir.join("x86_64-unknown-linux-musl/release/mosc-guard")
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum");
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .expect("sum")
+        .to_owned()
+}
+
+/// `make plugin-archive` (`hack/plugin-archive.sh` with no `PLUGIN_BIN`), as a release runs
+/// it, into `out`.
+fn plugin_archive(out: &Path) -> PathBuf {
+    let run = Command::new(Path::new(ROOT).join("hack/plugin-archive.sh"))
+        .env("OUT", out)
+        .env_remove("PLUGIN_BIN")
         .output()
         .expect("run hack/plugin-archive.sh");
-    assert!(out.status.success(), "{}", text(&out));
-    let archive = out_dir.path().join(&archive_name);
+    assert!(run.status.success(), "{}", text(&run));
+    let archive = out.join(archive_name());
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout).trim(),
+        archive.to_string_lossy(),
+        "it prints the archive's path"
+    );
+    archive
+}
+
+/// The release archive, built as a release builds it: from the static musl release binary
+/// the image carries, which takes minutes to build on 2 cores. So it is `#[ignore]`d here and
+/// run by the image tier (`make image-test`, `hack/image.sh test`, with `--ignored`) right after
+/// `hack/image.sh build` has built that binary, so the script's own build finds it done.
+/// The archive holds exactly that binary as the file `bin` names, statically linked; the
+/// manifest written beside it is the committed one with only the placeholder replaced, by the
+/// archive's sum as computed here; packing twice gives the same archive.
+#[test]
+#[ignore = "builds the static musl release binary: run by the image tier (make image-test)"]
+fn the_release_archive_holds_the_static_binary_and_the_manifest_its_sum() {
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let archive = plugin_archive(out_dir.path());
     let listing = Command::new("tar")
         .arg("-tzf")
         .arg(&archive)
@@ -185,34 +265,69 @@ fn krew_manifest_names_the_plugin_file_and_the_archive_matches() {
         String::from_utf8_lossy(&listing.stdout).trim(),
         "kubectl-mosc_guard"
     );
-    let sum = Command::new("sha256sum")
+    let unpacked = tempfile::tempdir().expect("tempdir");
+    let untar = Command::new("tar")
+        .arg("-xzf")
         .arg(&archive)
+        .arg("-C")
+        .arg(unpacked.path())
         .output()
-        .expect("sha256sum");
-    let sum = String::from_utf8_lossy(&sum.stdout)
-        .split_whitespace()
-        .next()
-        .expect("sum")
-        .to_owned();
-    let generated: Value = serde_yaml_ng::from_str(
-        &std::fs::read_to_string(out_dir.path().join("mosc-guard.yaml")).expect("read"),
-    )
-    .expect("generated manifest is YAML");
-    assert_eq!(generated["spec"]["platforms"][0]["sha256"], sum.as_str());
-    // Everything else is the committed manifest.
-    let mut same = generated.clone();
-    same["spec"]["platforms"][0]["sha256"] = platform["sha256"].clone();
-    assert_eq!(same, manifest);
+        .expect("tar");
+    assert!(untar.status.success(), "{}", text(&untar));
+    let packed = unpacked.path().join("kubectl-mosc_guard");
+    let binary = static_binary();
+    assert_eq!(
+        std::fs::read(&packed).expect("read the packed binary"),
+        std::fs::read(&binary).unwrap_or_else(|e| panic!("read {}: {e}", binary.display())),
+        "the archive holds the static musl release build, {}",
+        binary.display()
+    );
+    // Static: no program interpreter, no shared library.
+    for (flag, dynamic) in [("-l", "Requesting program interpreter"), ("-d", "NEEDED")] {
+        let out = Command::new("readelf")
+            .arg(flag)
+            .arg(&packed)
+            .output()
+            .expect("readelf");
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains(dynamic),
+            "statically linked: {}",
+            text(&out)
+        );
+    }
+    let version = Command::new(&packed)
+        .arg("--version")
+        .output()
+        .expect("run the packed binary");
+    assert!(version.status.success(), "{}", text(&version));
+    assert!(
+        String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")),
+        "{}",
+        text(&version)
+    );
+
+    // The manifest a release publishes: the committed one, its placeholder line (and only
+    // it) replaced by the archive's sum.
+    let sum = sha256(&archive);
+    let generated = std::fs::read_to_string(out_dir.path().join("mosc-guard.yaml")).expect("read");
+    let committed = committed_manifest();
+    let expected: Vec<String> = committed
+        .lines()
+        .map(|l| {
+            if l.starts_with(SHA256_LINE) {
+                format!("{SHA256_LINE}\"{sum}\"")
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    assert_eq!(generated.lines().collect::<Vec<_>>(), expected);
+    assert_ne!(sum, PLACEHOLDER);
+    let parsed: Value = serde_yaml_ng::from_str(&generated).expect("generated manifest is YAML");
+    assert_eq!(parsed["spec"]["platforms"][0]["sha256"], sum.as_str());
+
     // Packing twice gives the same archive (fixed owner, mode and times).
-    let again = Command::new(Path::new(ROOT).join("hack/plugin-archive.sh"))
-        .env("OUT", out_dir.path())
-        .env("PLUGIN_BIN", BIN.path())
-        .output()
-        .expect("run hack/plugin-archive.sh");
-    assert!(again.status.success(), "{}", text(&again));
-    let sum2 = Command::new("sha256sum")
-        .arg(&archive)
-        .output()
-        .expect("sha256sum");
-    assert!(String::from_utf8_lossy(&sum2.stdout).starts_with(&sum));
+    let again = plugin_archive(out_dir.path());
+    assert_eq!(sha256(&again), sum);
 }

@@ -237,6 +237,8 @@ async fn reconcile<V: ClusterView>(
     };
     match finalizer::plan(meta, verdict, ctx.add_finalizers) {
         Step::Idle => {
+            // Debug only: the one trace of a pass that writes nothing (tests wait for it).
+            tracing::debug!(%name, add_finalizers = ctx.add_finalizers, "nothing to do");
             ctx.forget(&uid);
             Ok(Action::requeue(RESYNC))
         }

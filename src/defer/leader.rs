@@ -115,7 +115,14 @@ impl Elector {
         let unchanged_for = self.unchanged_for(&rv);
         let spec = lease.spec.clone().unwrap_or_default();
         let next = match decide(&spec, &self.settings.identity, unchanged_for) {
-            Move::Wait => return Ok(false),
+            Move::Wait => {
+                // Debug only: every retry period while another replica leads.
+                tracing::debug!(
+                    holder = %spec.holder_identity.as_deref().unwrap_or_default(),
+                    "another replica holds the lease"
+                );
+                return Ok(false);
+            }
             Move::Renew => LeaseSpec {
                 renew_time: Some(now),
                 lease_duration_seconds: Some(self.duration_seconds()),

@@ -323,12 +323,64 @@ mod tests {
                 early.1,
                 late.1
             );
-            assert_eq!(row.release.version(), row.late);
-            assert_eq!(row.release.early().version(), row.early);
         }
         assert_eq!(parse_version("4.20"), None);
         assert_eq!(parse_version("5.0.1"), None);
         assert_eq!(parse_version("4.20.x"), None);
+    }
+
+    /// The harness plays what the guard's own table (`mosc_guard::core::release`) decides by:
+    /// the same releases in the same order, each z-stream the harness plays finding its
+    /// release's row, and the columns both tables have agreeing (the guard's cleanup is the
+    /// cautious side of a backport: by label if any z-stream cleans up by label).
+    #[test]
+    fn the_harness_plays_the_releases_the_guards_table_knows() {
+        use mosc_guard::core::release::{self as product, Cleanup};
+        let names: Vec<String> = TABLE
+            .iter()
+            .map(|r| {
+                let (minor, _) = parse_version(r.late).expect("version");
+                format!("4.{minor}")
+            })
+            .collect();
+        let product_names: Vec<&str> = product::ROWS.iter().map(|r| r.release).collect();
+        assert_eq!(names, product_names);
+        for row in &TABLE {
+            let early = product::row_of(row.early);
+            let late = product::row_of(row.late);
+            assert_eq!(early, late, "{row:?}: one row for every z-stream");
+            let name = &names[row.release as usize];
+            assert_eq!(late.release, name.as_str(), "{row:?}");
+            let any_by_label =
+                row.release.early().cleans_up_by_label() || row.release.late().cleans_up_by_label();
+            assert_eq!(
+                late.cleanup == Cleanup::ByLabel,
+                any_by_label,
+                "{row:?}: {late:?}"
+            );
+            assert_eq!(
+                late.serves_joining_machines, row.mcs_serves_joining_machines,
+                "{row:?}: {late:?}"
+            );
+            assert_eq!(
+                late.keeps_in_use_images, row.in_use_check_after_mosc_is_gone,
+                "{row:?}: {late:?}"
+            );
+            if let CleanupFix::Backported { pr, merged } = row.cleanup_fix {
+                for said in [format!("#{pr}"), merged.to_owned()] {
+                    assert!(
+                        late.cleanup_note.contains(&said),
+                        "{row:?}: the guard's note names {said}: {}",
+                        late.cleanup_note
+                    );
+                }
+            }
+        }
+        // The control plane's default ClusterVersion is a release the guard knows, 4.20.
+        assert_eq!(
+            product::row_of(crate::controlplane::DEFAULT_RELEASE).release,
+            "4.20"
+        );
     }
 
     #[test]

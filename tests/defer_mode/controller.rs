@@ -9,10 +9,14 @@ async fn a_mosc_created_before_the_guard_gets_the_finalizer_at_start_up() {
         .await
         .expect("create MOSC");
 
-    // Draining (--no-new-finalizers): the controller leads but adds nothing.
-    let draining = defer_guard(&cluster, &["--no-new-finalizers"]).await;
+    // Draining (--no-new-finalizers): the controller leads but adds nothing. Its pass over
+    // worker (logged at debug) is the sign it looked before the object is checked.
+    let draining = defer_guard_debug(&cluster, &["--no-new-finalizers"]).await;
     wait_leader(&draining, true, STEP_TIMEOUT).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    draining
+        .wait_log_line(&["nothing to do", "name=worker"], STEP_TIMEOUT)
+        .await
+        .expect("the draining controller passed over worker");
     let obj = mosc(&cluster, "worker").await.expect("worker");
     assert!(
         finalizers(&obj).is_empty(),
@@ -69,7 +73,7 @@ async fn with_two_replicas_one_leads_and_the_other_takes_over() {
     let cluster = seed(SimConfig::real_timing()).await;
     let first = defer_guard(&cluster, &["--identity", "replica-a"]).await;
     wait_leader(&first, true, STEP_TIMEOUT).await;
-    let second = defer_guard(&cluster, &["--identity", "replica-b"]).await;
+    let second = defer_guard_debug(&cluster, &["--identity", "replica-b"]).await;
     // The API server calls the second replica; the first only runs the controller.
     register_webhooks(&cluster.cp, &second, true)
         .await
@@ -78,7 +82,15 @@ async fn with_two_replicas_one_leads_and_the_other_takes_over() {
         .start_layered_rollout(STEP_TIMEOUT)
         .await
         .expect("layered rollout starts");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The second replica has read the Lease and found it held by the first (logged at
+    // debug): it stays a follower while the first renews.
+    second
+        .wait_log_line(
+            &["another replica holds the lease", "holder=replica-a"],
+            STEP_TIMEOUT,
+        )
+        .await
+        .expect("the second replica found the Lease held");
     wait_leader(&second, false, Duration::from_secs(1)).await;
     wait_leader(&first, true, Duration::from_secs(1)).await;
 

@@ -54,8 +54,16 @@ async fn deletion_is_deferred_until_the_rollout_settles() {
     let CliRun { code, stdout, .. } = cluster.check(&BIN, "machineosconfig/worker", &[]);
     assert_eq!(code, Some(1), "check still says unsafe: {stdout}");
 
-    // While the node is held nothing is released, the image stays and the builds stay.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // While the node is held nothing is released, the image stays and the builds stay. Each
+    // pass of the controller over the held deletion confirms the refusal with a fresh read:
+    // two more passes than now, so the first of them has finished (its Event, if it wrote
+    // one, is written) before anything is checked.
+    let confirmed = "mosc_guard_confirmations_total{result=\"refusal-confirmed\"}";
+    let passes = guard.counter(confirmed).await.expect("metrics");
+    guard
+        .wait_counter_above(confirmed, passes + 1.0, STEP_TIMEOUT)
+        .await
+        .expect("the controller looked at the held deletion again, twice");
     assert_held(&cluster).await;
     assert_image_in_registry(&cluster, &image).await;
     assert_eq!(

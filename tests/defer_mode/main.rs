@@ -50,6 +50,19 @@ async fn defer_guard(cluster: &Cluster, extra: &[&str]) -> Guard {
         .expect("mosc-guard starts in defer mode")
 }
 
+/// Starts a defer-mode guard with `extra` arguments, logging mosc-guard's debug lines: the
+/// positive signs (a controller pass that wrote nothing, a replica finding the Lease held) a
+/// test waits for before asserting that nothing changed.
+async fn defer_guard_debug(cluster: &Cluster, extra: &[&str]) -> Guard {
+    let args: Vec<&str> = DEFER.iter().chain(extra).copied().collect();
+    BIN.serve(&cluster.cp)
+        .args(&args)
+        .env("RUST_LOG", "info,mosc_guard=debug")
+        .start()
+        .await
+        .expect("mosc-guard starts in defer mode")
+}
+
 /// A seeded cluster with a defer-mode guard registered, and the report's steps 1-3 done.
 async fn deferring(timing: SimConfig) -> (Cluster, Guard, Rollout) {
     let cluster = seed(timing).await;

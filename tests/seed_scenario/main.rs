@@ -15,8 +15,6 @@ mod denials;
 mod overrides;
 mod unguarded;
 
-use std::time::Duration;
-
 use testkit::cli::CliRun;
 use testkit::guard::GuardBin;
 use testkit::mco::{DESIRED_IMAGE, STATE};

@@ -185,6 +185,50 @@ impl Guard {
         probe::metric(&self.metrics().await.ok()?, series)
     }
 
+    /// Waits until the counter `series` of its `/metrics` (`name{labels}` exactly as exposed; a
+    /// series not exposed yet counts as 0) exceeds `above`; returns its value. The positive sign
+    /// a test waits for before asserting that something did *not* change: the guard has
+    /// handled the request or event, so a sleep is not standing in for it.
+    pub async fn wait_counter_above(
+        &self,
+        series: &str,
+        above: f64,
+        timeout: Duration,
+    ) -> Result<f64> {
+        let what = format!("{series} above {above}");
+        self.poll(&what, timeout, || async {
+            let text = self.metrics().await.map_err(|e| e.to_string())?;
+            let value = probe::metric(&text, series).unwrap_or(0.0);
+            if value > above {
+                Ok(value)
+            } else {
+                Err(format!("{series} {value}"))
+            }
+        })
+        .await
+    }
+
+    /// The value of the counter `series` now (0 if not exposed yet): the baseline of
+    /// [`Guard::wait_counter_above`].
+    pub async fn counter(&self, series: &str) -> Result<f64> {
+        Ok(probe::metric(&self.metrics().await?, series).unwrap_or(0.0))
+    }
+
+    /// Waits until its log has a line containing every one of `parts`; returns that line. For
+    /// a positive sign only the log gives (a debug line, with `RUST_LOG` set through
+    /// [`GuardBuilder::env`]).
+    pub async fn wait_log_line(&self, parts: &[&str], timeout: Duration) -> Result<String> {
+        let what = format!("a log line with {parts:?}");
+        self.poll(&what, timeout, || async {
+            self.log()
+                .lines()
+                .find(|l| parts.iter().all(|p| l.contains(p)))
+                .map(str::to_owned)
+                .ok_or_else(|| "not logged yet".to_string())
+        })
+        .await
+    }
+
     /// Waits until GET `path` answers `status`; returns the body. Errs at once if the process
     /// exits, and after `timeout` with the last answer and the log tail.
     pub async fn wait_status(&self, path: &str, status: u16, timeout: Duration) -> Result<String> {
