@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use mosc_guard::telemetry::metrics::{Metrics, Outcome};
 use testkit::manifests::render;
+use testkit::markdown::heading_anchors;
 
 const PROMTOOL: &str = "promtool";
 
@@ -239,44 +240,6 @@ fn the_rule_tests_can_fail() {
 /// Where every alert's `runbook_url` points: its section of docs/runbooks.md as GitHub
 /// renders it.
 const RUNBOOK_BASE: &str = "https://github.com/mosc-guard/mosc-guard/blob/main/docs/runbooks.md#";
-
-/// GitHub's anchor of a Markdown heading: lower case, spaces to `-`, punctuation but `-` and
-/// `_` dropped; a repeated heading gets `-1`, `-2`, ...
-fn heading_anchors(markdown: &str) -> BTreeSet<String> {
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    let mut anchors = BTreeSet::new();
-    let mut fenced = false;
-    for line in markdown.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        let Some(text) = line.strip_prefix('#') else {
-            continue;
-        };
-        if fenced {
-            continue;
-        }
-        let text = text.trim_start_matches('#').trim();
-        let slug: String = text
-            .to_lowercase()
-            .chars()
-            .filter_map(|c| match c {
-                ' ' => Some('-'),
-                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
-                _ => None,
-            })
-            .collect();
-        let n = seen.entry(slug.clone()).or_default();
-        anchors.insert(if *n == 0 {
-            slug.clone()
-        } else {
-            format!("{slug}-{n}")
-        });
-        *n += 1;
-    }
-    anchors
-}
 
 #[test]
 fn every_alert_links_its_runbook_section_in_runbooks_md() {

@@ -3,31 +3,28 @@
 
 use std::time::Instant;
 
-use testkit::controlplane::KubectlOutput;
 use testkit::mco;
-use testkit::scenario::{Build, Cluster, wait_for};
+use testkit::scenario::wait_for;
 
 use crate::cluster_state::{build_and_image_kept, left_image_mode};
 use crate::narrate::{EVENT_COLUMNS, MOSC_COLUMNS, heading, kubectl, note};
-use crate::pool_watch::PoolWatch;
+use crate::scenario::Caught;
 use crate::{Outcome, POOL, STEP_TIMEOUT};
 
 /// GUARD=defer after the premature delete: accepted with a warning naming the node; the
 /// MachineOSConfig stays Terminating (image and build kept) until the rollout finished, then
 /// mosc-guard releases it and the pool leaves image mode, never degrading.
-pub(crate) async fn deferred(
-    cluster: &Cluster,
-    watch: &PoolWatch,
-    node: &str,
-    build: &Build,
-    premature: &KubectlOutput,
-) -> testkit::Result<Outcome> {
+pub(crate) async fn deferred(caught: &Caught<'_>) -> testkit::Result<Outcome> {
+    let Caught {
+        cluster,
+        watch,
+        node,
+        build,
+        premature,
+    } = *caught;
     let (cp, client) = (&cluster.cp, &cluster.client);
-    if !premature.success() {
-        return Ok(Outcome::fail(format!(
-            "in defer mode the delete was refused: {}",
-            premature.stderr.trim()
-        )));
+    if let Some(failed) = caught.refused("in defer mode the delete was refused") {
+        return Ok(failed);
     }
     let mut problems = Vec::new();
     if !premature.stderr.contains("deferred") || !premature.stderr.contains(node) {

@@ -2,24 +2,24 @@
 //! once the rollout finished.
 
 use kube::api::DeleteParams;
-use testkit::controlplane::KubectlOutput;
 use testkit::mco;
-use testkit::scenario::{Build, Cluster, wait_for};
+use testkit::scenario::wait_for;
 
 use crate::cluster_state::{build_and_image_kept, left_image_mode, pool_settled};
 use crate::narrate::{NODE_COLUMNS, heading, kubectl, note, pool_line};
-use crate::pool_watch::PoolWatch;
+use crate::scenario::Caught;
 use crate::{Outcome, POOL, STEP_TIMEOUT};
 
 /// GUARD=on after the premature delete: it must have been denied naming the node; then the
 /// rollout finishes, the delete goes through, and the pool leaves image mode, never degrading.
-pub(crate) async fn guarded(
-    cluster: &Cluster,
-    watch: &PoolWatch,
-    node: &str,
-    build: &Build,
-    premature: &KubectlOutput,
-) -> testkit::Result<Outcome> {
+pub(crate) async fn guarded(caught: &Caught<'_>) -> testkit::Result<Outcome> {
+    let Caught {
+        cluster,
+        watch,
+        node,
+        build,
+        premature,
+    } = *caught;
     let (cp, client) = (&cluster.cp, &cluster.client);
     if premature.success() {
         return Ok(Outcome::fail(

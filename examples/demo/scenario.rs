@@ -2,8 +2,11 @@
 //! the build and for the first node to start updating, delete the MachineOSConfig at once; then
 //! the mode's ending.
 
+use testkit::controlplane::KubectlOutput;
 use testkit::mco::{DESIRED_IMAGE, STATE, STATE_WORKING};
-use testkit::scenario::{Cluster, node_annotations, pool_condition, wait_for, wait_for_build};
+use testkit::scenario::{
+    Build, Cluster, node_annotations, pool_condition, wait_for, wait_for_build,
+};
 
 use crate::narrate::{NODE_COLUMNS, heading, kubectl, note, pool_line, short_image};
 use crate::pool_watch::PoolWatch;
@@ -84,10 +87,36 @@ pub(crate) async fn scenario(
         }
         _ => kubectl(cp, &["delete", "machineosconfig", POOL], None).await?,
     };
+    let caught = Caught {
+        cluster,
+        watch,
+        node: &node,
+        build: &build,
+        premature: &out,
+    };
     match mode {
-        Mode::On => guarded::guarded(cluster, watch, &node, &build, &out).await,
-        Mode::Defer => deferred::deferred(cluster, watch, &node, &build, &out).await,
-        Mode::Off => unguarded::unguarded(cluster, watch, &node, &build, &out).await,
+        Mode::On => guarded::guarded(&caught).await,
+        Mode::Defer => deferred::deferred(&caught).await,
+        Mode::Off => unguarded::unguarded(&caught).await,
+    }
+}
+
+/// Where steps 1-4 left the cluster, for the mode's ending: the node caught mid-update to the
+/// build's image, and what the premature `kubectl delete` printed.
+pub(crate) struct Caught<'a> {
+    pub(crate) cluster: &'a Cluster,
+    pub(crate) watch: &'a PoolWatch,
+    pub(crate) node: &'a str,
+    pub(crate) build: &'a Build,
+    pub(crate) premature: &'a KubectlOutput,
+}
+
+impl Caught<'_> {
+    /// The ending's failure if the premature delete was refused where the mode expects it to go
+    /// through (`refused` says what that means in this mode).
+    pub(crate) fn refused(&self, refused: &str) -> Option<Outcome> {
+        (!self.premature.success())
+            .then(|| Outcome::fail(format!("{refused}: {}", self.premature.stderr.trim())))
     }
 }
 

@@ -1,30 +1,27 @@
 //! GUARD=off's ending: the report reproduced, the delete goes through, the image is deleted and
 //! the pool goes NodeDegraded.
 
-use testkit::controlplane::KubectlOutput;
 use testkit::mco::REASON;
-use testkit::scenario::{Build, Cluster, pool_condition, wait_for};
+use testkit::scenario::{pool_condition, wait_for};
 
 use crate::cluster_state::image_and_build_gone;
 use crate::narrate::{escape_key, heading, kubectl, note, pool_line, short_image};
-use crate::pool_watch::PoolWatch;
+use crate::scenario::Caught;
 use crate::{Outcome, POOL, STEP_TIMEOUT};
 
 /// GUARD=off after the premature delete: it goes through, MCO deletes the image, and the held
 /// node, once it resumes, fails "manifest unknown": the pool goes NodeDegraded.
-pub(crate) async fn unguarded(
-    cluster: &Cluster,
-    watch: &PoolWatch,
-    node: &str,
-    build: &Build,
-    premature: &KubectlOutput,
-) -> testkit::Result<Outcome> {
+pub(crate) async fn unguarded(caught: &Caught<'_>) -> testkit::Result<Outcome> {
+    let Caught {
+        cluster,
+        watch,
+        node,
+        build,
+        ..
+    } = *caught;
     let (cp, client) = (&cluster.cp, &cluster.client);
-    if !premature.success() {
-        return Ok(Outcome::fail(format!(
-            "without the guard, kubectl delete failed: {}",
-            premature.stderr.trim()
-        )));
+    if let Some(failed) = caught.refused("without the guard, kubectl delete failed") {
+        return Ok(failed);
     }
     image_and_build_gone(cluster, build).await?;
     note(&format!(

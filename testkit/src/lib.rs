@@ -31,6 +31,7 @@ pub mod image_ref;
 pub mod kubectl;
 pub mod machine_api;
 pub mod manifests;
+pub mod markdown;
 pub mod mco;
 pub mod net;
 pub mod pki;
