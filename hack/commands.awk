@@ -6,7 +6,7 @@
 # Rust, Makefile and *.mk a Makefile (its recipes are read as shell), anything else shell.
 #
 # Rust: `Command::new("prog")` and `Command::new(CONST)` with `const CONST: &str = "prog"` in
-# the same file. Any file: `--runtime prog` (also "--runtime", "prog" and --runtime=prog), the
+# the same file. Any file: `--runtime NAME` (also "--runtime", "NAME" and --runtime=NAME), the
 # OCI runtime podman is told to use. Paths count by their last part (/usr/bin/kubectl is
 # kubectl).
 #
