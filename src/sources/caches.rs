@@ -58,32 +58,30 @@ struct Kind {
     optional: bool,
 }
 
+impl Kind {
+    const fn required(name: &'static str) -> Self {
+        Self {
+            name,
+            optional: false,
+        }
+    }
+
+    const fn optional(name: &'static str) -> Self {
+        Self {
+            name,
+            optional: true,
+        }
+    }
+}
+
 /// The kinds besides nodes, in the order metrics and `/readyz` list them.
-const CONFIGS: Kind = Kind {
-    name: "machineosconfigs",
-    optional: false,
-};
-const BUILDS: Kind = Kind {
-    name: "machineosbuilds",
-    optional: false,
-};
-const POOLS: Kind = Kind {
-    name: "machineconfigpools",
-    optional: false,
-};
-const MACHINES: Kind = Kind {
-    name: "machines",
-    optional: true,
-};
-const VERSIONS: Kind = Kind {
-    name: "clusterversions",
-    optional: true,
-};
+const CONFIGS: Kind = Kind::required("machineosconfigs");
+const BUILDS: Kind = Kind::required("machineosbuilds");
+const POOLS: Kind = Kind::required("machineconfigpools");
+const MACHINES: Kind = Kind::optional("machines");
+const VERSIONS: Kind = Kind::optional("clusterversions");
 /// The node cache, which is not a reflector (`sources::node_cache`).
-const NODES: Kind = Kind {
-    name: "nodes",
-    optional: false,
-};
+const NODES: Kind = Kind::required("nodes");
 
 /// What every cache reports (each kind's reflector, and the node cache), so readiness,
 /// staleness and sizes are one loop over [`Caches::table`].
