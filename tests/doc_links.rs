@@ -196,12 +196,7 @@ fn every_relative_markdown_link_resolves() {
         checked > 100,
         "only {checked} links found: is the parser broken?"
     );
-    assert!(
-        broken.is_empty(),
-        "{} broken link(s):\n{}",
-        broken.len(),
-        broken.join("\n")
-    );
+    assert_none_broken(&broken);
 }
 
 /// Every `https://github.com/mosc-guard/mosc-guard/blob/main/<path>[#anchor]` in any tracked file
@@ -241,12 +236,7 @@ fn every_link_to_this_repository_on_github_resolves() {
         runbook_urls >= 7,
         "the PrometheusRule under manifests/ has a runbook_url per alert (found {runbook_urls})"
     );
-    assert!(
-        broken.is_empty(),
-        "{} broken link(s):\n{}",
-        broken.len(),
-        broken.join("\n")
-    );
+    assert_none_broken(&broken);
 }
 
 /// A `docs/<name>.md` named in plain text (a source comment, a manifest's description, a
@@ -389,6 +379,16 @@ fn every_repository_path_shown_in_the_docs_exists() {
     assert!(
         broken.is_empty(),
         "{} path(s) shown in the docs do not exist:\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
+}
+
+/// Fails naming every broken link found.
+fn assert_none_broken(broken: &[String]) {
+    assert!(
+        broken.is_empty(),
+        "{} broken link(s):\n{}",
         broken.len(),
         broken.join("\n")
     );
