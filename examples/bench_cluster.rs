@@ -48,11 +48,7 @@ fn env_or(name: &str, default: u64) -> u64 {
 }
 
 fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match testkit::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("bench-cluster: cannot start a runtime: {e}");

@@ -72,11 +72,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match testkit::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("demo: cannot start the tokio runtime: {e}");

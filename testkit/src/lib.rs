@@ -140,3 +140,12 @@ pub fn init_tracing() {
             .try_init();
     });
 }
+
+/// The runtime the kit's programs (the demo, the cluster benchmark) run on: two workers, as the
+/// tests' `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]`.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}

@@ -302,21 +302,8 @@ async fn service_account_kubeconfig(
     .await;
     let token = out.stdout.trim();
     assert!(!token.is_empty(), "kubectl create token printed nothing");
-    let path = dir.join("mosc-guard-sa.kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\n\
-             clusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\n\
-             users:\n- name: mosc-guard\n  user:\n    token: {token}\n\
-             contexts:\n- name: mosc-guard\n  context:\n    cluster: e2e\n    user: mosc-guard\n    namespace: {NAMESPACE}\n\
-             current-context: mosc-guard\n",
-            server = cp.server(),
-            ca = cp.pki().ca_path().display(),
-        ),
-    )
-    .expect("write kubeconfig");
-    path
+    testkit::users::token_kubeconfig(cp, "mosc-guard-sa", token, Some(NAMESPACE), dir)
+        .expect("write kubeconfig")
 }
 
 /// A digested pull spec on a registry nobody contacts (the guard only compares references).

@@ -106,20 +106,7 @@ pub async fn token(cp: &ControlPlane) -> Result<String> {
 /// Writes `<dir>/machine-os-builder.kubeconfig` authenticating with `token` (kubectl and the
 /// guard's CLI can act as the builder with it); returns its path.
 pub fn kubeconfig(cp: &ControlPlane, token: &str, dir: &Path) -> Result<PathBuf> {
-    let path = dir.join("machine-os-builder.kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\n\
-             clusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\n\
-             users:\n- name: machine-os-builder\n  user:\n    token: {token}\n\
-             contexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: machine-os-builder\n\
-             current-context: e2e\n",
-            server = cp.server(),
-            ca = cp.pki().ca_path().display(),
-        ),
-    )?;
-    Ok(path)
+    users::token_kubeconfig(cp, "machine-os-builder", token, None, dir)
 }
 
 /// A client acting as the machine-os-builder ([`token`], [`kubeconfig`] in the control plane's

@@ -152,3 +152,29 @@ pub async fn restricted_guard_kubeconfig(
     wait_can_i(cp, "list", "secrets", user, false).await?;
     kubeconfig(cp, user, dir)
 }
+
+/// Writes `<dir>/<user>.kubeconfig` authenticating as `user` with a bearer `token` (a
+/// ServiceAccount's TokenRequest token), in `namespace` if given; returns its path.
+pub fn token_kubeconfig(
+    cp: &ControlPlane,
+    user: &str,
+    token: &str,
+    namespace: Option<&str>,
+    dir: &Path,
+) -> Result<PathBuf> {
+    let path = dir.join(format!("{user}.kubeconfig"));
+    let namespace = namespace.map_or(String::new(), |n| format!("    namespace: {n}\n"));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\n\
+             users:\n- name: {user}\n  user:\n    token: {token}\n\
+             contexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: {user}\n{namespace}\
+             current-context: e2e\n",
+            server = cp.server(),
+            ca = cp.pki().ca_path().display(),
+        ),
+    )?;
+    Ok(path)
+}
