@@ -4,7 +4,7 @@
 //!
 //! For every MachineOSConfig it asks [`finalizer::plan`] what to do: add the finalizer to one
 //! that lacks it (objects created before mosc-guard, or while the mutating webhook was down),
-//! and for one being deleted, release the finalizer once [`Reviewer::check`] (the webhook's own
+//! and for one being deleted, release the finalizer once [`Engine::check`] (the webhook's own
 //! decision path: cache, then a fresh read) says no node still needs its images, or the
 //! override annotation is set. Until then it re-checks with backoff and records a
 //! DeletionDeferred Event whenever the set of blocking nodes changes.
