@@ -33,10 +33,6 @@ fn annotations(node: &Node) -> BTreeMap<String, String> {
     node.metadata.annotations.clone().unwrap_or_default()
 }
 
-fn unschedulable(node: &Node) -> bool {
-    node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
-}
-
 fn boot_id(node: &Node) -> String {
     testkit::kubelet::boot_id(node)
         .expect("the node reports a boot ID")
@@ -71,7 +67,7 @@ async fn assert_updated_and_rebooted(cluster: &Cluster, before: &BTreeMap<String
             (Some(&uncordoned), Some(&uncordoned)),
             "{name}"
         );
-        assert!(!unschedulable(&n), "{name} is schedulable again");
+        assert!(!mco::is_unschedulable(&n), "{name} is schedulable again");
         assert_ne!(boot_id(&n), before[name], "{name} rebooted into its image");
     }
 }
@@ -93,7 +89,7 @@ async fn a_rollout_drains_reboots_and_uncordons_each_node() {
         || async {
             let n = node(&cluster, &rollout.node).await;
             let a = annotations(&n);
-            let done = a.get(LAST_APPLIED_DRAIN) == Some(&drained) && unschedulable(&n);
+            let done = a.get(LAST_APPLIED_DRAIN) == Some(&drained) && mco::is_unschedulable(&n);
             Ok(done.then_some(n))
         },
         STEP_TIMEOUT,
@@ -112,7 +108,7 @@ async fn a_rollout_drains_reboots_and_uncordons_each_node() {
     );
     for other in &cluster.nodes[1..] {
         let n = node(&cluster, other).await;
-        assert!(!unschedulable(&n), "{other} is not drained yet");
+        assert!(!mco::is_unschedulable(&n), "{other} is not drained yet");
         assert_eq!(
             annotations(&n).get(STATE).map(String::as_str),
             Some(STATE_DONE)
@@ -161,7 +157,10 @@ async fn a_single_node_cluster_updates_without_a_drain() {
     let n = node(&cluster, &name).await;
     let uncordoned = uncordon_request(&rendered_config("master"));
     assert_eq!(annotations(&n).get(DESIRED_DRAIN), Some(&uncordoned));
-    assert!(!unschedulable(&n), "a single node is never cordoned");
+    assert!(
+        !mco::is_unschedulable(&n),
+        "a single node is never cordoned"
+    );
 
     cluster.sim.release(&name);
     wait_rolled_out_in(&cluster, "master", &cluster.nodes, &rollout.build.image).await;

@@ -172,6 +172,23 @@ pub fn node_annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
+/// A node annotation as MCO's Go code reads it (`node.Annotations[key]`): "" when absent.
+pub fn raw_annotation<'a>(node: &'a Node, key: &str) -> &'a str {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map_or("", String::as_str)
+}
+
+/// Whether the node is cordoned (`spec.unschedulable`).
+pub fn is_unschedulable(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
 /// Node label the kubelet sets to the node's OS; MCO never manages a node whose value is
 /// `windows` (`helpers.IsWindows`).
 pub const OS_LABEL: &str = "kubernetes.io/os";

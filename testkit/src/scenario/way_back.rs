@@ -17,8 +17,8 @@ use super::wait::wait_for;
 use crate::kubectl::KubectlOutput;
 use crate::mco::{
     self, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_DRAIN, DESIRED_IMAGE,
-    LAST_APPLIED_DRAIN, REASON, STATE, STATE_DEGRADED, STATE_DONE, drain_request, node_annotation,
-    uncordon_request,
+    LAST_APPLIED_DRAIN, REASON, STATE, STATE_DEGRADED, STATE_DONE, drain_request, is_unschedulable,
+    node_annotation, uncordon_request,
 };
 use crate::simulator::rpm_ostree_error;
 
@@ -211,12 +211,4 @@ pub async fn wait_node_back(cluster: &Cluster, stuck: &Stuck) -> BTreeMap<String
         stuck.node
     );
     annotations
-}
-
-/// `spec.unschedulable`.
-fn is_unschedulable(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false)
 }

@@ -13,7 +13,9 @@ use serde_json::json;
 use super::ctx::Ctx;
 use super::reconcile::Reconciler;
 use crate::Result;
-use crate::mco::{self, DESIRED_DRAIN, LAST_APPLIED_DRAIN};
+use crate::mco::{
+    self, DESIRED_DRAIN, LAST_APPLIED_DRAIN, is_unschedulable, raw_annotation as annotation,
+};
 
 pub(super) struct DrainController {
     ctx: Ctx,
@@ -88,21 +90,4 @@ impl Reconciler for DrainController {
             Err(failures.join("; ").into())
         }
     }
-}
-
-/// An annotation's value, empty when absent (as MCO's `node.Annotations[key]`).
-fn annotation<'a>(node: &'a Node, key: &str) -> &'a str {
-    node.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map_or("", String::as_str)
-}
-
-/// `spec.unschedulable`.
-pub(super) fn is_unschedulable(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false)
 }

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Node;
 use crate::mco::{
     CONTROL_PLANE_TOPOLOGY, CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN, DESIRED_IMAGE,
     LAST_APPLIED_DRAIN, STATE, STATE_DEGRADED, STATE_DONE, STATE_UNRECONCILABLE,
-    TOPOLOGY_SINGLE_REPLICA, drain_request,
+    TOPOLOGY_SINGLE_REPLICA, drain_request, raw_annotation as annotation,
 };
 
 /// What the machine runs: the daemon's on-disk `currentconfig` and `currentimage`, which
@@ -65,15 +65,6 @@ pub(super) enum Change {
     LeaveImage,
     /// Only the rendered config changes.
     Config,
-}
-
-/// An annotation as MCO reads it (`getNodeAnnotationExt(..., allowEmpty)`): absent is empty.
-fn annotation<'a>(node: &'a Node, key: &str) -> &'a str {
-    node.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map_or("", String::as_str)
 }
 
 /// The pass of the daemon of `node`, whose machine runs `disk`; `config_exists` says whether a
@@ -169,6 +160,17 @@ mod tests {
         })
     }
 
+    /// An update rebasing node R1 to IMAGE.
+    fn rebase(working: bool, drain: Option<&str>) -> Pass {
+        update(
+            R1,
+            Some(IMAGE),
+            working,
+            drain,
+            Some(Change::Rebase(IMAGE.into())),
+        )
+    }
+
     /// The path a node the bug hurt takes, pass by pass, and its neighbours.
     #[test]
     fn each_pass_as_syncnode_decides_it() {
@@ -200,13 +202,7 @@ mod tests {
                 "targeted an image",
                 json!({STATE: "Done", CURRENT_CONFIG: R1, DESIRED_CONFIG: R1, DESIRED_IMAGE: IMAGE}),
                 disk(R1, None),
-                update(
-                    R1,
-                    Some(IMAGE),
-                    true,
-                    Some(&drained),
-                    Some(Change::Rebase(IMAGE.into())),
-                ),
+                rebase(true, Some(&drained)),
             ),
             (
                 "drain requested, not done",
@@ -219,13 +215,7 @@ mod tests {
                 "a failed rebase retried: no Working, no second drain",
                 stuck.clone(),
                 disk(R1, None),
-                update(
-                    R1,
-                    Some(IMAGE),
-                    false,
-                    None,
-                    Some(Change::Rebase(IMAGE.into())),
-                ),
+                rebase(false, None),
             ),
             (
                 "the target cancelled: nothing to change, no drain, no reboot",
@@ -244,26 +234,14 @@ mod tests {
                 json!({STATE: "Done", CURRENT_CONFIG: R1, DESIRED_CONFIG: R1, DESIRED_IMAGE: IMAGE,
                     DESIRED_DRAIN: drained, LAST_APPLIED_DRAIN: drained}),
                 disk(R1, None),
-                update(
-                    R1,
-                    Some(IMAGE),
-                    true,
-                    None,
-                    Some(Change::Rebase(IMAGE.into())),
-                ),
+                rebase(true, None),
             ),
             (
                 "currentImage written by hand: the disk says otherwise",
                 json!({STATE: "Degraded", CURRENT_CONFIG: R1, DESIRED_CONFIG: R1, DESIRED_IMAGE: IMAGE, CURRENT_IMAGE: IMAGE,
                     DESIRED_DRAIN: drained, LAST_APPLIED_DRAIN: drained}),
                 disk(R1, None),
-                update(
-                    R1,
-                    Some(IMAGE),
-                    false,
-                    None,
-                    Some(Change::Rebase(IMAGE.into())),
-                ),
+                rebase(false, None),
             ),
             (
                 "leaving image mode",
@@ -287,13 +265,7 @@ mod tests {
                 "single node: no drain",
                 sno,
                 disk(R1, None),
-                update(
-                    R1,
-                    Some(IMAGE),
-                    true,
-                    None,
-                    Some(Change::Rebase(IMAGE.into())),
-                ),
+                rebase(true, None),
             ),
             (
                 "its rendered config deleted",
