@@ -237,10 +237,11 @@ fn remove_device_plugin_dir(notes: &mut Vec<String>) {
     let dir = Path::new(DEVICE_PLUGINS);
     for file in ["kubelet.sock", "kubelet_internal_checkpoint"] {
         let path = dir.join(file);
-        if path.exists() {
-            if let Err(e) = std::fs::remove_file(&path) {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 notes.push(format!("removing {}: {e}", path.display()));
             }
+            _ => {}
         }
     }
     // remove_dir refuses a directory that is not empty: anything else there stays.
