@@ -1,7 +1,7 @@
 //! `overlays/openshift-defer` (defer mode, OpenShift's shape where it runs without OpenShift:
 //! service-ca's Secret and CA injection written by the kit) on a real node: the finalizer added
 //! by the pods' mutating webhook, a deletion held while the node needs the image and released
-//! after, and the leader's Lease moving to the other pod when its holder's pod is deleted.
+//! after, and the leader's Lease moving to another pod when its holder's pod is deleted.
 
 use std::time::Duration;
 
@@ -67,7 +67,7 @@ async fn openshift_defer_overlay_defers_through_its_pods_and_moves_its_lease() {
     assert!(held.metadata.deletion_timestamp.is_some(), "Terminating");
     assert!(finalizers(&held).iter().any(|f| f == FINALIZER), "held");
 
-    // The leader's Lease moves to the other pod when its holder's pod is deleted.
+    // The leader's Lease moves to another pod when its holder's pod is deleted.
     let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
     let holder_of = || {
         let leases = leases.clone();
@@ -94,11 +94,22 @@ async fn openshift_defer_overlay_defers_through_its_pods_and_moves_its_lease() {
     };
     d.kubectl_ok(&["delete", "pod", "-n", NAMESPACE, &holder, "--wait=false"])
         .await;
-    let (old, names) = (&holder, &names);
+    // Another live pod takes it: the surviving replica, or the one replacing the deleted pod
+    // (whichever asks first once the old holder has released it at shutdown).
+    let old = &holder;
+    let d_ref = &d;
     let successor = wait_for(
-        || async move { Ok(holder_of().await?.filter(|h| h != old && names.contains(h))) },
+        || async move {
+            let live: Vec<String> = d_ref
+                .pods()
+                .await
+                .iter()
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            Ok(holder_of().await?.filter(|h| h != old && live.contains(h)))
+        },
         Duration::from_secs(90),
-        "the other pod holding the Lease",
+        "another live pod holding the Lease",
     )
     .await;
     let successor = match successor {
