@@ -54,10 +54,7 @@ async fn openshift_defer_overlay_defers_through_its_pods_and_moves_its_lease() {
         .kubectl(&["delete", "machineosconfig", "worker", "--wait=false"])
         .await;
     assert!(out.success(), "{out:?}\n{}", d.explain().await);
-    let want = format!(
-        "Warning: mosc-guard: deletion of machineosconfig \"worker\" deferred: 1 node still needs an image built from it ({}); it completes when the rollout settles",
-        rollout.node
-    );
+    let want = deferral_warning(&rollout);
     assert!(
         out.stderr.contains(&want),
         "missing {want:?} in {}",

@@ -14,7 +14,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use tokio::task::JoinHandle;
 
-use testkit::scenario::dry_run_delete;
+use testkit::scenario::{REFUSED_BY_GUARD, dry_run_delete};
 
 /// How a stream of dry-run deletions went.
 #[derive(Debug, Default)]
@@ -49,9 +49,6 @@ pub struct Client {
     stop: Arc<AtomicBool>,
     task: JoinHandle<Tally>,
 }
-
-/// The guard's refusal as the API server relays it.
-const REFUSED_BY_GUARD: &str = "admission webhook \"deletions.mosc-guard.dev\" denied the request";
 
 /// Starts a client asking, back to back with 20 ms between, for a dry-run deletion of MOSC
 /// `refused` (mid-rollout: the guard must refuse it, saying why) and then of MOSC `admitted`

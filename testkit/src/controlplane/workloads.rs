@@ -9,7 +9,6 @@ use std::ffi::OsString;
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use crate::Result;
 use crate::net::free_port;
@@ -88,23 +87,6 @@ pub(super) async fn start_scheduler(
         .arg("--v=2");
     let log = dir.join("kube-scheduler.log");
     let mut process = ChildProcess::spawn("kube-scheduler", cmd, &log)?;
-    process
-        .wait_ready(
-            "serving",
-            Duration::from_secs(60),
-            Duration::from_millis(100),
-            || {
-                let log = log.clone();
-                async move {
-                    let text = std::fs::read_to_string(&log).unwrap_or_default();
-                    if text.contains("Serving securely on") {
-                        Ok(())
-                    } else {
-                        Err("no \"Serving securely on\" in its log yet".into())
-                    }
-                }
-            },
-        )
-        .await?;
+    super::servers::wait_log_line(&mut process, "serving", "Serving securely on").await?;
     Ok(process)
 }
