@@ -20,6 +20,9 @@ use crate::process::ChildProcess;
 ///   that address as the `kubernetes` Service's endpoint: a pod's in-cluster configuration
 ///   (`KUBERNETES_SERVICE_HOST`, the ClusterIP 10.0.0.1) reaches it through kube-proxy;
 /// - Node authorization and NodeRestriction for the kubelet's `system:node:` certificate;
+/// - not the TaintNodesByCondition admission plugin: the `not-ready` taint it puts on every new
+///   Node is lifted by the node lifecycle controller, which does not run here
+///   ([`controller_manager_args`]); the kit waits for the kubelet's Ready condition instead;
 /// - the ServiceAccount admission plugin (on by default) puts the projected token volume into
 ///   every pod; the kubelet asks the TokenRequest API for the tokens;
 /// - `--kubelet-preferred-address-types=InternalIP` (logs, exec: the node name is not in DNS),
@@ -35,6 +38,7 @@ pub(super) fn apiserver_args(node_ip: Ipv4Addr, kubelet_client: &CertPair) -> Ve
         "--endpoint-reconciler-type=lease".into(),
         "--authorization-mode=Node,RBAC".into(),
         "--enable-admission-plugins=NodeRestriction".into(),
+        "--disable-admission-plugins=TaintNodesByCondition".into(),
         "--kubelet-preferred-address-types=InternalIP".into(),
         format!(
             "--kubelet-client-certificate={}",
@@ -48,15 +52,15 @@ pub(super) fn apiserver_args(node_ip: Ipv4Addr, kubelet_client: &CertPair) -> Ve
 /// The controllers a Deployment needs besides the garbage collector (pflag appends a repeated
 /// `--controllers` to the first one): Deployments and ReplicaSets, the endpoint controllers
 /// behind the Services, ServiceAccounts and the `kube-root-ca.crt` ConfigMap every pod's token
-/// volume projects (with `--root-ca-file`), namespace deletion, the PodDisruptionBudget's
-/// status (which evictions read), and node lifecycle: it lifts the `not-ready` taint the API
-/// server puts on every new Node once its kubelet reports Ready (the simulated workers, which
-/// have no kubelet, get `unreachable` taints and Ready Unknown, as nodes without a kubelet do;
-/// the guard reads neither, and the taint-eviction controller does not run).
+/// volume projects (with `--root-ca-file`), namespace deletion and the PodDisruptionBudget's
+/// status (which evictions read). Not node lifecycle: it would mark the simulated workers,
+/// which have no kubelet, Ready Unknown after its grace period, and MCO (so the simulator)
+/// counts a node that is not Ready as unavailable, so rollouts would stop
+/// ([`apiserver_args`] keeps the taint it would lift off the real node).
 pub(super) fn controller_manager_args(ca: &Path) -> Vec<OsString> {
     vec![
         "--controllers=deployment,replicaset,endpoint,endpointslice,serviceaccount,\
-         root-ca-cert-publisher,namespace,disruption,nodelifecycle"
+         root-ca-cert-publisher,namespace,disruption"
             .into(),
         format!("--root-ca-file={}", ca.display()).into(),
     ]

@@ -72,8 +72,7 @@ imageGCLowThresholdPercent: 99
 }
 
 /// Writes the kubelet's certificates, kubeconfig and configuration, starts it as node `name`
-/// at `node_ip`, and waits until its Node is Ready and untainted (the node lifecycle
-/// controller lifts the `not-ready` taint): schedulable.
+/// at `node_ip`, and waits until its Node is Ready and untainted: schedulable.
 pub async fn start(
     bin: &Path,
     layout: &Layout,
