@@ -203,34 +203,8 @@ pub(super) async fn start_controller_manager(
         .arg("--v=2");
     let log = dir.join("kube-controller-manager.log");
     let mut process = ChildProcess::spawn("kube-controller-manager", cmd, &log)?;
-    wait_log_line(&mut process, "garbage collector synced", GC_SYNCED).await?;
-    Ok(process)
-}
-
-/// Waits (up to a minute) until `process`'s log holds `line`: how a server without a probe
-/// says it is ready.
-pub(super) async fn wait_log_line(
-    process: &mut ChildProcess,
-    what: &str,
-    line: &'static str,
-) -> Result<()> {
-    let log = process.log_path().to_owned();
     process
-        .wait_ready(
-            what,
-            Duration::from_secs(60),
-            Duration::from_millis(100),
-            || {
-                let log = log.clone();
-                async move {
-                    let text = std::fs::read_to_string(&log).unwrap_or_default();
-                    if text.contains(line) {
-                        Ok(())
-                    } else {
-                        Err(format!("no {line:?} in its log yet").into())
-                    }
-                }
-            },
-        )
-        .await
+        .wait_log_line("garbage collector synced", GC_SYNCED)
+        .await?;
+    Ok(process)
 }

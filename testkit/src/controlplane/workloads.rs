@@ -91,6 +91,8 @@ pub(super) async fn start_scheduler(
         .arg("--v=2");
     let log = dir.join("kube-scheduler.log");
     let mut process = ChildProcess::spawn("kube-scheduler", cmd, &log)?;
-    super::servers::wait_log_line(&mut process, "serving", "Serving securely on").await?;
+    process
+        .wait_log_line("serving", "Serving securely on")
+        .await?;
     Ok(process)
 }

@@ -18,6 +18,9 @@ pub const RUN_DIR: &str = "/run/mosc-guard-node";
 /// The lock file held while a node runs.
 const LOCK_FILE: &str = "/run/mosc-guard-node.lock";
 
+/// Debian's CNI plugins (package containernetworking-plugins).
+pub const CNI_BIN: &str = "/usr/lib/cni";
+
 /// The Linux bridge the pods' veths join (CNI `bridge` plugin). Not podman's `cni-podman0`.
 pub const BRIDGE: &str = "mosc-guard0";
 /// The pods' subnet (CNI `host-local`); the bridge holds its first address. Not podman's

@@ -14,9 +14,6 @@ use crate::Result;
 use crate::net::free_port;
 use crate::process::ChildProcess;
 
-/// Debian's CNI plugins (package containernetworking-plugins).
-pub const CNI_BIN: &str = "/usr/lib/cni";
-
 /// The address the machine reaches other hosts from (its default route's source address):
 /// what the kubelet reports as the node's InternalIP and kube-apiserver advertises. No packet
 /// is sent: connecting a UDP socket only picks the route.
@@ -93,7 +90,7 @@ pub async fn start_kube_proxy(
             || async {
                 let mut iptables = Command::new("iptables");
                 iptables.args(["-w", "-t", "nat", "-S", "KUBE-SERVICES"]);
-                let out = super::runtime::output(iptables).await?;
+                let out = crate::process::output(iptables).await?;
                 let rules = String::from_utf8_lossy(&out.stdout);
                 if rules.contains(&format!("{KUBERNETES_SERVICE_IP}/32")) {
                     Ok(())

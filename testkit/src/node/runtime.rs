@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::layout::Layout;
 use crate::Result;
-use crate::process::{ChildProcess, output_text};
+use crate::process::{ChildProcess, output, output_text};
 
 /// containerd's CRI namespace, where the kubelet's images and containers live.
 const CRI_NAMESPACE: &str = "k8s.io";
@@ -54,7 +54,7 @@ state = "{state}"
         opt = layout.containerd_opt().display(),
         runc = RUNC,
         runc_root = layout.runc_root().display(),
-        cni_bin = super::network::CNI_BIN,
+        cni_bin = super::layout::CNI_BIN,
         cni_conf = layout.cni_conf_dir().display(),
     )
 }
@@ -159,12 +159,4 @@ async fn ctr(socket: &Path, args: &[&str]) -> Result<std::process::Output> {
     output(cmd)
         .await
         .map_err(|e| format!("running {CTR}: {e}").into())
-}
-
-/// Runs `cmd` to completion on tokio's blocking pool (stdin closed), as the kit runs kubectl.
-pub(super) async fn output(mut cmd: Command) -> std::io::Result<std::process::Output> {
-    cmd.stdin(Stdio::null());
-    tokio::task::spawn_blocking(move || cmd.output())
-        .await
-        .map_err(std::io::Error::other)?
 }
