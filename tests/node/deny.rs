@@ -1,13 +1,16 @@
 //! `overlays/cert-manager` (deny mode) on a real node: the pods run as the manifests say, the
 //! report's scenario is refused and then allowed through the Service, and an admin's first
-//! hour (a replica deleted, the Deployment rolled, the certificate rotated) costs no request.
+//! hour (a replica evicted within the PodDisruptionBudget, one deleted, the Deployment rolled,
+//! the certificate rotated) costs no request.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
+use kube::api::EvictParams;
 
 use testkit::node::PodMemory;
 use testkit::poll::wait_for;
@@ -67,11 +70,14 @@ async fn cert_manager_overlay_runs_as_shipped_and_guards_through_its_service() {
     );
     peak.sample(&d).await;
 
-    // An admin's first hour, the node still mid-update: a replica deleted, then the
-    // Deployment rolled, while a client keeps asking.
+    // An admin's first hour, the node still mid-update: a replica evicted as a drain evicts
+    // it (within the PodDisruptionBudget), a replica deleted, then the Deployment rolled,
+    // while a client keeps asking.
     let client = traffic::start(d.cluster().client.clone(), "worker", "infra");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let victim = pods[0].metadata.name.clone().expect("pod name");
+    evict_one(&d, &d.pods().await).await;
+    wait_two_pods_only(&d).await;
+    let victim = d.pods().await[0].metadata.name.clone().expect("pod name");
     d.kubectl_ok(&["delete", "pod", "-n", NAMESPACE, &victim])
         .await;
     wait_two_pods_only(&d).await;
@@ -89,7 +95,7 @@ async fn cert_manager_overlay_runs_as_shipped_and_guards_through_its_service() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let tally = client.stop().await;
     eprintln!(
-        "node tier: replica deleted and Deployment rolled: {}",
+        "node tier: a replica evicted, one deleted, the Deployment rolled: {}",
         tally.summary()
     );
     assert!(
@@ -265,6 +271,35 @@ fn restarts_and_uid(pod: &Pod) -> (String, i32, String) {
         container.restart_count,
         container.container_id.clone().unwrap_or_default(),
     )
+}
+
+/// Evicts `pods[0]` through the Eviction API, as `kubectl drain` does, once the
+/// PodDisruptionBudget allows one disruption (the disruption controller computed its status
+/// from the two Ready pods).
+async fn evict_one(d: &Deployed, pods: &[Pod]) {
+    let client = d.cluster().client.clone();
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), NAMESPACE);
+    let status = || {
+        let budgets = budgets.clone();
+        async move {
+            let pdb = budgets.get(NAME).await?;
+            Ok::<_, kube::Error>(pdb.status.unwrap_or_default())
+        }
+    };
+    let allowed = wait_for(
+        || async { Ok((status().await?.disruptions_allowed == 1).then_some(())) },
+        Duration::from_secs(60),
+        "the PodDisruptionBudget allowing one disruption",
+    )
+    .await;
+    if let Err(e) = allowed {
+        panic!("{e}\n{}", d.explain().await);
+    }
+    let api: Api<Pod> = Api::namespaced(client, NAMESPACE);
+    let victim = pods[0].metadata.name.clone().expect("pod name");
+    api.evict(&victim, &EvictParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("evicting {victim}: {e}"));
 }
 
 /// Waits until exactly two of the guard's pods exist (none still terminating) and both are

@@ -17,7 +17,8 @@
 //!   capabilities, no new privileges, seccomp, a read-only root), the probes answer, the
 //!   ServiceAccount token and in-cluster configuration work; the report's scenario: denied
 //!   with the message while a node is mid-update, allowed once the pool settled. Then an
-//!   admin's first hour: a replica deleted and the Deployment rolled while a client keeps
+//!   admin's first hour: a replica evicted as a drain does (within the PodDisruptionBudget,
+//!   which records it), a replica deleted and the Deployment rolled while a client keeps
 //!   sending dry-run deletes (0 failed or wrong answers), the Secret rotated (served by the
 //!   same pods, no restart), the NetworkPolicy applied and selecting the pods, and the pods'
 //!   memory (cgroup) against the manifests' limit.
