@@ -35,6 +35,7 @@ pub mod manifests;
 pub mod markdown;
 pub mod mco;
 pub mod net;
+pub mod node;
 pub mod pki;
 pub mod poll;
 pub mod probe;

@@ -56,10 +56,28 @@ impl Cluster {
         nodes: usize,
         sim: SimConfig,
     ) -> Result<Self> {
-        let z_stream = z_stream.into();
+        Self::seed_with(z_stream.into(), None, nodes, sim).await
+    }
+
+    /// [`Cluster::seed`] on a control plane for a real node at `node_ip`
+    /// ([`ControlPlane::start_for_node`]; the node tier's [`crate::node::NodeCluster`]).
+    pub async fn seed_for_node(
+        node_ip: std::net::Ipv4Addr,
+        nodes: usize,
+        sim: SimConfig,
+    ) -> Result<Self> {
+        Self::seed_with(Release::V4_20.into(), Some(node_ip), nodes, sim).await
+    }
+
+    async fn seed_with(
+        z_stream: ZStream,
+        node_ip: Option<std::net::Ipv4Addr>,
+        nodes: usize,
+        sim: SimConfig,
+    ) -> Result<Self> {
         let release = z_stream.release;
         let started = Instant::now();
-        let (cp, registry, client) = start_servers(z_stream).await?;
+        let (cp, registry, client) = start_servers(z_stream, node_ip).await?;
         let names = node_names(nodes);
         create_pool(&client, "worker", WORKER_ROLE_LABEL, 1).await?;
         create_nodes(
@@ -95,7 +113,7 @@ impl Cluster {
     /// it rolls).
     pub async fn bare_on(z_stream: impl Into<ZStream>, sim: SimConfig) -> Result<Self> {
         let z_stream = z_stream.into();
-        let (cp, registry, client) = start_servers(z_stream).await?;
+        let (cp, registry, client) = start_servers(z_stream, None).await?;
         let sim = Simulator::start_on(z_stream, &cp, registry.host(), sim).await?;
         Ok(Self {
             sim,
@@ -149,10 +167,19 @@ impl Cluster {
     }
 }
 
-/// Control plane and registry (started in parallel), the ClusterVersion saying `z_stream`, and
-/// MCO's namespace.
-async fn start_servers(z_stream: ZStream) -> Result<(ControlPlane, Registry, kube::Client)> {
-    let (cp, registry) = tokio::try_join!(ControlPlane::start(), Registry::start())?;
+/// Control plane (for a real node at `node_ip`, if given) and registry (started in parallel),
+/// the ClusterVersion saying `z_stream`, and MCO's namespace.
+async fn start_servers(
+    z_stream: ZStream,
+    node_ip: Option<std::net::Ipv4Addr>,
+) -> Result<(ControlPlane, Registry, kube::Client)> {
+    let control_plane = async {
+        match node_ip {
+            Some(ip) => ControlPlane::start_for_node(ip).await,
+            None => ControlPlane::start().await,
+        }
+    };
+    let (cp, registry) = tokio::try_join!(control_plane, Registry::start())?;
     if z_stream.version() != crate::controlplane::DEFAULT_RELEASE {
         cp.set_release(z_stream.version()).await?;
     }
