@@ -1,0 +1,73 @@
+//! mosc-guard's recovery marker: the annotation `mosc-guard.dev/recovery` that the cancelling
+//! patch writes in the same request, holding MCO's annotations as they were read before it and
+//! the node's boot ID. MCO ignores it.
+//!
+//! It is what makes a recovery idempotent: a node cancelled by an earlier run (interrupted, or
+//! timed out while its daemon had not finished) shows its original target nowhere else, so
+//! without the marker a re-run would see "Degraded with no image difference" and leave it.
+//! With it, a re-run recognises the node as cancelled and waiting for its daemon, patches nothing
+//! twice, and `--apply` waits for it. The marker stays after the recovery as its record; a later
+//! cancel overwrites it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::model::node_annotations::CURRENT_CONFIG;
+use crate::core::model::trimmed;
+
+use super::node::RecoveryNode;
+use super::progress::{Progress, progress};
+
+/// The marker's annotation key.
+pub const MARKER: &str = "mosc-guard.dev/recovery";
+
+/// What the marker holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    /// Who wrote it, for a person reading the node.
+    #[serde(default)]
+    pub by: String,
+    /// The node's boot ID when it was cancelled (`None` if the node did not report one).
+    #[serde(default, rename = "bootID")]
+    pub boot_id: Option<String>,
+    /// MCO's annotations as read right before the cancelling patch.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Marker {
+    /// The marker for cancelling `node` as read now.
+    pub fn for_node(node: &RecoveryNode) -> Self {
+        Marker {
+            by: "mosc-guard recover".to_string(),
+            boot_id: node.boot_id.clone(),
+            annotations: node.mco_annotations(),
+        }
+    }
+
+    /// The annotation value (compact JSON).
+    pub fn encode(&self) -> String {
+        // A struct of strings always encodes.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The node's marker, if it carries one that parses (an edited, broken one counts as none).
+    pub fn read(node: &RecoveryNode) -> Option<Marker> {
+        serde_json::from_str(node.annotations.get(MARKER)?).ok()
+    }
+
+    /// Whether `node` is still as this marker's cancel left it: its target is the marker's
+    /// `currentConfig` and `currentImage` (what the patch set), it runs that config, and it has
+    /// not booted since. A marker from an older recovery, after which MCO moved the node on or
+    /// rebooted it, does not match.
+    pub fn matches(&self, node: &RecoveryNode) -> bool {
+        let config = trimmed(self.annotations.get(CURRENT_CONFIG).map(String::as_str));
+        config.is_some()
+            && node.current_config() == config
+            && matches!(
+                progress(node, self),
+                Progress::Waiting(_) | Progress::Recovered
+            )
+    }
+}
