@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -50,6 +51,11 @@ pub enum Command {
     /// Exit status: 0 none left, 1 some kept, 2 error (an object that could not be released
     /// is named with the reason; the others are still released).
     ReleaseFinalizers(ReleaseArgs),
+    /// Heal nodes the lost-image bug already degraded: plan, for every node stuck on an image
+    /// no build carries, the patch that cancels its failed target (or what a person must do
+    /// first); with --apply, cancel them one at a time on the live cluster and wait for each.
+    /// Exit status: 0 nothing needs a person, 1 some node does, 2 error.
+    Recover(RecoverArgs),
 }
 
 /// Which cluster to talk to.
@@ -207,6 +213,47 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
     pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// Only the nodes of this pool (default: every pool).
+    pub pool: Option<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Plan from YAML/JSON files below DIR (a must-gather) instead of a live cluster. A plan
+    /// only: --apply needs the live cluster.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["kubeconfig", "context"])]
+    pub from_dir: Option<PathBuf>,
+    /// With --from-dir: plan on what could be read even when a file that holds Nodes, pools,
+    /// MachineOSConfigs, MachineOSBuilds or MachineConfigs could not be read whole.
+    #[arg(long, requires = "from_dir")]
+    pub allow_incomplete: bool,
+    /// Output format (progress lines of --apply go to stderr).
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Cancel each recoverable node's failed target on the live cluster: one node at a time,
+    /// each re-read and re-planned right before its conditional patch, then waited for until
+    /// its daemon reports Done without a reboot. Without it nothing is written.
+    #[arg(long)]
+    pub apply: bool,
+    /// With --apply: then also wait for each pool a node was recovered in to finish
+    /// (Updated=True, or its MachineOSConfig's rollout resumed once you unpause it).
+    #[arg(long, requires = "apply")]
+    pub wait: bool,
+    /// With --apply: how long to wait for one node (and with --wait for one pool) before
+    /// stopping and reporting, never escalating (e.g. 20m, 90s, 1h30m).
+    #[arg(long, value_name = "DURATION", default_value = "20m", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+/// A duration as people write it (`20m`, `90s`, `1h30m`, or ISO 8601's `PT20M`).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let parsed: k8s_openapi::jiff::SignedDuration = text
+        .trim()
+        .parse()
+        .map_err(|e| format!("not a duration (write e.g. 20m, 90s or 1h30m): {e}"))?;
+    Duration::try_from(parsed).map_err(|_| "a duration cannot be negative".to_string())
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

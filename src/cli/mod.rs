@@ -6,11 +6,13 @@ pub mod certs;
 pub mod check;
 mod dump;
 pub mod error;
+pub mod recover;
 pub mod release;
 pub mod serve;
 
 pub use args::{Cli, Command, LogFormat};
 pub use certs::certs;
 pub use check::check;
+pub use recover::recover;
 pub use release::release_finalizers;
 pub use serve::serve;

@@ -69,7 +69,7 @@ pub struct Attention {
     /// The problems' stable names (`imageStillCarried`, `poolTargetedNotPaused`,
     /// `uncordonedByHand`, `drainNotFinished`, `notDrained`, `machineConfigGone`,
     /// `machineConfigsUnknown`, `configAnnotationMissing`, `copiesDisagree`, and from `--apply`
-    /// `changedSincePlan`, `patchRefused`, `rebooted`, `timedOut`).
+    /// `changedSincePlan`, `patchRefused`, `rebooted`, `timedOut`, `nodeGone`).
     pub problems: Vec<&'static str>,
 }
 
