@@ -85,20 +85,28 @@ pub struct ReleaseArgs {
     pub force: bool,
 }
 
+/// A dump to read instead of a live cluster.
+#[derive(Debug, Args)]
+pub struct DumpArgs {
+    /// Read objects from YAML/JSON files below DIR (a must-gather, `oc get -o yaml`
+    /// output) instead of a live cluster.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["kubeconfig", "context"])]
+    pub from_dir: Option<PathBuf>,
+    /// With --from-dir: decide on what could be read even when a file that holds what the
+    /// command reads (Nodes, pools, MachineOSConfigs, MachineOSBuilds; for recover also
+    /// MachineConfigs) could not be read whole (or the dump has nodes but no pools), listing
+    /// what could not. Without it such a dump is an error (exit 2).
+    #[arg(long, requires = "from_dir")]
+    pub allow_incomplete: bool,
+}
+
 /// Where the cluster's objects come from.
 #[derive(Debug, Args)]
 pub struct SourceArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Read objects from YAML/JSON files below DIR (a must-gather, `oc get -o yaml`
-    /// output) instead of a live cluster.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["kubeconfig", "context"])]
-    pub from_dir: Option<PathBuf>,
-    /// With --from-dir: decide on what could be read even when a file that holds Nodes, pools,
-    /// MachineOSConfigs or MachineOSBuilds could not be read whole (or the dump has nodes but
-    /// no pools), listing what could not. Without it such a dump is an error (exit 2).
-    #[arg(long, requires = "from_dir")]
-    pub allow_incomplete: bool,
+    #[command(flatten)]
+    pub dump: DumpArgs,
     // Help from `openshift_version_help`: it names the releases the table knows.
     #[arg(long, value_name = "VERSION", env = "MOSC_GUARD_OPENSHIFT_VERSION", help = openshift_version_help())]
     pub openshift_version: Option<String>,
@@ -221,20 +229,16 @@ pub struct RecoverArgs {
     pub pool: Option<String>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Plan from YAML/JSON files below DIR (a must-gather) instead of a live cluster. A plan
-    /// only: --apply needs the live cluster.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["kubeconfig", "context"])]
-    pub from_dir: Option<PathBuf>,
-    /// With --from-dir: plan on what could be read even when a file that holds Nodes, pools,
-    /// MachineOSConfigs, MachineOSBuilds or MachineConfigs could not be read whole.
-    #[arg(long, requires = "from_dir")]
-    pub allow_incomplete: bool,
+    // A plan only: --apply needs the live cluster.
+    #[command(flatten)]
+    pub dump: DumpArgs,
     /// Output format (progress lines of --apply go to stderr).
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
     pub output: Output,
-    /// Cancel each recoverable node's failed target on the live cluster: one node at a time,
-    /// each re-read and re-planned right before its conditional patch, then waited for until
-    /// its daemon reports Done without a reboot. Without it nothing is written.
+    /// Cancel each recoverable node's failed target on the live cluster (not with --from-dir):
+    /// one node at a time, each re-read and re-planned right before its conditional patch,
+    /// then waited for until its daemon reports Done without a reboot. Without it nothing is
+    /// written.
     #[arg(long)]
     pub apply: bool,
     /// With --apply: then also wait for each pool a node was recovered in to finish

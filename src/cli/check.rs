@@ -4,8 +4,9 @@
 use std::process::ExitCode;
 
 use crate::cli::args::{CheckArgs, Output};
-use crate::cli::dump::{self, read_dump};
+use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
+use crate::cli::notes;
 use crate::core::policy::{self, Deletion, PolicyMode, TargetKind};
 use crate::core::recovery::{self, stuck::stuck_nodes};
 use crate::core::report::{self, Report};
@@ -84,26 +85,24 @@ async fn run_check(args: &CheckArgs) -> Result<bool, CliError> {
 /// The snapshots to decide from (one, or one per combination of disagreeing copies in a dump),
 /// the notes about the source (also printed on stderr), and the source's name.
 async fn gather(args: &CheckArgs) -> Result<(Vec<Snapshot>, Vec<String>, String), CliError> {
-    let (snapshots, notes, source) = match &args.source.from_dir {
+    let (snapshots, notes, source) = match &args.source.dump.from_dir {
         Some(dir) => {
-            let loaded = read_dump(dir, args.source.allow_incomplete, Want::Policy)?;
-            let notes = dump::notes(&loaded);
+            let loaded = read_dump(dir, args.source.dump.allow_incomplete, Want::Policy)?;
+            let notes = notes::of_dump(&loaded);
             let snapshots: Vec<Snapshot> = loaded.snapshots().cloned().collect();
             (snapshots, notes, dir.display().to_string())
         }
         None => {
             let client = args.source.cluster.client().await?;
             let (snapshot, missing) = live::snapshot(&client).await?;
-            let notes: Vec<String> = missing
-                .iter()
-                .map(|m| format!("the cluster does not serve {m}; treated as empty"))
-                .collect();
-            (vec![snapshot], notes, "the cluster".to_string())
+            (
+                vec![snapshot],
+                notes::of_live(&missing),
+                "the cluster".to_string(),
+            )
         }
     };
-    for n in &notes {
-        eprintln!("warning: {n}");
-    }
+    notes::warn(&notes);
     let snapshots = snapshots
         .into_iter()
         .map(|s| s.with_release_override(args.source.openshift_version.as_deref()))

@@ -46,17 +46,3 @@ pub(super) fn load_static(dir: &Path, allow_incomplete: bool) -> Result<Snapshot
     }
     Ok(loaded.snapshot)
 }
-
-/// What a command says about a dump it decides from (also printed on stderr): skipped files,
-/// what could not be read whole (with --allow-incomplete), disagreeing copies.
-pub(super) fn notes(loaded: &dump::Loaded) -> Vec<String> {
-    let mut notes = loaded.warnings.clone();
-    notes.extend(
-        loaded
-            .incomplete
-            .iter()
-            .map(|i| format!("not read whole: {i}")),
-    );
-    notes.extend(loaded.variant_note());
-    notes
-}

@@ -6,6 +6,7 @@ pub mod certs;
 pub mod check;
 mod dump;
 pub mod error;
+mod notes;
 pub mod recover;
 pub mod release;
 pub mod serve;

@@ -10,6 +10,7 @@ use kube::Client;
 use kube::api::{GetParams, ListParams, Patch, PatchParams};
 use kube::core::{ObjectList, Request};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 use crate::core::model::MachineConfigPool;
 use crate::core::recovery::{NodePatch, RecoveryNode, RecoverySnapshot};
@@ -60,25 +61,28 @@ pub async fn fresh_for(client: &Client, node: &str) -> Result<RecoverySnapshot, 
 
 /// One node now, or `None` when it does not exist.
 pub async fn get_node(client: &Client, name: &str) -> Result<Option<RecoveryNode>, LiveError> {
-    let request = Request::new(NODES)
-        .get(name, &GetParams::default())
-        .map_err(|e| list_error("nodes", kube::Error::BuildRequest(e)))?;
-    match client.request::<RecoveryNode>(request).await {
-        Ok(node) => Ok(Some(node)),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(e) => Err(list_error("nodes", e)),
-    }
+    get(client, NODES, name, "nodes").await
 }
 
 /// One pool now, or `None` when it does not exist.
 pub async fn get_pool(client: &Client, name: &str) -> Result<Option<MachineConfigPool>, LiveError> {
-    let request = Request::new(POOLS)
+    get(client, POOLS, name, "machineconfigpools").await
+}
+
+/// Object `name` of the collection at `path`, or `None` when it does not exist.
+async fn get<T: DeserializeOwned>(
+    client: &Client,
+    path: &str,
+    name: &str,
+    what: &'static str,
+) -> Result<Option<T>, LiveError> {
+    let request = Request::new(path)
         .get(name, &GetParams::default())
-        .map_err(|e| list_error("machineconfigpools", kube::Error::BuildRequest(e)))?;
-    match client.request::<MachineConfigPool>(request).await {
-        Ok(pool) => Ok(Some(pool)),
+        .map_err(|e| list_error(what, kube::Error::BuildRequest(e)))?;
+    match client.request::<T>(request).await {
+        Ok(object) => Ok(Some(object)),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(e) => Err(list_error("machineconfigpools", e)),
+        Err(e) => Err(list_error(what, e)),
     }
 }
 

@@ -91,15 +91,17 @@ async fn create_stuck(client: &kube::Client, name: &str) {
         .expect("boot ID");
 }
 
-/// `mosc-guard recover ARGS --kubeconfig <admin>`, off the runtime's threads (the test's
-/// background tasks and the interposing webhook keep running meanwhile).
-async fn recover(cp: &ControlPlane, args: &[&str]) -> CliRun {
+/// `mosc-guard recover ARGS --kubeconfig <admin>`, started off the runtime's threads (the
+/// test's background tasks and the interposing webhook keep running meanwhile).
+fn spawn_recover(cp: &ControlPlane, args: &[&str]) -> tokio::task::JoinHandle<CliRun> {
     let mut all = vec!["recover".to_string()];
     all.extend(args.iter().map(|a| a.to_string()));
     let kubeconfig = cp.kubeconfig().to_path_buf();
     tokio::task::spawn_blocking(move || BIN.cli().args(&all).kubeconfig(&kubeconfig).run())
-        .await
-        .expect("CLI run")
+}
+
+async fn recover(cp: &ControlPlane, args: &[&str]) -> CliRun {
+    spawn_recover(cp, args).await.expect("CLI run")
 }
 
 async fn node(cp: &ControlPlane, name: &str) -> Node {
@@ -277,19 +279,7 @@ async fn apply_records_patches_once_waits_and_stops_at_its_timeout_and_a_rerun_t
     assert_eq!(recovery_events(&cp, A).await.len(), 1, "no second Event");
 
     // Once the daemon's no-op update is done, a waiting run reports the node recovered.
-    let waiting = tokio::spawn({
-        let kubeconfig = cp.kubeconfig().to_path_buf();
-        async move {
-            tokio::task::spawn_blocking(move || {
-                BIN.cli()
-                    .args(["recover", "--apply", "--timeout", "60s", "-o", "json"])
-                    .kubeconfig(&kubeconfig)
-                    .run()
-            })
-            .await
-            .expect("CLI run")
-        }
-    });
+    let waiting = spawn_recover(&cp, &["--apply", "--timeout", "60s", "-o", "json"]);
     tokio::time::sleep(Duration::from_secs(2)).await;
     complete_no_op_update(&cp, A).await;
     let done = waiting.await.expect("run");
@@ -353,19 +343,7 @@ async fn apply_stops_when_the_node_moved_between_its_read_and_the_patch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_re_plans_each_node_and_stops_at_one_that_changed_since_the_plan() {
     let cp = stuck_cluster(&[A, B]).await;
-    let run = tokio::spawn({
-        let kubeconfig = cp.kubeconfig().to_path_buf();
-        async move {
-            tokio::task::spawn_blocking(move || {
-                BIN.cli()
-                    .args(["recover", "--apply", "--timeout", "60s", "-o", "json"])
-                    .kubeconfig(&kubeconfig)
-                    .run()
-            })
-            .await
-            .expect("CLI run")
-        }
-    });
+    let run = spawn_recover(&cp, &["--apply", "--timeout", "60s", "-o", "json"]);
     // While recover waits for worker-a's daemon, worker-b is uncordoned by hand.
     wait_cancelled(&cp, A).await;
     merge(&cp, B, json!({"spec": {"unschedulable": null}})).await;

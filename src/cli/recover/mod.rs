@@ -14,8 +14,9 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::cli::args::{Output, RecoverArgs};
-use crate::cli::dump::{self, read_dump};
+use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
+use crate::cli::notes;
 use crate::core::recovery::report::{Attention, Report};
 use crate::core::recovery::{self, Plan, RecoverySnapshot, words};
 use crate::sources::dump::Want;
@@ -36,7 +37,7 @@ pub async fn recover(args: RecoverArgs) -> ExitCode {
 }
 
 async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
-    if args.apply && args.from_dir.is_some() {
+    if args.apply && args.dump.from_dir.is_some() {
         return Err(CliError::Usage(
             "--apply writes to the live cluster, and --from-dir is a copy of one: plan from the \
              dump, then run recover --apply against the cluster (it re-reads every node right \
@@ -81,10 +82,10 @@ async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
 async fn gather(
     args: &RecoverArgs,
 ) -> Result<(Vec<RecoverySnapshot>, Vec<String>, String), CliError> {
-    let (snapshots, notes, place) = match &args.from_dir {
+    let (snapshots, notes, place) = match &args.dump.from_dir {
         Some(dir) => {
-            let loaded = read_dump(dir, args.allow_incomplete, Want::Recovery)?;
-            let notes = dump::notes(&loaded);
+            let loaded = read_dump(dir, args.dump.allow_incomplete, Want::Recovery)?;
+            let notes = notes::of_dump(&loaded);
             let extra = loaded.recovery.as_ref();
             let snapshots = loaded
                 .snapshots()
@@ -100,16 +101,14 @@ async fn gather(
         None => {
             let client = args.cluster.client().await?;
             let (snapshot, missing) = live::snapshot(&client).await?;
-            let notes = missing
-                .iter()
-                .map(|m| format!("the cluster does not serve {m}; treated as empty"))
-                .collect();
-            (vec![snapshot], notes, "the cluster".to_string())
+            (
+                vec![snapshot],
+                notes::of_live(&missing),
+                "the cluster".to_string(),
+            )
         }
     };
-    for n in &notes {
-        eprintln!("warning: {n}");
-    }
+    notes::warn(&notes);
     Ok((snapshots, notes, place))
 }
 

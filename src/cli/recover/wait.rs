@@ -31,8 +31,7 @@ pub(super) async fn node(
     timeout: Duration,
 ) -> Applied {
     let name = a.node.clone();
-    let deadline = Instant::now() + timeout;
-    let mut last: Option<String> = None;
+    let mut watch = Watch::new(clock, format!("node {name}"), timeout, NODE_POLL);
     loop {
         let seen = match live::get_node(client, &name).await {
             Ok(Some(node)) => match progress(&node, marker) {
@@ -81,22 +80,52 @@ pub(super) async fn node(
             }
             Err(e) => format!("could not read it ({e}); retrying"),
         };
-        if last.as_ref() != Some(&seen) {
-            clock.line(format!("node {name}: {seen}"));
-            last = Some(seen);
-        }
-        let now = Instant::now();
-        if now >= deadline {
+        if !watch.again(seen).await {
             let why = format!(
                 "not done after {}; still {}; nothing more was written (no uncordon, no state)",
                 minutes(timeout),
-                last.unwrap_or_default()
+                watch.last
             );
             let to_do = "look at the daemon's log on the node; run recover --apply again to keep \
                          waiting: it recognises the node as cancelled and does not patch it twice";
             return a.stop(clock, "timedOut", why, to_do);
         }
-        tokio::time::sleep(NODE_POLL.min(deadline - now)).await;
+    }
+}
+
+/// One wait's bookkeeping: what it last saw (said once per change) and its deadline.
+struct Watch<'c> {
+    clock: &'c Clock,
+    who: String,
+    deadline: Instant,
+    poll: Duration,
+    last: String,
+}
+
+impl<'c> Watch<'c> {
+    fn new(clock: &'c Clock, who: String, timeout: Duration, poll: Duration) -> Self {
+        Watch {
+            clock,
+            who,
+            deadline: Instant::now() + timeout,
+            poll,
+            last: String::new(),
+        }
+    }
+
+    /// Says `seen` if it differs from what was seen last; then `false` once the deadline has
+    /// passed, else waits for the next poll and returns `true`.
+    async fn again(&mut self, seen: String) -> bool {
+        if self.last != seen {
+            self.clock.line(format!("{}: {seen}", self.who));
+            self.last = seen;
+        }
+        let now = Instant::now();
+        if now >= self.deadline {
+            return false;
+        }
+        tokio::time::sleep(self.poll.min(self.deadline - now)).await;
+        true
     }
 }
 
@@ -132,8 +161,7 @@ pub(super) async fn pools(
 }
 
 async fn one_pool(client: &Client, clock: &Clock, pool: &str, timeout: Duration) -> PoolWait {
-    let deadline = Instant::now() + timeout;
-    let mut last: Option<String> = None;
+    let mut watch = Watch::new(clock, format!("pool {pool}"), timeout, POOL_POLL);
     let end = |outcome: &'static str, finished: bool, why: String| {
         clock.line(format!("pool {pool}: {why}"));
         PoolWait {
@@ -153,20 +181,14 @@ async fn one_pool(client: &Client, clock: &Clock, pool: &str, timeout: Duration)
             },
             Err(e) => format!("could not read it ({e}); retrying"),
         };
-        if last.as_ref() != Some(&seen) {
-            clock.line(format!("pool {pool}: {seen}"));
-            last = Some(seen);
-        }
-        let now = Instant::now();
-        if now >= deadline {
+        if !watch.again(seen).await {
             let why = format!(
                 "not finished after {}; last seen: {}",
                 minutes(timeout),
-                last.unwrap_or_default()
+                watch.last
             );
             return end("timedOut", false, why);
         }
-        tokio::time::sleep(POOL_POLL.min(deadline - now)).await;
     }
 }
 

@@ -7,6 +7,7 @@ use crate::core::image::abbreviate;
 use crate::core::model::node_annotations::{
     CONTROL_PLANE_TOPOLOGY, DESIRED_DRAIN, LAST_APPLIED_DRAIN,
 };
+use crate::core::report::columns;
 
 use super::rules::{Drain, Problem, Scope};
 use super::{NodePlan, Plan, Recovery, Verdict};
@@ -301,23 +302,12 @@ pub fn stuck_table(stuck: &[super::stuck::Stuck]) -> String {
             ]
         })
         .collect();
-    let head = ["NODE", "POOL", "DESIRED IMAGE"].map(str::to_string);
-    let width = |c: usize| {
-        std::iter::once(&head)
-            .chain(&rows)
-            .map(|r| r[c].len())
-            .max()
-            .unwrap_or(0)
-    };
-    let (w0, w1) = (width(0), width(1));
     let mut out = format!(
         "\n{} node(s) stuck on a lost image (Degraded; no MachineOSBuild carries their \
          desiredImage); `mosc-guard recover` plans how to heal them:\n",
         stuck.len()
     );
-    for r in std::iter::once(&head).chain(&rows) {
-        let _ = writeln!(out, "{:w0$}  {:w1$}  {}", r[0], r[1], r[2]);
-    }
+    out.push_str(&columns(["NODE", "POOL", "DESIRED IMAGE"], &rows));
     out
 }
 

@@ -25,22 +25,20 @@ fn recovery_reads_whole_nodes_and_machine_config_names() {
         "metadata:\n",
         "metadata:\n  annotations:\n    machineconfiguration.openshift.io/state: Degraded\n",
     ) + "spec:\n  unschedulable: true\nstatus:\n  nodeInfo:\n    bootID: b-1\n";
+    let (rendered, base) = (
+        format!("{MC_DIR}/rendered-worker-a.yaml"),
+        format!("{MC_DIR}/00-worker.yaml"),
+    );
+    let (rendered_mc, base_mc) = (
+        machine_config("rendered-worker-a"),
+        machine_config("00-worker"),
+    );
     let files = [
         (NODE_PATH, node.as_str()),
         ("mg/pools/worker.yaml", POOL),
-        (
-            &format!("{MC_DIR}/rendered-worker-a.yaml"),
-            &machine_config("rendered-worker-a"),
-        ),
-        (
-            &format!("{MC_DIR}/00-worker.yaml"),
-            &machine_config("00-worker"),
-        ),
+        (rendered.as_str(), rendered_mc.as_str()),
+        (base.as_str(), base_mc.as_str()),
     ];
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_ref(), c.as_ref()))
-        .collect();
     let loaded = load_for(&files, Want::Recovery);
     assert_eq!(loaded.incomplete, Vec::<String>::new());
     let recovery = loaded.recovery.expect("read for recovery");
