@@ -29,6 +29,7 @@ pub mod forwarder;
 pub mod guard;
 pub mod image_ref;
 pub mod kubectl;
+pub mod kubelet;
 pub mod machine_api;
 pub mod manifests;
 pub mod markdown;

@@ -2,8 +2,9 @@
 //! Node objects opted into image mode by a MachineOSConfig whose images live on the kit's
 //! registry ([`Cluster`]), the guard registered in front of it ([`guarded`]), creating the
 //! objects ([`create`]), waiting for MCO and the pools ([`wait`]), reading what happened
-//! ([`read`]), MCO's paths beyond the report's ([`paths`]), and machines joining a pool
-//! ([`machines`]). Everything is re-exported here.
+//! ([`read`]), MCO's paths beyond the report's ([`paths`]), machines joining a pool
+//! ([`machines`]), and a node the bug hurt brought back by hand ([`way_back`]). Everything is
+//! re-exported here.
 //!
 //! A cluster plays one OpenShift release, or one side of a z-stream fix
 //! ([`Cluster::seed_on`]; 4.20's late z-stream by default): its ClusterVersion says it and the
@@ -18,6 +19,7 @@ pub mod paths;
 pub mod pipeline;
 pub mod read;
 pub mod wait;
+pub mod way_back;
 
 pub use cluster::*;
 pub use create::*;
@@ -26,6 +28,7 @@ pub use paths::*;
 pub use pipeline::*;
 pub use read::*;
 pub use wait::*;
+pub use way_back::*;
 
 use std::time::{Duration, Instant};
 
