@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use testkit::cli::CliRun;
 use testkit::controlplane::ControlPlane;
-use testkit::scenario::{create_pool, rendered_config};
+use testkit::scenario::{create_pool, create_rendered_config, rendered_config};
 
 use super::interpose::Interposer;
 use super::*;
@@ -41,18 +41,10 @@ pub(super) async fn stuck_cluster(names: &[&str]) -> ControlPlane {
     ] {
         create_pool(&client, pool, role, 1).await.expect("pool");
     }
-    let configs: String = [OLD.to_string(), rendered_config("worker"), rendered_config("master")]
-        .iter()
-        .map(|name| {
-            format!(
-                "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\n\
-                 metadata: {{name: {name}}}\nspec: {{config: {{ignition: {{version: 3.5.0}}}}}}\n---\n"
-            )
-        })
-        .collect();
-    testkit::users::apply(&cp, &configs)
+    // The pools' rendered configs exist (create_pool makes them); the one the nodes ran too.
+    create_rendered_config(&client, "worker", OLD)
         .await
-        .expect("MachineConfigs");
+        .expect("MachineConfig");
     for name in names {
         create_stuck(&client, name).await;
     }
