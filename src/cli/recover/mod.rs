@@ -7,6 +7,7 @@
 //! failed, 130 interrupted (Ctrl-C).
 
 mod apply;
+mod outcome;
 mod wait;
 
 use std::process::ExitCode;
@@ -22,7 +23,7 @@ use crate::core::recovery::{self, Plan, RecoverySnapshot, words};
 use crate::sources::dump::Want;
 use crate::sources::recovery as live;
 
-use apply::{Applied, Outcome};
+use outcome::{Applied, Outcome};
 use wait::PoolWait;
 
 /// Runs `recover`; returns the exit status.

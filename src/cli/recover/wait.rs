@@ -15,7 +15,7 @@ use crate::core::recovery::{Marker, Progress, progress};
 use crate::sources::live::LiveError;
 use crate::sources::recovery as live;
 
-use super::apply::{Applied, Clock, Outcome, minutes};
+use super::outcome::{Applied, Clock, Outcome, minutes};
 
 /// How often a node is re-read while its daemon works.
 const NODE_POLL: Duration = Duration::from_secs(1);

@@ -13,14 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::model::node_annotations::CURRENT_CONFIG;
-use crate::core::model::trimmed;
-
-use super::node::RecoveryNode;
-use super::progress::{Progress, progress};
-
-/// The marker's annotation key.
-pub const MARKER: &str = "mosc-guard.dev/recovery";
+use super::node::{MARKER, RecoveryNode};
 
 /// What the marker holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,19 +48,5 @@ impl Marker {
     /// The node's marker, if it carries one that parses (an edited, broken one counts as none).
     pub fn read(node: &RecoveryNode) -> Option<Marker> {
         serde_json::from_str(node.annotations.get(MARKER)?).ok()
-    }
-
-    /// Whether `node` is still as this marker's cancel left it: its target is the marker's
-    /// `currentConfig` and `currentImage` (what the patch set), it runs that config, and it has
-    /// not booted since. A marker from an older recovery, after which MCO moved the node on or
-    /// rebooted it, does not match.
-    pub fn matches(&self, node: &RecoveryNode) -> bool {
-        let config = trimmed(self.annotations.get(CURRENT_CONFIG).map(String::as_str));
-        config.is_some()
-            && node.current_config() == config
-            && matches!(
-                progress(node, self),
-                Progress::Waiting(_) | Progress::Recovered
-            )
     }
 }

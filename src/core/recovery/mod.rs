@@ -31,7 +31,8 @@ use std::collections::BTreeSet;
 use crate::core::policy::Membership;
 use crate::core::snapshot::Snapshot;
 
-pub use marker::{MARKER, Marker};
+pub use marker::Marker;
+pub use node::MARKER;
 pub use node::RecoveryNode;
 pub use patch::NodePatch;
 pub use progress::{Progress, progress};

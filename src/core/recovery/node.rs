@@ -17,7 +17,8 @@ use crate::core::model::node_annotations::{
 use crate::core::model::trimmed;
 use crate::core::selector::Labels;
 
-use super::marker::MARKER;
+/// The annotation of mosc-guard's recovery marker ([`super::marker`]), kept with MCO's.
+pub const MARKER: &str = "mosc-guard.dev/recovery";
 
 /// The node recovery plans for. Built from a Node object by its `Deserialize`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

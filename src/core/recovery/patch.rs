@@ -14,8 +14,8 @@ use crate::core::model::node_annotations::{
     LAST_APPLIED_DRAIN, STATE,
 };
 
-use super::marker::{MARKER, Marker};
-use super::node::RecoveryNode;
+use super::marker::Marker;
+use super::node::{MARKER, RecoveryNode};
 
 /// A node's cancelling patch: RFC 6902 operations.
 #[derive(Clone, Debug, PartialEq)]

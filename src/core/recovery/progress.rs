@@ -31,6 +31,20 @@ pub enum Progress {
     Waiting(Vec<String>),
 }
 
+/// Whether `node` is still as `marker`'s cancel left it: its target is the marker's
+/// `currentConfig` and `currentImage` (what the patch set), it runs that config, and it has not
+/// booted since. A marker from an older recovery, after which MCO moved the node on or rebooted
+/// it, does not hold.
+pub fn cancel_holds(node: &RecoveryNode, marker: &Marker) -> bool {
+    let config = trimmed(marker.annotations.get(CURRENT_CONFIG).map(String::as_str));
+    config.is_some()
+        && node.current_config() == config
+        && matches!(
+            progress(node, marker),
+            Progress::Waiting(_) | Progress::Recovered
+        )
+}
+
 /// The progress of `node` since the cancel `marker` records.
 pub fn progress(node: &RecoveryNode, marker: &Marker) -> Progress {
     let was = |key: &str| trimmed(marker.annotations.get(key).map(String::as_str));

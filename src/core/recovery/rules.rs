@@ -24,7 +24,7 @@ use crate::core::node::NodeImages;
 use super::marker::Marker;
 use super::node::RecoveryNode;
 use super::patch::NodePatch;
-use super::progress::{Progress, progress};
+use super::progress::{Progress, cancel_holds, progress};
 use super::stuck::carrier;
 use super::{Recovery, RecoverySnapshot, Verdict};
 
@@ -100,7 +100,7 @@ pub(super) fn verdict(
 ) -> Option<Verdict> {
     let builds = &snapshot.objects.machine_os_builds;
     let marker = Marker::read(node);
-    if let Some(marker) = marker.as_ref().filter(|m| m.matches(node)) {
+    if let Some(marker) = marker.as_ref().filter(|m| cancel_holds(node, m)) {
         return match progress(node, marker) {
             Progress::Waiting(waiting) => Some(Verdict::Cancelled {
                 marker: marker.clone(),
