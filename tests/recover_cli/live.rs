@@ -1,7 +1,7 @@
 //! `recover` against a real kube-apiserver: the plan from a live cluster writes nothing; `--apply`
 //! records, patches once and waits, stops where it must (nobody completes the update; the node
-//! moved between the read and the patch; another node changed since the plan), and a re-run
-//! patches nothing twice. The objects are written as MCO leaves them after the bug; where a test
+//! moved between the read and the patch; another node changed since the plan; Ctrl-C), and a
+//! re-run patches nothing twice. The objects are written as MCO leaves them after the bug; where a test
 //! needs the daemon's no-op update, it writes what the daemon and the drain controller would
 //! (the simulated daemon that does it by itself is the harness's: tests/recovery).
 
@@ -362,4 +362,41 @@ async fn apply_re_plans_each_node_and_stops_at_one_that_changed_since_the_plan()
     );
     assert_eq!(annotation(&b, MARKER), None);
     assert!(recovery_events(&cp, B).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_while_waiting_leaves_a_node_the_next_run_takes_over() {
+    let cp = stuck_cluster(&[A]).await;
+    // Started by hand (the kit's runner waits for the end), in the runner's clean environment.
+    let mut command = std::process::Command::new(BIN.path());
+    for var in testkit::cli::CLEARED_ENV {
+        command.env_remove(var);
+    }
+    let child = command
+        .args(["recover", "--apply", "-o", "json", "--kubeconfig"])
+        .arg(cp.kubeconfig())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start recover");
+    wait_cancelled(&cp, A).await;
+    let pid = libc::pid_t::try_from(child.id()).expect("pid");
+    // SAFETY: kill only sends a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("recover ends");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("the report is still printed");
+    assert_eq!(report["applied"][0]["outcome"], "interrupted", "{report:#}");
+    assert!(stderr.contains("run recover --apply again"), "{stderr}");
+    // The next run takes it over: cancelled, nothing patched twice.
+    let plan = recover(&cp, &["-o", "json"]).await;
+    assert_eq!(nodes_in(&plan.json(), "cancelled"), [A], "{plan:?}");
+    assert_eq!(recovery_events(&cp, A).await.len(), 1);
 }
