@@ -179,14 +179,9 @@ async fn one(
             (r.marker.clone(), a)
         }
         Some(other) => {
-            let plan = recovery::NodePlan {
-                node: node.to_string(),
-                pool: pool.map(str::to_string),
-                verdict: other,
-            };
             let why = format!(
                 "changed since the plan, so not patched: now {}",
-                words::text(&Plan { nodes: vec![plan] }).trim_end()
+                words::verdict(&other)
             );
             return a.stop(clock, "changedSincePlan", why, RERUN);
         }

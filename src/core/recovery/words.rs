@@ -208,6 +208,19 @@ pub fn scope(s: &Scope) -> String {
     }
 }
 
+/// A verdict in one line (what `--apply` says of a node that changed since the plan).
+pub fn verdict(v: &Verdict) -> String {
+    match v {
+        Verdict::Recoverable(_) => "recoverable".to_string(),
+        Verdict::Cancelled { waiting, .. } => cancelled(waiting),
+        Verdict::NeedsAttention(problems) => format!(
+            "it needs attention: {}",
+            problems.iter().map(problem).collect::<Vec<_>>().join("; ")
+        ),
+        Verdict::OutOfScope(s) => format!("not this tool's: {}", scope(s)),
+    }
+}
+
 /// The waiting line of a cancelled node.
 pub fn cancelled(waiting: &[String]) -> String {
     format!(
