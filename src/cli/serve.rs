@@ -77,7 +77,7 @@ impl TryFrom<ServeArgs> for ServeConfig {
         if defer && policy == PolicyMode::InUse {
             return Err(ConfigError::DeferNeedsInFlight);
         }
-        if defer && args.source.from_dir.is_some() {
+        if defer && args.source.dump.from_dir.is_some() {
             return Err(ConfigError::DeferNeedsLiveCluster);
         }
         if defer && args.enforcement == Enforcement::Warn {
@@ -89,10 +89,10 @@ impl TryFrom<ServeArgs> for ServeConfig {
             );
         }
         let secs = |s: u64| Duration::from_secs(s);
-        let source = match args.source.from_dir {
+        let source = match args.source.dump.from_dir {
             Some(path) => Source::Dir {
                 path,
-                allow_incomplete: args.source.allow_incomplete,
+                allow_incomplete: args.source.dump.allow_incomplete,
             },
             None => Source::Live(args.source.cluster),
         };

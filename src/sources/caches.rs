@@ -384,6 +384,10 @@ impl ClusterView for Caches {
         self.nodes.nodes(digests, mode)
     }
 
+    fn unreached_nodes(&self) -> Vec<Arc<NodeMeta>> {
+        self.nodes.unreached()
+    }
+
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {
         Box::pin(self.fresh_read())
     }

@@ -161,6 +161,17 @@ impl NodeCache {
         }
     }
 
+    /// Nodes that have not reached their desired image, or whose images could not be indexed.
+    pub fn unreached(&self) -> Vec<Arc<NodeMeta>> {
+        let state = read(&self.state);
+        state
+            .index
+            .unreached()
+            .into_iter()
+            .filter_map(|name| state.nodes.get(name).cloned())
+            .collect()
+    }
+
     /// Nodes cached, and nodes filed in the index (those with image annotations).
     pub fn sizes(&self) -> (usize, usize) {
         let state = read(&self.state);

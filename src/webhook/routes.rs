@@ -15,6 +15,7 @@ use axum::routing::{get, post};
 use tower_http::timeout::TimeoutLayer;
 
 use crate::core::policy::{Deletion, Verdict};
+use crate::core::recovery::stuck::stuck_per_pool;
 use crate::sources::error::NotReady;
 use crate::sources::view::ClusterView;
 use crate::telemetry::metrics::{Blocked, Metrics};
@@ -143,7 +144,7 @@ fn readiness<V: ClusterView>(app: &AppState<V>) -> Result<(), NotReady> {
 
 async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
     let view = &app.reviewer.engine().view;
-    let objects = view.objects();
+    let mut objects = view.objects();
     app.metrics.release_rules(&objects.rules());
     app.metrics
         .deletion_blocked(objects.machine_os_configs.iter().map(|mosc| {
@@ -153,6 +154,8 @@ async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Respons
                 .cached(Deletion::MachineOSConfig(mosc));
             (mosc.name().to_string(), blocked_by(&v))
         }));
+    objects.nodes = view.unreached_nodes();
+    app.metrics.nodes_stuck(stuck_per_pool(&objects));
     let body = app
         .metrics
         .render(&view.sizes(), &view.stale(), readiness(&app).is_ok());
