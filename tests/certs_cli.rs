@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use mosc_guard::webhook::tls::{CertFiles, ReloadingResolver};
+use mosc_guard::server::tls::{CertFiles, ReloadingResolver};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use testkit::cli::CliRun;
