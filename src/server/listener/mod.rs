@@ -27,7 +27,8 @@
 //!
 //! **What is a crate's, and why the rest is not.** A connection is served by hyper-util's
 //! `auto::Builder` (HTTP/1 header-read timeout, HTTP/2 keep-alive and stream cap) over
-//! tokio-rustls, shut down by hyper-util's `GracefulShutdown`. Tried for the rest, and why each falls short of the limits above (docs/cli.md):
+//! tokio-rustls, shut down by hyper-util's `GracefulShutdown`; the open-files limit is
+//! `rlimit`'s. Tried for the rest, and why each falls short of the limits above (docs/cli.md):
 //! - `tls-listener` 0.12 (bounded handshakes with a timeout, as it was before its 0.10) now
 //!   accepts every queued connection, in batches, with no bound on handshakes in flight, and
 //!   has no notion of a connection after its handshake: it can neither leave newcomers in the
@@ -150,34 +151,10 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// containers) would make accept fail long before [`MAX_CONNECTIONS`] plus the accept queue,
 /// the watches and the API client are open. `None` if the limit cannot be read.
 pub fn raise_open_files_limit() -> Option<u64> {
-    #[cfg(unix)]
-    {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit only writes the struct it is given.
-        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } != 0 {
-            return None;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            // SAFETY: setrlimit only reads the struct it is given; raising the soft limit up
-            // to the hard one needs no privilege (it fails harmlessly above the kernel's
-            // nr_open, and then the old limit stays).
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const raised) } == 0 {
-                return Some(raised.rlim_cur);
-            }
-        }
-        Some(limit.rlim_cur)
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
+    // Raising it fails harmlessly above the kernel's nr_open; then the old limit stays.
+    rlimit::increase_nofile_limit(u64::MAX)
+        .or_else(|_| rlimit::Resource::NOFILE.get().map(|(soft, _)| soft))
+        .ok()
 }
 
 /// Serves `app` over TLS on `listener` until `shutdown` resolves, then stops accepting
@@ -262,20 +239,11 @@ pub async fn serve(
 mod tests {
     use super::*;
 
-    #[cfg(unix)]
     #[test]
     fn the_open_files_limit_is_at_its_hard_limit() {
         let limit = raise_open_files_limit().expect("readable");
         assert!(limit >= 256, "{limit}");
-        let mut now = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit only writes the struct it is given.
-        assert_eq!(
-            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut now) },
-            0
-        );
-        assert_eq!(now.rlim_cur, limit);
+        let (soft, _) = rlimit::Resource::NOFILE.get().expect("readable");
+        assert_eq!(soft, limit, "the limit in force");
     }
 }
