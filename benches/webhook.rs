@@ -115,7 +115,7 @@ fn main() {
         key: pair.key,
     })
     .expect("certificate");
-    let tls = Arc::new(resolver.server_config().expect("tls"));
+    let tls = Arc::new(resolver.server_config(None).expect("tls"));
     let reviewer = Reviewer::new(Engine::new(
         StaticView(Arc::new(cluster())),
         PolicyMode::InFlight,

@@ -157,9 +157,9 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
     // Every connection is a file descriptor: allow as many as the hard limit does.
     let open_files = listener::raise_open_files_limit();
     let resolver = ReloadingResolver::load(config.certs.clone())?;
-    let plain_tls = Arc::new(resolver.server_config()?);
+    let plain_tls = Arc::new(resolver.server_config(None)?);
     let tls = match &config.client_ca {
-        Some(ca) => Arc::new(resolver.server_config_with_client_ca(ca)?),
+        Some(ca) => Arc::new(resolver.server_config(Some(ca))?),
         None => Arc::clone(&plain_tls),
     };
     let ops_listener = match config.metrics_listen {

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use axum::routing::get;
 
 use crate::sources::error::NotReady;
@@ -36,11 +35,6 @@ impl Readiness {
         }
         (self.check)()
     }
-
-    /// From now on `/readyz` answers 503 (see [`drain_after`]).
-    pub fn start_draining(&self) {
-        self.draining.store(true, Ordering::Release);
-    }
 }
 
 /// `/healthz` (200 while the process answers) and `/readyz` (200 while `readiness` says so,
@@ -51,13 +45,10 @@ pub fn routes<S: Clone + Send + Sync + 'static>(readiness: Readiness) -> Router<
         .route(
             "/readyz",
             get(move || {
-                let answer = match readiness.check() {
-                    Ok(()) => (StatusCode::OK, "ok").into_response(),
-                    Err(why) => {
-                        (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response()
-                    }
-                };
-                async move { answer }
+                let answer = readiness.check().map(|()| "ok");
+                async move {
+                    answer.map_err(|why| (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")))
+                }
             }),
         )
 }
@@ -70,7 +61,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>(readiness: Readiness) -> Router<
 /// the requests in flight.
 pub async fn drain_after(signal: impl Future<Output = ()>, readiness: Readiness, delay: Duration) {
     signal.await;
-    readiness.start_draining();
+    readiness.draining.store(true, Ordering::Release);
     tracing::info!(
         delay_seconds = delay.as_secs_f64(),
         "draining: /readyz answers 503; still accepting connections for the shutdown delay"

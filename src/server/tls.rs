@@ -127,23 +127,29 @@ impl ReloadingResolver {
         metrics.set_certificate_expiry(expiry.unwrap_or(0));
     }
 
-    /// A server configuration (TLS 1.2 and 1.3, HTTP/2 and HTTP/1.1) using this resolver.
-    pub fn server_config(self: &Arc<Self>) -> Result<ServerConfig, TlsError> {
-        let mut config = ServerConfig::builder_with_provider(Arc::clone(&self.provider))
-            .with_protocol_versions(&[&version::TLS13, &version::TLS12])?
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::clone(self) as Arc<dyn ResolvesServerCert>);
+    /// A server configuration (TLS 1.2 and 1.3, HTTP/2 and HTTP/1.1) using this resolver. With
+    /// `client_ca` (PEM, read once) a client must present a certificate that CA signed, or its
+    /// handshake fails.
+    pub fn server_config(
+        self: &Arc<Self>,
+        client_ca: Option<&Path>,
+    ) -> Result<ServerConfig, TlsError> {
+        let builder = ServerConfig::builder_with_provider(Arc::clone(&self.provider))
+            .with_protocol_versions(&[&version::TLS13, &version::TLS12])?;
+        let builder = match client_ca {
+            Some(ca) => builder.with_client_cert_verifier(self.client_verifier(ca)?),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config =
+            builder.with_cert_resolver(Arc::clone(self) as Arc<dyn ResolvesServerCert>);
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
     }
 
-    /// [`ReloadingResolver::server_config`] that requires a client certificate signed by a CA
-    /// in `client_ca` (PEM, read once): a client presenting none, or one the CA did not sign,
-    /// fails the handshake.
-    pub fn server_config_with_client_ca(
-        self: &Arc<Self>,
+    fn client_verifier(
+        &self,
         client_ca: &Path,
-    ) -> Result<ServerConfig, TlsError> {
+    ) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
         let pem = std::fs::read(client_ca).map_err(|source| TlsError::Read {
             path: client_ca.to_path_buf(),
             source,
@@ -162,18 +168,12 @@ impl ReloadingResolver {
         if roots.is_empty() {
             return Err(parse_err("no CA certificate found".into()));
         }
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        rustls::server::WebPkiClientVerifier::builder_with_provider(
             Arc::new(roots),
             Arc::clone(&self.provider),
         )
         .build()
-        .map_err(|e| parse_err(format!("cannot verify clients with it: {e}")))?;
-        let mut config = ServerConfig::builder_with_provider(Arc::clone(&self.provider))
-            .with_protocol_versions(&[&version::TLS13, &version::TLS12])?
-            .with_client_cert_verifier(verifier)
-            .with_cert_resolver(Arc::clone(self) as Arc<dyn ResolvesServerCert>);
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(config)
+        .map_err(|e| parse_err(format!("cannot verify clients with it: {e}")))
     }
 
     fn read_current<T>(&self, f: impl FnOnce(&Loaded) -> T) -> T {

@@ -154,7 +154,7 @@ async fn start_with_limits<V: ClusterView>(
     let resolver = ReloadingResolver::load(files).expect("certificate loads");
     let metrics = Arc::new(Metrics::default());
     let reloader = resolver.spawn_reloader(Duration::from_millis(100), Arc::clone(&metrics));
-    let tls = Arc::new(resolver.server_config().expect("tls config"));
+    let tls = Arc::new(resolver.server_config(None).expect("tls config"));
     // As `serve` binds: a deep accept queue, so a flood of connections does not drop SYNs.
     let listener = listener::bind(([127, 0, 0, 1], 0).into()).expect("bind loopback");
     let url = format!(

@@ -25,23 +25,18 @@
 //! [`MAX_HANDSHAKES`] handshakes run. The loop thus accepts as fast as handshakes finish or
 //! clients fall silent, never faster.
 //!
-//! **What is a crate's, and why the rest is not.** A connection is served by hyper-util's
-//! `auto::Builder` (HTTP/1 header-read timeout, HTTP/2 keep-alive and stream cap) over
-//! tokio-rustls, shut down by hyper-util's `GracefulShutdown`; the open-files limit is
-//! `rlimit`'s. Tried for the rest, and why each falls short of the limits above (docs/cli.md):
-//! - `tls-listener` 0.12 (bounded handshakes with a timeout, as it was before its 0.10) now
-//!   accepts every queued connection, in batches, with no bound on handshakes in flight, and
-//!   has no notion of a connection after its handshake: it can neither leave newcomers in the
-//!   kernel's queue while [`MAX_HANDSHAKES`] run nor close a silent connection to admit one.
-//! - `axum-server` 0.8 accepts and spawns every connection (no cap, nothing closed for room);
-//!   its handshake timeout and graceful `Handle` are what tokio's `timeout` and hyper-util
-//!   already give here.
-//! - tower's limits (`ConcurrencyLimit`, `RateLimit`, `LoadShed`) count requests inside a
-//!   service: a connection that never sends one never reaches them.
-//! - hyper closes no HTTP/2 connection that never sends a request or stays idle (PINGs only
-//!   catch a peer that vanished; a live client answers them), and hyper-util's `auto` reads the
-//!   protocol preface with no timeout: so [`connection`] keeps one first-request deadline and
-//!   one idle deadline for both protocols.
+//! **What is a crate's, and why the rest is not.** One connection is served by hyper-util's
+//! `auto::Builder` (HTTP/1 header-read timeout, HTTP/2 keep-alive, stream cap) over
+//! tokio-rustls, drained by hyper-util's `GracefulShutdown`; the open-files limit is `rlimit`'s.
+//! Tried for the rest: `tls-listener` 0.12 (since 0.10) accepts every queued connection with no
+//! bound on handshakes in flight and forgets a connection once its handshake ends, so it can
+//! neither leave newcomers in the kernel's queue nor close a silent connection for one;
+//! `axum-server` 0.8 accepts and spawns every connection (no cap; its handshake timeout and
+//! `Handle` are tokio's `timeout` and hyper-util's shutdown here); tower's limits count requests
+//! inside a service, which a connection that sends none never reaches. hyper closes no HTTP/2
+//! connection that never sends a request or idles (PINGs only catch a vanished peer), and
+//! `auto` reads the protocol preface with no timeout: hence one first-request and one idle
+//! deadline for both protocols in [`connection`].
 
 mod connection;
 mod silence;
