@@ -152,7 +152,9 @@ load: deps binaries
 ## nothing or only the HTTP/2 preface, first each connecting once (reviews for 5 s), then each
 ## reconnecting when closed (reviews for STALLED_SECONDS s); a real review over a new
 ## connection every 250 ms and a GET over an established HTTP/2 connection, which must never
-## be closed. Needs STALLED + 256 open files (the test raises its soft limit to the hard one).
+## be closed; connecting once, every connection the server kept must then close by its 10 s
+## deadline, leaving the guard no more open files than before the flood. Needs STALLED + 256
+## open files (the test raises its soft limit to the hard one).
 STALLED ?= 5000
 STALLED_SECONDS ?= 20
 STALLED_CMD = MOSC_GUARD_STALLED=$(STALLED) MOSC_GUARD_STALLED_SECONDS=$(STALLED_SECONDS) \

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use crate::core::policy::TargetKind;
 use crate::defer::release::ReleaseError;
+use crate::server::tls::TlsError;
 use crate::sources::dump::DumpError;
 use crate::sources::live::LiveError;
-use crate::webhook::tls::TlsError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {

@@ -426,7 +426,7 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
-    /// The serving certificate's notAfter, seconds since the Unix epoch (see `cert_expiry`).
+    /// The serving certificate's notAfter, seconds since the Unix epoch (set by `server::tls`).
     pub fn set_certificate_expiry(&self, not_after: i64) {
         self.certificate_expiry.set(not_after);
     }

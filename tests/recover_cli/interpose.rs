@@ -22,8 +22,8 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
-use mosc_guard::webhook::listener::{self, ConnectionLimits, Limits};
-use mosc_guard::webhook::tls::{CertFiles, ReloadingResolver};
+use mosc_guard::server::listener::{self, ConnectionLimits, Limits};
+use mosc_guard::server::tls::{CertFiles, ReloadingResolver};
 use testkit::controlplane::ControlPlane;
 
 type Action = Box<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
@@ -66,7 +66,7 @@ impl Interposer {
             key: pair.key,
         })
         .expect("certificate loads")
-        .server_config()
+        .server_config(None)
         .expect("server config");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
