@@ -7,10 +7,9 @@
 //! At 30 s a cache could sit out most of that after the API server answered again
 //! (RELIABILITY.md measured 34.5 s after a restart); a probe loop beside the backoff used to
 //! cut that short, two retry engines for one job. Capped at 2 s, the next retry after an outage
-//! is at most 4 s away with nothing else running, and a failing watch costs one request every
-//! 2-4 s: the MCO kinds relist a handful of objects, the node cache resumes its watch (it
-//! relists 50,000 nodes at that pace only while the list itself fails, and a paged list fails
-//! at its first bad page).
+//! ends is at most 4 s away (jitter included), and a failing watch costs one request every 2-4
+//! s: the MCO kinds relist a handful of objects, the node cache resumes its watch (and relists
+//! its nodes at that pace only while the list itself keeps failing).
 //!
 //! Health: a watch is failing from its first error (for the node cache, from the moment its
 //! watch went quiet) until the cache's own data shows it current again: a completed list or a
