@@ -67,6 +67,15 @@ struct Failing {
     reported: bool,
 }
 
+/// What a failure is worth logging.
+#[derive(Debug, PartialEq, Eq)]
+struct Logged {
+    /// The first failure of its streak, or a different error than the last.
+    new_error: bool,
+    /// The streak has just reached `--stale-after`.
+    newly_stale: bool,
+}
+
 impl WatchHealth {
     pub(crate) fn new(cache: &'static str, stale_after: Duration) -> Self {
         Self {
@@ -86,10 +95,16 @@ impl WatchHealth {
     }
 
     /// The watch failed with `error`; a streak not yet running starts at `since`. Logs the
-    /// error, and once when the streak turns stale.
+    /// error when the streak starts or the error changes (every retry at debug level: at 2-4 s
+    /// apart an outage would flood the log), and once when the streak turns stale.
     pub(crate) fn failed(&self, since: Instant, error: &dyn Display) {
-        tracing::warn!(cache = self.cache, %error, "watch failed; retrying with backoff");
-        if self.failed_at(since, Instant::now(), error.to_string()) {
+        let logged = self.failed_at(since, Instant::now(), error.to_string());
+        if logged.new_error {
+            tracing::warn!(cache = self.cache, %error, "watch failed; retrying with backoff");
+        } else {
+            tracing::debug!(cache = self.cache, %error, "watch failed again");
+        }
+        if logged.newly_stale {
             tracing::warn!(
                 cache = self.cache,
                 stale_after = ?self.stale_after,
@@ -98,18 +113,22 @@ impl WatchHealth {
         }
     }
 
-    /// [`Self::failed`] at `now`: true the first time the streak reaches `--stale-after`.
-    fn failed_at(&self, since: Instant, now: Instant, error: String) -> bool {
+    /// [`Self::failed`] at `now`.
+    fn failed_at(&self, since: Instant, now: Instant, error: String) -> Logged {
         let mut failing = self.lock();
         let f = failing.get_or_insert_with(|| Failing {
             since,
             error: String::new(),
             reported: false,
         });
+        let new_error = f.error != error;
         f.error = error;
         let newly_stale = !f.reported && now.saturating_duration_since(f.since) >= self.stale_after;
         f.reported |= newly_stale;
-        newly_stale
+        Logged {
+            new_error,
+            newly_stale,
+        }
     }
 
     /// How long the watch has been failing and its last error, once that is `--stale-after`
@@ -135,27 +154,45 @@ mod tests {
         let health = WatchHealth::new("pools", Duration::from_secs(30));
         let t0 = Instant::now();
         let at = |s| t0 + Duration::from_secs(s);
+        let logged = |new_error, newly_stale| Logged {
+            new_error,
+            newly_stale,
+        };
         assert_eq!(health.stale(t0), None, "healthy");
-        assert!(!health.failed_at(t0, t0, "403 forbidden".into()));
-        assert!(!health.failed_at(at(20), at(20), "403 again".into()));
+        assert_eq!(health.failed_at(t0, t0, "403".into()), logged(true, false));
+        assert_eq!(
+            health.failed_at(at(20), at(20), "403".into()),
+            logged(false, false),
+            "the same error again is not worth a warning"
+        );
         assert_eq!(health.stale(at(29)), None);
         // The streak keeps its start: stale 30 s after the first failure, with the last error.
-        assert!(
-            health.failed_at(at(31), at(31), "403 still".into()),
+        assert_eq!(
+            health.failed_at(at(31), at(31), "timeout".into()),
+            logged(true, true),
             "reported once when it turns stale"
         );
-        assert!(!health.failed_at(at(40), at(40), "403 still".into()));
+        assert_eq!(
+            health.failed_at(at(40), at(40), "timeout".into()),
+            logged(false, false)
+        );
         let (for_, error) = health.stale(at(41)).expect("stale");
-        assert_eq!((for_.as_secs(), error.as_str()), (41, "403 still"));
+        assert_eq!((for_.as_secs(), error.as_str()), (41, "timeout"));
         // The cache's own data again: healthy at once.
         health.recovered("test");
         assert_eq!(health.stale(at(42)), None);
         // A new streak starts from scratch, or from when the watch went quiet.
-        assert!(!health.failed_at(at(50), at(50), "timeout".into()));
+        assert_eq!(
+            health.failed_at(at(50), at(50), "timeout".into()),
+            logged(true, false)
+        );
         assert_eq!(health.stale(at(79)), None);
         assert!(health.stale(at(80)).is_some());
         health.recovered("test");
-        assert!(health.failed_at(at(60), at(90), "quiet since 60".into()));
+        assert_eq!(
+            health.failed_at(at(60), at(90), "quiet since 60".into()),
+            logged(true, true)
+        );
     }
 
     #[tokio::test(start_paused = true)]
