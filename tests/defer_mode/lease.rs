@@ -1,4 +1,4 @@
-//! Leader election (`mosc_guard::defer::leader`) on a real API server, at a tenth of the
+//! Leader election (`mosc_guard::defer::leader`) on a real API server, at about a third of the
 //! guard's timing: the two points for which it is hand-written rather than taken from
 //! `kube-lease-manager` (the module doc says why). A takeover follows the candidate's own clock,
 //! whatever the holder writes as its renewTime; a holder cut off from the API server stops
