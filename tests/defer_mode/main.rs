@@ -10,11 +10,13 @@
 //!
 //! One test binary: the defer-mode guard, the seeded cluster and the waits are here, the tests in
 //! [`deferral`] (a deletion deferred until the rollout settles, the foreground cascade, the
-//! mutating webhook), [`controller`] (start-up, restart, two replicas) and [`release`]
+//! mutating webhook), [`controller`] (start-up, restart, two replicas), [`lease`] (the leader
+//! election alone, with skewed clocks and a holder cut off) and [`release`]
 //! (`mosc-guard release-finalizers`).
 
 mod controller;
 mod deferral;
+mod lease;
 mod release;
 
 use std::time::Duration;
