@@ -115,6 +115,47 @@ pub enum ReleaseReason {
     Overridden,
 }
 
+impl ReleaseReason {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            ReleaseReason::Settled => "settled",
+            ReleaseReason::Overridden => "overridden",
+        }
+    }
+}
+
+/// What kind of failure a finalizer patch met: the controller decides its retry from it, and
+/// counts it under [`Failure::label`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// A write based on a stale read (409, or a failed resourceVersion test): expected now and
+    /// then, retried at once.
+    Conflict,
+    /// 422 on an object that did not change: the API server (a CRD rule, an admission
+    /// policy, another webhook) rejects the update itself; retrying at once cannot help.
+    Invalid,
+    /// 401/403: RBAC.
+    Forbidden,
+    /// No answer within the patch deadline.
+    Timeout,
+    /// Anything else (other status codes, connection errors).
+    Other,
+}
+
+impl Failure {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Failure::Conflict => "conflict",
+            Failure::Invalid => "invalid",
+            Failure::Forbidden => "forbidden",
+            Failure::Timeout => "timeout",
+            Failure::Other => "other",
+        }
+    }
+}
+
 /// Plans the controller's step. `verdict` is the confirmed policy verdict for deleting it,
 /// needed only when it is terminating and carries the finalizer (`None` otherwise, or when
 /// the guard could not verify, which means waiting).

@@ -21,7 +21,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::finalizer::{self, ReleaseReason, Step};
+use crate::core::finalizer::{self, Failure, ReleaseReason, Step};
 use crate::core::message;
 use crate::core::model::MachineOSConfig;
 use crate::core::policy::{Deletion, TargetKind};
@@ -29,7 +29,6 @@ use crate::decision::{Checked, Engine};
 use crate::defer::memos::{Memo, MemoJanitor, Memos};
 use crate::sources::view::ClusterView;
 use crate::telemetry::events::{self, Events};
-use crate::telemetry::metrics::Failure;
 use crate::telemetry::metrics::Metrics;
 
 /// Field manager of the controller's patches.
@@ -71,18 +70,18 @@ pub enum Error {
 impl Error {
     pub fn failure(&self) -> Failure {
         match self {
-            Error::Stale { .. } => Failure::conflict,
-            Error::PatchTimeout { .. } => Failure::timeout,
+            Error::Stale { .. } => Failure::Conflict,
+            Error::PatchTimeout { .. } => Failure::Timeout,
             Error::Patch {
                 source: kube::Error::Api(s),
                 ..
             } => match s.code {
-                409 => Failure::conflict,
-                422 => Failure::invalid,
-                401 | 403 => Failure::forbidden,
-                _ => Failure::other,
+                409 => Failure::Conflict,
+                422 => Failure::Invalid,
+                401 | 403 => Failure::Forbidden,
+                _ => Failure::Other,
             },
-            Error::Patch { .. } => Failure::other,
+            Error::Patch { .. } => Failure::Other,
         }
     }
 }
@@ -92,7 +91,7 @@ impl Error {
 /// persistent failure (RBAC, an invalid update, another webhook refusing it) does not loop.
 fn retry_after(failure: Failure, attempts: u32) -> Duration {
     match failure {
-        Failure::conflict => CONFLICT_RETRY,
+        Failure::Conflict => CONFLICT_RETRY,
         _ => backoff(attempts),
     }
 }
@@ -305,7 +304,7 @@ async fn reconcile<V: ClusterView>(
 fn error_policy<V>(mosc: Arc<MachineOSConfig>, error: &Error, ctx: Arc<Context<V>>) -> Action {
     let failure = error.failure();
     ctx.metrics.controller_error(failure);
-    if failure == Failure::conflict {
+    if failure == Failure::Conflict {
         tracing::debug!(name = mosc.name(), %error, "stale read; retrying");
         return Action::requeue(retry_after(failure, 1));
     }
@@ -407,7 +406,7 @@ mod tests {
     #[test]
     fn only_a_conflict_is_retried_at_once() {
         let conflict = api_error(409, "Conflict");
-        assert_eq!(conflict.failure(), Failure::conflict);
+        assert_eq!(conflict.failure(), Failure::Conflict);
         assert_eq!(retry_after(conflict.failure(), 7), CONFLICT_RETRY);
         let stale = Error::Stale {
             name: "worker".into(),
@@ -417,19 +416,19 @@ mod tests {
         // A 422 that is not a stale read (a CRD rule, an admission policy) backs off like any
         // other failure instead of looping every 200 ms.
         let invalid = api_error(422, "Invalid");
-        assert_eq!(invalid.failure(), Failure::invalid);
+        assert_eq!(invalid.failure(), Failure::Invalid);
         let waits: Vec<u64> = (1..=5)
             .map(|a| retry_after(invalid.failure(), a).as_secs())
             .collect();
         assert_eq!(waits, [1, 2, 4, 8, 10]);
 
-        assert_eq!(api_error(403, "Forbidden").failure(), Failure::forbidden);
-        assert_eq!(api_error(500, "InternalError").failure(), Failure::other);
+        assert_eq!(api_error(403, "Forbidden").failure(), Failure::Forbidden);
+        assert_eq!(api_error(500, "InternalError").failure(), Failure::Other);
         let timeout = Error::PatchTimeout {
             name: "worker".into(),
         };
-        assert_eq!(timeout.failure(), Failure::timeout);
-        for f in [Failure::forbidden, Failure::other, Failure::timeout] {
+        assert_eq!(timeout.failure(), Failure::Timeout);
+        for f in [Failure::Forbidden, Failure::Other, Failure::Timeout] {
             assert_eq!(retry_after(f, 1), FIRST_RETRY, "{f:?}");
         }
     }

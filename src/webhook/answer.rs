@@ -6,8 +6,8 @@
 use kube::core::admission::AdmissionResponse;
 
 use crate::core::message;
+use crate::core::outcome::Outcome;
 use crate::core::policy::Verdict;
-use crate::telemetry::metrics::Outcome;
 use crate::webhook::admission::{self, Request};
 
 #[derive(Debug)]
@@ -55,14 +55,14 @@ impl Answer {
         let answer = if !verdict.allowed {
             Self {
                 warnings: note,
-                ..Self::deny(Outcome::denied, message::denial(verdict))
+                ..Self::deny(Outcome::Denied, message::denial(verdict))
             }
         } else if verdict.overridden() {
             let mut warnings = message::override_warnings(verdict);
             warnings.extend(note);
-            Self::allow(Outcome::overridden, warnings)
+            Self::allow(Outcome::Overridden, warnings)
         } else {
-            Self::allow(Outcome::allowed, note)
+            Self::allow(Outcome::Allowed, note)
         };
         answer.blocking(verdict)
     }
@@ -72,7 +72,7 @@ impl Answer {
         let answer = if verdict.allowed {
             Self::from_verdict(verdict)
         } else {
-            Self::allow(Outcome::deferred, vec![message::deferred(verdict)])
+            Self::allow(Outcome::Deferred, vec![message::deferred(verdict)])
         };
         answer.blocking(verdict)
     }
@@ -82,16 +82,10 @@ impl Answer {
         self
     }
 
-    /// Whether it refuses (enforced or not yet adjusted): what warn mode and MCO's requests
-    /// turn into an allow.
-    fn refuses(&self) -> bool {
-        matches!(self.outcome, Outcome::denied | Outcome::unverified)
-    }
-
     /// `--enforcement warn`: a refusal becomes an allow that carries the refusal's text as
     /// warnings (one per line, as the API server shows them), marked as not enforced.
     pub fn not_enforced(self) -> Self {
-        if !self.refuses() {
+        if !self.outcome.refuses() {
             return self;
         }
         let mut warnings = vec![
@@ -106,7 +100,7 @@ impl Answer {
         );
         warnings.extend(self.warnings);
         Self {
-            outcome: Outcome::would_deny,
+            outcome: Outcome::WouldDeny,
             allowed: true,
             // The refusal's words also go to the Event, as for an enforced refusal.
             message: self.message,
@@ -118,11 +112,11 @@ impl Answer {
     /// MCO's own request: admitted whatever the verdict. A refusal becomes an allow counted as
     /// `mco-would-deny`, its words kept for the Event that says the guard let MCO through.
     pub fn admitted_for_mco(self) -> Self {
-        if !self.refuses() {
+        if !self.outcome.refuses() {
             return self;
         }
         Self {
-            outcome: Outcome::mco_would_deny,
+            outcome: Outcome::McoWouldDeny,
             allowed: true,
             message: message::admitted_for_mco(&self.message),
             warnings: vec![
@@ -166,7 +160,7 @@ mod tests {
         Answer {
             warnings: vec!["mosc-guard: decided with 4.20's rules".to_string()],
             blocking_nodes: 2,
-            ..Answer::deny(Outcome::denied, "line one\n\nline two".to_string())
+            ..Answer::deny(Outcome::Denied, "line one\n\nline two".to_string())
         }
     }
 
@@ -174,7 +168,7 @@ mod tests {
     fn warn_mode_admits_a_refusal_with_its_lines_as_warnings_and_keeps_its_words() {
         let a = refusal().not_enforced();
         assert!(a.allowed);
-        assert_eq!(a.outcome, Outcome::would_deny);
+        assert_eq!(a.outcome, Outcome::WouldDeny);
         assert_eq!(a.message, "line one\n\nline two", "the Event's note");
         assert_eq!(a.warnings.len(), 4, "{:?}", a.warnings);
         assert_eq!(a.warnings[1], "mosc-guard: line one");
@@ -186,15 +180,15 @@ mod tests {
     fn mcos_request_is_admitted_and_an_allow_is_left_as_it_is() {
         let a = refusal().admitted_for_mco();
         assert!(a.allowed);
-        assert_eq!(a.outcome, Outcome::mco_would_deny);
+        assert_eq!(a.outcome, Outcome::McoWouldDeny);
         assert!(a.message.contains("line one"), "{}", a.message);
-        let allow = Answer::allow(Outcome::allowed, vec![]).admitted_for_mco();
-        assert_eq!(allow.outcome, Outcome::allowed);
+        let allow = Answer::allow(Outcome::Allowed, vec![]).admitted_for_mco();
+        assert_eq!(allow.outcome, Outcome::Allowed);
         assert_eq!(
-            Answer::allow(Outcome::deferred, vec![])
+            Answer::allow(Outcome::Deferred, vec![])
                 .not_enforced()
                 .outcome,
-            Outcome::deferred
+            Outcome::Deferred
         );
     }
 
@@ -204,7 +198,7 @@ mod tests {
             refusal().explain(" why").message,
             "line one\n\nline two why"
         );
-        let allow = Answer::allow(Outcome::allowed, vec![]).explain(" why");
+        let allow = Answer::allow(Outcome::Allowed, vec![]).explain(" why");
         assert!(allow.message.is_empty());
     }
 }

@@ -7,7 +7,7 @@ use kube::core::admission::{AdmissionResponse, Operation};
 
 use crate::core::finalizer;
 use crate::core::model::GROUP;
-use crate::telemetry::metrics::Mutation;
+use crate::core::outcome::Mutation;
 use crate::webhook::admission::{self, Request};
 
 /// Answers one mutation request; always allows, with a patch when the finalizer is missing.
@@ -18,26 +18,26 @@ pub fn review(req: &Request, add_finalizers: bool) -> (Mutation, AdmissionRespon
         && req.resource.resource == "machineosconfigs"
         && req.sub_resource.as_deref().unwrap_or_default().is_empty();
     let Some(object) = req.object.as_ref().filter(|_| relevant) else {
-        return (Mutation::ignored, allow());
+        return (Mutation::Ignored, allow());
     };
     let meta = &object.metadata;
     if finalizer::has(meta) {
-        return (Mutation::present, allow());
+        return (Mutation::Present, allow());
     }
     if finalizer::is_terminating(meta) {
-        return (Mutation::terminating, allow());
+        return (Mutation::Terminating, allow());
     }
     if !add_finalizers {
-        return (Mutation::disabled, allow());
+        return (Mutation::Disabled, allow());
     }
     let Some(patch) = finalizer::add_patch(meta, None) else {
-        return (Mutation::present, allow());
+        return (Mutation::Present, allow());
     };
     match allow().with_patch(patch) {
-        Ok(resp) => (Mutation::added, resp),
+        Ok(resp) => (Mutation::Added, resp),
         Err(e) => {
             tracing::error!(error = %e, name = %req.name, "serializing the finalizer patch");
-            (Mutation::ignored, allow())
+            (Mutation::Ignored, allow())
         }
     }
 }
@@ -86,14 +86,14 @@ mod tests {
     fn create_gets_exactly_the_finalizer_and_reinvocation_changes_nothing() {
         let object = mosc(json!({"name": "worker", "labels": {"a": "b"}}));
         let (outcome, resp) = review(&request("CREATE", object.clone()), true);
-        assert_eq!(outcome, Mutation::added);
+        assert_eq!(outcome, Mutation::Added);
         let once = patched(&object, &resp);
         let mut expected = object.clone();
         expected["metadata"]["finalizers"] = json!([finalizer::FINALIZER]);
         assert_eq!(once, expected);
 
         let (outcome, resp) = review(&request("UPDATE", once.clone()), true);
-        assert_eq!(outcome, Mutation::present);
+        assert_eq!(outcome, Mutation::Present);
         assert_eq!(patched(&once, &resp), once);
     }
 
@@ -112,15 +112,15 @@ mod tests {
         let terminating =
             mosc(json!({"name": "worker", "deletionTimestamp": "2026-11-30T00:00:00Z"}));
         let (outcome, resp) = review(&request("UPDATE", terminating.clone()), true);
-        assert_eq!(outcome, Mutation::terminating);
+        assert_eq!(outcome, Mutation::Terminating);
         assert_eq!(patched(&terminating, &resp), terminating);
 
         let bare = mosc(json!({"name": "worker"}));
         let (outcome, resp) = review(&request("CREATE", bare.clone()), false);
-        assert_eq!(outcome, Mutation::disabled);
+        assert_eq!(outcome, Mutation::Disabled);
         assert_eq!(patched(&bare, &resp), bare);
 
         let (outcome, _) = review(&request("DELETE", bare), true);
-        assert_eq!(outcome, Mutation::ignored);
+        assert_eq!(outcome, Mutation::Ignored);
     }
 }

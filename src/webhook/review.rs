@@ -12,11 +12,11 @@ use kube::core::admission::AdmissionResponse;
 use crate::core::finalizer;
 use crate::core::message;
 use crate::core::message::Printable;
+use crate::core::outcome::Outcome;
 use crate::core::policy::TargetKind;
 use crate::decision::{Checked, DeletionMode, Enforcement, Engine};
 use crate::sources::view::ClusterView;
 use crate::telemetry::events::{self, Events};
-use crate::telemetry::metrics::Outcome;
 use crate::webhook::admission::{self, Classified, Request, Subject};
 use crate::webhook::answer::Answer;
 use crate::webhook::event_limiter::{Admit, EventLimiter};
@@ -92,7 +92,7 @@ impl<V: ClusterView> Reviewer<V> {
     pub async fn review(&self, req: &Request) -> AdmissionResponse {
         let started = Instant::now();
         let (resource, answer) = match admission::classify(req) {
-            Classified::Ignore => ("other", Answer::allow(Outcome::ignored, vec![])),
+            Classified::Ignore => ("other", Answer::allow(Outcome::Ignored, vec![])),
             Classified::Delete {
                 kind,
                 name,
@@ -148,7 +148,7 @@ impl<V: ClusterView> Reviewer<V> {
         let subject = match subject {
             Ok(s) => s,
             Err(why) => {
-                return Answer::deny(Outcome::unverified, message::unverified(kind, name, &why));
+                return Answer::deny(Outcome::Unverified, message::unverified(kind, name, &why));
             }
         };
         let deferrable = match &subject {
@@ -171,11 +171,11 @@ impl<V: ClusterView> Reviewer<V> {
                     tracing::warn!(name = %Printable(name), %why, "could not confirm an allow; allowed by override");
                     let warning =
                         message::unverified_override(kind, name, &why.to_string(), reason);
-                    Answer::allow(Outcome::overridden, vec![warning])
+                    Answer::allow(Outcome::Overridden, vec![warning])
                 } else {
                     tracing::warn!(name = %Printable(name), reason = %why, "could not confirm an allow; denying");
                     Answer::deny(
-                        Outcome::unverified,
+                        Outcome::Unverified,
                         message::unverified(kind, name, &why.to_string()),
                     )
                 }
@@ -195,9 +195,9 @@ impl<V: ClusterView> Reviewer<V> {
     /// not wait for it. Dry runs leave no trace.
     fn record_refusal(&self, req: &Request, kind: TargetKind, answer: &Answer) {
         let reason = match answer.outcome {
-            Outcome::denied | Outcome::unverified => events::REASON_BLOCKED,
-            Outcome::would_deny => events::REASON_WOULD_BLOCK,
-            Outcome::mco_would_deny => events::REASON_MCO_ADMITTED,
+            Outcome::Denied | Outcome::Unverified => events::REASON_BLOCKED,
+            Outcome::WouldDeny => events::REASON_WOULD_BLOCK,
+            Outcome::McoWouldDeny => events::REASON_MCO_ADMITTED,
             _ => return,
         };
         let Some(events) = self.events.clone().filter(|_| !req.dry_run) else {

@@ -12,11 +12,11 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use tower_http::timeout::TimeoutLayer;
 
-use crate::core::policy::{Deletion, Verdict};
+use crate::core::policy::Deletion;
 use crate::core::recovery::stuck::stuck_per_pool;
 use crate::server::probes::{self, Readiness};
 use crate::sources::view::ClusterView;
-use crate::telemetry::metrics::{Blocked, Metrics};
+use crate::telemetry::metrics::Metrics;
 use crate::webhook::admission;
 use crate::webhook::mutation;
 use crate::webhook::review::Reviewer;
@@ -130,7 +130,7 @@ async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Respons
                 .reviewer
                 .engine()
                 .cached(Deletion::MachineOSConfig(mosc));
-            (mosc.name().to_string(), blocked_by(&v))
+            (mosc.name().to_string(), v.blocked_by())
         }));
     objects.nodes = view.unreached_nodes();
     app.metrics.nodes_stuck(stuck_per_pool(&objects));
@@ -145,17 +145,4 @@ async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Respons
         body,
     )
         .into_response()
-}
-
-/// The first reason a verdict refuses, for the deletion-blocked gauge.
-fn blocked_by(v: &Verdict) -> Blocked {
-    if v.allowed {
-        Blocked::No
-    } else if !v.blocking.is_empty() {
-        Blocked::Node
-    } else if !v.rolling.is_empty() {
-        Blocked::Pool
-    } else {
-        Blocked::Machine
-    }
 }

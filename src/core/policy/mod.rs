@@ -26,7 +26,7 @@ use images::Guard;
 pub use images::deleted_with;
 pub use pools::{Membership, membership_labels};
 pub use verdict::{
-    BlockReason, BlockingNode, Deletion, GuardedImage, JoiningMachine, NAMED_NEXT_NODES,
+    BlockReason, Blocked, BlockingNode, Deletion, GuardedImage, JoiningMachine, NAMED_NEXT_NODES,
     PolicyMode, RollingPool, TargetKind, Verdict,
 };
 
