@@ -174,7 +174,7 @@ fn indexed(
     mosc: &MachineOSConfig,
     mode: PolicyMode,
 ) -> Verdict {
-    // As `serve` does (`Reviewer::cached`): candidate names from the index, nodes from the
+    // As `serve` does (`Engine::cached`): candidate names from the index, nodes from the
     // store, or every node when the policy needs them all.
     evaluate_indexed(
         objects,

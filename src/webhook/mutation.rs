@@ -2,17 +2,41 @@
 //! updated gets the finalizer, so a later deletion waits for the rollout instead of being
 //! refused. It never changes anything else and never blocks: the configuration uses
 //! failurePolicy Ignore, and the finalizer controller adds the finalizer to anything missed.
+//! In deny mode it never patches (a finalizer nobody removes would strand the object),
+//! whatever webhook configuration points here.
 
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Json, Response};
 use kube::core::admission::{AdmissionResponse, Operation};
 
 use crate::core::finalizer;
 use crate::core::model::GROUP;
 use crate::core::outcome::Mutation;
-use crate::webhook::admission::{self, Request};
+use crate::sources::view::ClusterView;
+use crate::webhook::admission::{self, Admission, Request};
+use crate::webhook::answer;
+
+/// `POST /mutate`: one AdmissionReview in, one out; a body that is not one gets a 400.
+pub async fn mutate<V: ClusterView>(
+    State(state): State<Arc<Admission<V>>>,
+    body: Bytes,
+) -> Response {
+    let req = match admission::decode(&body) {
+        Ok(req) => req,
+        Err(e) => return admission::rejected(e),
+    };
+    let (outcome, resp) = review(&req, state.adds_finalizers());
+    tracing::debug!(uid = %req.uid, name = %req.name, result = ?outcome, "mutation");
+    state.engine().metrics.mutation(outcome);
+    Json(answer::into_review(resp)).into_response()
+}
 
 /// Answers one mutation request; always allows, with a patch when the finalizer is missing.
 pub fn review(req: &Request, add_finalizers: bool) -> (Mutation, AdmissionResponse) {
-    let allow = || admission::allow(req, Vec::new());
+    let allow = || answer::allow(req, Vec::new());
     let relevant = matches!(req.operation, Operation::Create | Operation::Update)
         && req.resource.group == GROUP
         && req.resource.resource == "machineosconfigs"
@@ -74,7 +98,7 @@ mod tests {
     fn patched(object: &Value, resp: &AdmissionResponse) -> Value {
         let mut out = object.clone();
         if let Some(bytes) = &resp.patch {
-            let review = serde_json::to_value(admission::into_review(resp.clone())).expect("json");
+            let review = serde_json::to_value(answer::into_review(resp.clone())).expect("json");
             assert_eq!(review["response"]["patchType"], "JSONPatch");
             let patch: json_patch::Patch = serde_json::from_slice(bytes).expect("patch");
             json_patch::patch(&mut out, &patch).expect("applies");

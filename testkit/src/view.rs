@@ -1,4 +1,4 @@
-//! A scripted [`ClusterView`] for in-process webhooks and reviewers: what its caches hold,
+//! A scripted [`ClusterView`] for in-process webhooks and engines: what its caches hold,
 //! which nodes they hand out, and what its confirming fresh read does (return the cluster, fail,
 //! hang, take its time), counting the reads.
 //!
