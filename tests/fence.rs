@@ -36,7 +36,7 @@ subjects:
 /// Waits until the node cache completed its first list.
 async fn synced(cache: &NodeCache) {
     wait_for(
-        || async { Ok(cache.ready().then_some(())) },
+        || async { Ok(cache.synced().then_some(())) },
         Duration::from_secs(60),
         "node cache synced",
     )
@@ -213,7 +213,7 @@ async fn a_confirmation_lists_nodes_on_a_quiet_cluster_and_sees_every_prior_chan
     let caches = Caches::start(cp.client(), Duration::from_secs(30))
         .with_fence_wait(Duration::from_millis(50));
     wait_for(
-        || async { Ok(caches.ready().then_some(())) },
+        || async { Ok(caches.synced().then_some(())) },
         Duration::from_secs(60),
         "caches synced",
     )

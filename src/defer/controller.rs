@@ -197,11 +197,11 @@ const SYNC_POLL: Duration = Duration::from_millis(200);
 /// pools and MachineOSConfigs, and an empty cache would look like a settled cluster. Returns
 /// false if `stop` came first.
 async fn wait_for_caches<V: ClusterView>(view: &V, stop: &CancellationToken) -> bool {
-    if !view.ready() {
+    if !view.synced() {
         tracing::info!(
             "finalizer controller waiting for the caches to sync (its decisions read pools and MachineOSConfigs)"
         );
-        while !view.ready() {
+        while !view.synced() {
             tokio::select! {
                 () = stop.cancelled() => return false,
                 () = tokio::time::sleep(SYNC_POLL) => {}

@@ -178,7 +178,7 @@ impl CacheState for NodeCache {
         NODES
     }
     fn synced(&self) -> bool {
-        self.ready()
+        NodeCache::synced(self)
     }
     fn health(&self) -> &WatchHealth {
         NodeCache::health(self)
@@ -218,7 +218,7 @@ pub struct Caches {
 pub const DEFAULT_FENCE_WAIT: Duration = Duration::from_millis(100);
 
 impl Caches {
-    /// Starts the watches; returns at once (see [`ClusterView::ready`]). A cache whose watch
+    /// Starts the watches; returns at once (see [`ClusterView::readiness`]). A cache whose watch
     /// has failed continuously for `stale_after` makes the view not ready until it recovers.
     pub fn start(client: Client, stale_after: Duration) -> Self {
         let mut tasks = Vec::new();
@@ -355,12 +355,6 @@ impl ClusterView for Caches {
 
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {
         Box::pin(self.fresh_read())
-    }
-
-    fn ready(&self) -> bool {
-        self.table()
-            .into_iter()
-            .all(|c| c.kind().optional || c.synced())
     }
 
     fn readiness(&self) -> Result<(), NotReady> {

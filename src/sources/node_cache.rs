@@ -137,7 +137,7 @@ impl NodeCache {
     }
 
     /// True once the first full list completed.
-    pub fn ready(&self) -> bool {
+    pub fn synced(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
 

@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 use mosc_guard::core::node::NodeMeta;
 use mosc_guard::core::policy::PolicyMode;
 use mosc_guard::core::snapshot::Snapshot;
-use mosc_guard::sources::error::FreshError;
+use mosc_guard::sources::error::{FreshError, NotReady};
 use mosc_guard::sources::live::LiveError;
 use mosc_guard::sources::view::{ClusterView, Fresh, FreshNodes};
 
@@ -138,8 +138,8 @@ impl ClusterView for ScriptedView {
         })
     }
 
-    fn ready(&self) -> bool {
-        true
+    fn readiness(&self) -> Result<(), NotReady> {
+        Ok(())
     }
 
     fn sizes(&self) -> Vec<(&'static str, usize)> {
