@@ -96,6 +96,31 @@ impl Cli {
         }
     }
 
+    /// Runs it to completion with stdout and stderr into one pipe, in the order it wrote them,
+    /// as a terminal shows them (what the demo narrates): the exit code and that text.
+    pub fn run_merged(mut self) -> (Option<i32>, String) {
+        let (mut reader, writer) = std::io::pipe()
+            .unwrap_or_else(|e| panic!("a pipe for mosc-guard {:?}: {e}", self.shown));
+        let second = writer
+            .try_clone()
+            .unwrap_or_else(|e| panic!("a pipe for mosc-guard {:?}: {e}", self.shown));
+        let mut child = self
+            .cmd
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(second)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting mosc-guard {:?}: {e}", self.shown));
+        // The command holds the pipe's writing ends; drop them so the read ends with the child.
+        drop(self.cmd);
+        let mut bytes = Vec::new();
+        let _ = reader.read_to_end(&mut bytes);
+        let status = child
+            .wait()
+            .unwrap_or_else(|e| panic!("waiting for mosc-guard {:?}: {e}", self.shown));
+        (status.code(), String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// [`Cli::run`] on a blocking thread, so the runtime's workers (the simulator, the test's
     /// background tasks) keep running while the command does.
     pub async fn run_async(self) -> CliRun {
