@@ -76,8 +76,8 @@ async fn an_interrupted_recovery_run_again_patches_nothing_twice() {
     // The plan between runs lists it as cancelled, waiting for its daemon.
     let plan = recover(&cluster, &["-o", "json"]).await;
     assert_eq!(plan.code, Some(0), "{plan:?}");
-    assert_eq!(nodes_in(&plan.json(), "cancelled"), [stuck.node.clone()]);
-    assert_eq!(nodes_in(&plan.json(), "recoverable"), Vec::<String>::new());
+    assert_eq!(nodes_in(&plan.json(), "cancelled"), [stuck.node.as_str()]);
+    assert_eq!(nodes_in(&plan.json(), "recoverable"), Vec::<&str>::new());
 
     // 3: waits for the cancelled node; the daemon let go, it finishes.
     let third = start_recover(

@@ -59,12 +59,12 @@ fn recover_cli(cluster: &Cluster, args: &[&str]) -> testkit::cli::Cli {
 }
 
 /// The nodes listed under `key` of a `recover -o json` report.
-fn nodes_in(report: &Value, key: &str) -> Vec<String> {
+fn nodes_in<'r>(report: &'r Value, key: &str) -> Vec<&'r str> {
     report[key]
         .as_array()
         .unwrap_or_else(|| panic!("{key} is an array: {report:#}"))
         .iter()
-        .map(|n| n["node"].as_str().unwrap_or_default().to_owned())
+        .map(|n| n["node"].as_str().unwrap_or_default())
         .collect()
 }
 

@@ -26,7 +26,7 @@ async fn a_recreated_mosc_is_refused_until_the_pool_is_paused_then_the_pool_roll
     let plan = recover(&cluster, &["-o", "json"]).await;
     assert_eq!(plan.code, Some(1), "{plan:?}");
     let report = plan.json();
-    assert_eq!(nodes_in(&report, "needsAttention"), [stuck.node.clone()]);
+    assert_eq!(nodes_in(&report, "needsAttention"), [stuck.node.as_str()]);
     let attention = &report["needsAttention"][0];
     assert_eq!(
         attention["problems"],

@@ -47,7 +47,7 @@ async fn one_command_heals_two_pools_one_node_after_the_other() {
     let report = plan.json();
     assert_eq!(
         nodes_in(&report, "recoverable"),
-        [infra_stuck.node.clone(), worker_stuck.node.clone()],
+        [infra_stuck.node.as_str(), worker_stuck.node.as_str()],
         "by pool, then node"
     );
     assert_the_runbook_cancel(&report["recoverable"][0], &infra_stuck);

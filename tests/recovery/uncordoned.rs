@@ -18,7 +18,7 @@ async fn a_node_uncordoned_by_hand_is_refused_until_cordoned_again() {
     let plan = recover(&cluster, &["-o", "json"]).await;
     assert_eq!(plan.code, Some(1), "{plan:?}");
     let report = plan.json();
-    assert_eq!(nodes_in(&report, "needsAttention"), [stuck.node.clone()]);
+    assert_eq!(nodes_in(&report, "needsAttention"), [stuck.node.as_str()]);
     let attention = &report["needsAttention"][0];
     assert_eq!(
         attention["problems"],

@@ -16,9 +16,9 @@ async fn recovered_by_the_command(release: Release) {
     let plan = recover(&cluster, &["-o", "json"]).await;
     assert_eq!(plan.code, Some(0), "{release}: {plan:?}");
     let report = plan.json();
-    assert_eq!(nodes_in(&report, "recoverable"), [stuck.node.clone()]);
+    assert_eq!(nodes_in(&report, "recoverable"), [stuck.node.as_str()]);
     for key in ["cancelled", "needsAttention", "outOfScope"] {
-        assert_eq!(nodes_in(&report, key), Vec::<String>::new(), "{key}");
+        assert_eq!(nodes_in(&report, key), Vec::<&str>::new(), "{key}");
     }
     assert_the_runbook_cancel(&report["recoverable"][0], &stuck);
     let text = recover(&cluster, &["worker"]).await;
