@@ -27,7 +27,7 @@ mod two_pools;
 mod uncordoned;
 mod with_the_command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use testkit::cli::{CliRun, Running};
 use testkit::guard::GuardBin;
 use testkit::mco::{CURRENT_CONFIG, DESIRED_IMAGE};
@@ -56,6 +56,40 @@ fn recover_cli(cluster: &Cluster, args: &[&str]) -> testkit::cli::Cli {
         .arg("recover")
         .args(args)
         .kubeconfig(cluster.cp.kubeconfig())
+}
+
+/// `recover --apply --wait -o json` to its end, which must be exit 0 (every node recovered, every
+/// pool finished); the run (its progress lines) and its report.
+async fn apply_and_wait(cluster: &Cluster) -> (CliRun, Value) {
+    let run = recover(
+        cluster,
+        &["--apply", "--wait", "--timeout", "2m", "-o", "json"],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let report = run.json();
+    (run, report)
+}
+
+/// Asserts that `recover` refuses `stuck`'s node for `problem` alone, saying to do `remedy`
+/// (exit 1), and that `recover --apply` then writes nothing (exit 1).
+async fn assert_refused(cluster: &Cluster, stuck: &Stuck, problem: &str, remedy: &str) {
+    let plan = recover(cluster, &["-o", "json"]).await;
+    assert_eq!(plan.code, Some(1), "{plan:?}");
+    let report = plan.json();
+    assert_eq!(nodes_in(&report, "needsAttention"), [stuck.node.as_str()]);
+    let attention = &report["needsAttention"][0];
+    assert_eq!(attention["problems"], json!([problem]), "{attention:#}");
+    assert!(
+        attention["do"][0]
+            .as_str()
+            .is_some_and(|d| d.contains(remedy)),
+        "{remedy:?}: {attention:#}"
+    );
+    let apply = recover(cluster, &["--apply", "-o", "json"]).await;
+    assert_eq!(apply.code, Some(1), "{apply:?}");
+    assert_eq!(apply.json()["applied"], json!([]), "{apply:?}");
+    assert_untouched(cluster, stuck).await;
 }
 
 /// The nodes listed under `key` of a `recover -o json` report.

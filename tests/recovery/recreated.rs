@@ -23,45 +23,14 @@ async fn a_recreated_mosc_is_refused_until_the_pool_is_paused_then_the_pool_roll
         .expect("recreate MOSC worker");
 
     // Refused, with what to do, and nothing written (not by --apply either).
-    let plan = recover(&cluster, &["-o", "json"]).await;
-    assert_eq!(plan.code, Some(1), "{plan:?}");
-    let report = plan.json();
-    assert_eq!(nodes_in(&report, "needsAttention"), [stuck.node.as_str()]);
-    let attention = &report["needsAttention"][0];
-    assert_eq!(
-        attention["problems"],
-        serde_json::json!(["poolTargetedNotPaused"]),
-        "{attention:#}"
-    );
-    assert!(
-        attention["do"][0]
-            .as_str()
-            .is_some_and(|d| d.contains(PAUSE)),
-        "{attention:#}"
-    );
-    let apply = recover(&cluster, &["--apply", "-o", "json"]).await;
-    assert_eq!(apply.code, Some(1), "{apply:?}");
-    assert_eq!(apply.json()["applied"], serde_json::json!([]), "{apply:?}");
-    assert_untouched(&cluster, &stuck).await;
+    assert_refused(&cluster, &stuck, "poolTargetedNotPaused", PAUSE).await;
     // MCO builds nothing for the pool while it is NodeDegraded.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let builds = mosbs_of(&cluster.client, "worker").await.expect("MOSBs");
     assert!(builds.is_empty(), "no build while degraded: {builds:?}");
 
     // Paused as the refusal says: recoverable; --apply --wait cancels and waits.
-    let paused = kubectl(
-        &cluster,
-        [
-            "patch",
-            "mcp",
-            "worker",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"paused":true}}"#,
-        ],
-    )
-    .await;
-    assert!(paused.success(), "{paused:?}");
+    set_paused(&cluster, true).await;
     let plan = recover(&cluster, &["-o", "json"]).await;
     assert_eq!(plan.code, Some(0), "{plan:?}");
     let recoverable = &plan.json()["recoverable"][0];
@@ -92,19 +61,7 @@ async fn a_recreated_mosc_is_refused_until_the_pool_is_paused_then_the_pool_roll
     }
 
     // Unpaused as --wait says: the rollout resumes, the run ends, the pool ends on the image.
-    let unpaused = kubectl(
-        &cluster,
-        [
-            "patch",
-            "mcp",
-            "worker",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"paused":false}}"#,
-        ],
-    )
-    .await;
-    assert!(unpaused.success(), "{unpaused:?}");
+    set_paused(&cluster, false).await;
     let run = running.finish().await;
     assert_eq!(run.code, Some(0), "{run:?}");
     let report = run.json();
@@ -120,4 +77,18 @@ async fn a_recreated_mosc_is_refused_until_the_pool_is_paused_then_the_pool_roll
         "recreated MOSC: refused, paused, recovered and rolled out in {:.2?}",
         started.elapsed()
     );
+}
+
+/// `kubectl patch mcp worker --type=merge -p '{"spec":{"paused":...}}'`: [`PAUSE`] and
+/// [`UNPAUSE`] (`oc patch` is `kubectl patch`).
+async fn set_paused(cluster: &Cluster, paused: bool) {
+    let patch = json!({"spec": {"paused": paused}}).to_string();
+    let said = if paused { PAUSE } else { UNPAUSE };
+    assert!(said.ends_with(&format!("'{patch}'")), "{said} sets {patch}");
+    let out = kubectl(
+        cluster,
+        ["patch", "mcp", "worker", "--type=merge", "-p", &patch],
+    )
+    .await;
+    assert!(out.success(), "{out:?}");
 }

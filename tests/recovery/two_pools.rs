@@ -53,13 +53,7 @@ async fn one_command_heals_two_pools_one_node_after_the_other() {
     assert_the_runbook_cancel(&report["recoverable"][0], &infra_stuck);
     assert_the_runbook_cancel(&report["recoverable"][1], &worker_stuck);
 
-    let run = recover(
-        &cluster,
-        &["--apply", "--wait", "--timeout", "2m", "-o", "json"],
-    )
-    .await;
-    assert_eq!(run.code, Some(0), "{run:?}");
-    let report = run.json();
+    let (run, report) = apply_and_wait(&cluster).await;
     assert_eq!(
         pairs(&report["applied"], "node", "outcome"),
         [

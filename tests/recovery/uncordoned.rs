@@ -15,27 +15,8 @@ async fn a_node_uncordoned_by_hand_is_refused_until_cordoned_again() {
     let out = kubectl(&cluster, ["uncordon", &stuck.node]).await;
     assert!(out.success(), "{out:?}");
 
-    let plan = recover(&cluster, &["-o", "json"]).await;
-    assert_eq!(plan.code, Some(1), "{plan:?}");
-    let report = plan.json();
-    assert_eq!(nodes_in(&report, "needsAttention"), [stuck.node.as_str()]);
-    let attention = &report["needsAttention"][0];
-    assert_eq!(
-        attention["problems"],
-        serde_json::json!(["uncordonedByHand"]),
-        "{attention:#}"
-    );
     let cordon = format!("oc adm cordon {}", stuck.node);
-    assert!(
-        attention["do"][0]
-            .as_str()
-            .is_some_and(|d| d.contains(&cordon)),
-        "{attention:#}"
-    );
-    let apply = recover(&cluster, &["--apply", "-o", "json"]).await;
-    assert_eq!(apply.code, Some(1), "{apply:?}");
-    assert_eq!(apply.json()["applied"], serde_json::json!([]), "{apply:?}");
-    assert_untouched(&cluster, &stuck).await;
+    assert_refused(&cluster, &stuck, "uncordonedByHand", &cordon).await;
     let state = node_annotation(&cluster.client, &stuck.node, STATE)
         .await
         .expect("node");
@@ -44,13 +25,7 @@ async fn a_node_uncordoned_by_hand_is_refused_until_cordoned_again() {
     // Cordoned again (`oc adm cordon` is `kubectl cordon`): recovered.
     let out = kubectl(&cluster, ["cordon", &stuck.node]).await;
     assert!(out.success(), "{out:?}");
-    let run = recover(
-        &cluster,
-        &["--apply", "--wait", "--timeout", "2m", "-o", "json"],
-    )
-    .await;
-    assert_eq!(run.code, Some(0), "{run:?}");
-    let report = run.json();
+    let (_, report) = apply_and_wait(&cluster).await;
     assert_eq!(report["applied"][0]["outcome"], "recovered", "{report:#}");
     assert_eq!(report["pools"][0]["outcome"], "updated", "{report:#}");
     let annotations = wait_node_back(&cluster, &stuck).await;

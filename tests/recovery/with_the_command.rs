@@ -32,13 +32,7 @@ async fn recovered_by_the_command(release: Release) {
     assert_untouched(&cluster, &stuck).await;
 
     // --apply --wait: the node back with no reboot, the pool finished by MCO.
-    let run = recover(
-        &cluster,
-        &["--apply", "--wait", "--timeout", "2m", "-o", "json"],
-    )
-    .await;
-    assert_eq!(run.code, Some(0), "{release}: {run:?}");
-    let report = run.json();
+    let (_, report) = apply_and_wait(&cluster).await;
     let applied = &report["applied"][0];
     assert_eq!(
         (&applied["node"], &applied["outcome"]),
