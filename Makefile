@@ -66,7 +66,8 @@ test: deps binaries lint
 	echo "make test: tiers: cargo tests $$cargo_tier; image tests $${image_tier:-FAILED}; node tests $${node_tier:-FAILED}"; \
 	exit $$status
 
-## The report's scenario, narrated. GUARD=defer plays it in defer mode, GUARD=off without mosc-guard.
+## The report's scenario, narrated. GUARD=defer plays it in defer mode, GUARD=off without mosc-guard
+## (and then heals the pool with `mosc-guard recover`).
 demo: deps binaries
 	@$(CARGO) build --locked --quiet --bin mosc-guard
 	@$(CARGO) run --locked --quiet --example demo

@@ -88,8 +88,7 @@ async fn create_stuck(client: &kube::Client, name: &str) {
 fn spawn_recover(cp: &ControlPlane, args: &[&str]) -> tokio::task::JoinHandle<CliRun> {
     let mut all = vec!["recover".to_string()];
     all.extend(args.iter().map(|a| a.to_string()));
-    let kubeconfig = cp.kubeconfig().to_path_buf();
-    tokio::task::spawn_blocking(move || BIN.cli().args(&all).kubeconfig(&kubeconfig).run())
+    tokio::spawn(BIN.cli().args(&all).kubeconfig(cp.kubeconfig()).run_async())
 }
 
 async fn recover(cp: &ControlPlane, args: &[&str]) -> CliRun {
@@ -367,34 +366,18 @@ async fn apply_re_plans_each_node_and_stops_at_one_that_changed_since_the_plan()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_while_waiting_leaves_a_node_the_next_run_takes_over() {
     let cp = stuck_cluster(&[A]).await;
-    // Started by hand (the kit's runner waits for the end), in the runner's clean environment.
-    let mut command = std::process::Command::new(BIN.path());
-    for var in testkit::cli::CLEARED_ENV {
-        command.env_remove(var);
-    }
-    let child = command
-        .args(["recover", "--apply", "-o", "json", "--kubeconfig"])
-        .arg(cp.kubeconfig())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start recover");
+    let running = BIN
+        .cli()
+        .args(["recover", "--apply", "-o", "json"])
+        .kubeconfig(cp.kubeconfig())
+        .start();
     wait_cancelled(&cp, A).await;
-    let pid = libc::pid_t::try_from(child.id()).expect("pid");
-    // SAFETY: kill only sends a signal to the child this test started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .expect("join")
-        .expect("recover ends");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert_eq!(out.status.code(), Some(130), "{stdout}{stderr}");
-    let report: Value = serde_json::from_str(&stdout).expect("the report is still printed");
+    running.interrupt();
+    let run = running.finish().await;
+    assert_eq!(run.code, Some(130), "{run:?}");
+    let report = run.json();
     assert_eq!(report["applied"][0]["outcome"], "interrupted", "{report:#}");
-    assert!(stderr.contains("run recover --apply again"), "{stderr}");
+    assert!(run.stderr.contains("run recover --apply again"), "{run:?}");
     // The next run takes it over: cancelled, nothing patched twice.
     let plan = recover(&cp, &["-o", "json"]).await;
     assert_eq!(nodes_in(&plan.json(), "cancelled"), [A], "{plan:?}");

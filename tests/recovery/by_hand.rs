@@ -52,17 +52,8 @@ impl Drop for StateLog {
 async fn stuck_then_cancelled_by_hand(release: Release) {
     let started = std::time::Instant::now();
     let cluster = seed_on(release, SimConfig::real_timing()).await;
-    let rollout = cluster
-        .start_layered_rollout(STEP_TIMEOUT)
-        .await
-        .expect("layered rollout starts");
-    let out = kubectl(&cluster, ["delete", "machineosconfig", "worker"]).await;
-    assert!(out.success(), "{release}: delete: {}", out.stderr);
-    wait_image_and_builds_gone(&cluster, &rollout.build.image_ref().expect("image")).await;
-    cluster.sim.release(&rollout.node);
-
     // Degraded with the release's reason, cordoned, drained; the pool NodeDegraded.
-    let stuck = wait_stuck(&cluster, "worker", &rollout).await;
+    let stuck = lose_the_image(&cluster, "worker", &cluster.nodes[0]).await;
     eprintln!("{release}: {} is stuck: {}", stuck.node, stuck.reason);
 
     // It stays so: its daemon tries again and again, re-reading the node, never Working.

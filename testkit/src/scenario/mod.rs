@@ -137,8 +137,9 @@ impl Cluster {
         self.start_rollout("worker", &node, timeout).await
     }
 
-    /// Holds `node`'s daemon, creates MOSC `pool` (named as its pool), waits for the build to
-    /// succeed and `node` to be Working with desiredImage = the new image.
+    /// Holds `node`'s daemon, creates MOSC `pool` (named as its pool, pushing to
+    /// [`Cluster::push_spec_of`] it), waits for the build to succeed and `node` to be Working
+    /// with desiredImage = the new image.
     pub async fn start_rollout(
         &self,
         pool: &str,
@@ -146,7 +147,7 @@ impl Cluster {
         timeout: Duration,
     ) -> Result<Rollout> {
         self.sim.hold(node);
-        create_mosc(&self.client, pool, &self.push_spec()).await?;
+        create_mosc(&self.client, pool, &self.push_spec_of(pool)).await?;
         let build = wait_for_build(&self.client, pool, timeout).await?;
         let client = &self.client;
         let image = &build.image;

@@ -68,6 +68,12 @@ pub async fn wait_for_build(client: &kube::Client, mosc: &str, timeout: Duration
 /// Waits until MCO (the simulator) deleted the build's image from the registry and the
 /// MachineOSBuilds of MOSC `worker`.
 pub async fn wait_image_and_builds_gone(cluster: &Cluster, image: &ImageRef) {
+    wait_image_and_builds_of_gone(cluster, "worker", image).await;
+}
+
+/// Waits until MCO (the simulator) deleted the build's image from the registry and the
+/// MachineOSBuilds of MOSC `mosc`.
+pub async fn wait_image_and_builds_of_gone(cluster: &Cluster, mosc: &str, image: &ImageRef) {
     let digest = image.digest.clone().expect("image has a digest");
     let (registry, client) = (&cluster.registry, &cluster.client);
     wait_for(
@@ -76,11 +82,11 @@ pub async fn wait_image_and_builds_gone(cluster: &Cluster, image: &ImageRef) {
                 .manifest_status(&image.repo, &digest)
                 .await?
                 .is_some();
-            let builds = mosbs_of(client, "worker").await?;
+            let builds = mosbs_of(client, mosc).await?;
             Ok((gone && builds.is_empty()).then_some(()))
         },
         STEP_TIMEOUT,
-        "the build's image and the MachineOSBuilds to be deleted",
+        &format!("the image and the MachineOSBuilds of {mosc} to be deleted"),
     )
     .await
     .expect("image and builds deleted");

@@ -1,4 +1,5 @@
-//! A node the bug already hurt, and the way back by hand: what MCO leaves ([`wait_stuck`]: the
+//! A node the bug already hurt, and the way back by hand: the report's scenario without the guard
+//! ([`lose_the_image`]), what MCO leaves ([`wait_stuck`]: the
 //! node Degraded with the played release's reason, cordoned and drained, its pool NodeDegraded),
 //! its pool frozen ([`assert_pool_frozen`]), the runbook's cancel of the failed target
 //! ([`cancel_target_by_hand`]: one `kubectl patch node --type=json` whose `test` operations
@@ -13,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::cluster::{Cluster, Rollout, STEP_TIMEOUT};
 use super::read::{kubectl, pool_conditions};
-use super::wait::wait_for;
+use super::wait::{wait_for, wait_image_and_builds_of_gone};
 use crate::kubectl::KubectlOutput;
 use crate::mco::{
     self, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_DRAIN, DESIRED_IMAGE,
@@ -26,6 +27,7 @@ use crate::simulator::rpm_ostree_error;
 #[derive(Debug, Clone)]
 pub struct Stuck {
     pub node: String,
+    pub pool: String,
     /// Its desiredImage: the image that is gone.
     pub image: String,
     /// Its currentConfig (= desiredConfig).
@@ -53,6 +55,26 @@ pub fn lost_image_reason(cluster: &Cluster, image: &str) -> String {
     release.row().rebase_reason.reason(image, &error)
 }
 
+/// The report's scenario without the guard, on `pool`: `node`'s daemon held mid-update to the
+/// first image of MOSC `pool` ([`Cluster::start_rollout`]), the MOSC deleted at once with
+/// `kubectl delete`, MCO deleting the image and the builds, the daemon released; returns the
+/// node stuck as MCO leaves it ([`wait_stuck`]).
+pub async fn lose_the_image(cluster: &Cluster, pool: &str, node: &str) -> Stuck {
+    let rollout = cluster
+        .start_rollout(pool, node, STEP_TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{pool}: the layered rollout starts: {e}"));
+    let out = kubectl(cluster, ["delete", "machineosconfig", pool]).await;
+    assert!(
+        out.success(),
+        "delete MOSC {pool} without the guard: {out:?}"
+    );
+    let image = rollout.build.image_ref().expect("image reference");
+    wait_image_and_builds_of_gone(cluster, pool, &image).await;
+    cluster.sim.release(node);
+    wait_stuck(cluster, pool, &rollout).await
+}
+
 /// Waits until `rollout.node` (released after its image was deleted) is stuck as MCO leaves it
 /// and checks every part of that: Degraded with the release's reason for the lost image,
 /// unschedulable, `desiredDrain` = `lastAppliedDrain` = `drain-<desiredConfig>`, a boot ID, and
@@ -78,6 +100,7 @@ pub async fn wait_stuck(cluster: &Cluster, pool: &str, rollout: &Rollout) -> Stu
     let a = |key| node_annotation(&node, key).map(str::to_owned);
     let stuck = Stuck {
         node: name.clone(),
+        pool: pool.to_owned(),
         image: a(DESIRED_IMAGE).unwrap_or_default(),
         config: a(CURRENT_CONFIG).unwrap_or_default(),
         current_image: a(CURRENT_IMAGE),
