@@ -19,10 +19,10 @@ use criterion::{BenchmarkId, Criterion};
 use mosc_guard::core::model::{MachineOSConfig, node_annotations};
 use mosc_guard::core::node::NodeMeta;
 use mosc_guard::core::node::{Interner, WireNode};
+use mosc_guard::core::policy::NodeIndex;
 use mosc_guard::core::policy::{Deletion, PolicyMode, Verdict, evaluate, evaluate_indexed};
 use mosc_guard::core::recovery::stuck::stuck_per_pool;
 use mosc_guard::core::snapshot::Snapshot;
-use mosc_guard::sources::node_index::NodeIndex;
 use serde_json::json;
 
 /// Counts live heap bytes so the bench can report what a snapshot holds.

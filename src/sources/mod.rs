@@ -8,7 +8,6 @@ pub mod error;
 pub mod live;
 pub mod memory;
 pub mod node_cache;
-pub mod node_index;
 pub mod recovery;
 pub mod view;
 pub mod watch;

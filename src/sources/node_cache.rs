@@ -26,9 +26,9 @@ use tokio::task::JoinHandle;
 
 use crate::core::node::NodeMeta;
 use crate::core::node::{Interner, WireMeta, WireNode};
+use crate::core::policy::NodeIndex;
 use crate::core::policy::PolicyMode;
 use crate::sources::live::{self, NODES};
-use crate::sources::node_index::NodeIndex;
 use crate::sources::watch::{Retry, WatchHealth};
 
 /// Server-side timeout of one watch request; the API server sends a bookmark shortly before

@@ -55,11 +55,11 @@ use mosc_guard::core::model::{
     MachineOSConfig, OVERRIDE_ANNOTATION, node_annotations,
 };
 use mosc_guard::core::node::NodeMeta;
+use mosc_guard::core::policy::NodeIndex;
 use mosc_guard::core::policy::{Deletion, PolicyMode, evaluate};
 use mosc_guard::core::snapshot::Snapshot;
 use mosc_guard::decision::Engine;
 use mosc_guard::sources::dump;
-use mosc_guard::sources::node_index::NodeIndex;
 use mosc_guard::sources::view::{ClusterView, Fresh, FreshNodes, StaticView};
 use mosc_guard::telemetry::metrics::Metrics;
 use mosc_guard::webhook::admission::{self, Admission, Classified};

@@ -8,6 +8,10 @@
 //! - of the pools that select a node: two or more custom pools (neither `master` nor `worker`)
 //!   mean no pool; one custom pool and `master` mean `master`; one custom pool means that pool;
 //!   otherwise `master`, otherwise `worker`.
+//!
+//! Fast paths: a node keeps only the labels [`membership_labels`] names when the confirming
+//! read lists nodes, and the pool rule's scan of every node is why [`super::index`]'s
+//! `guarded_digests` gives no digests while an unpaused pool targets a guarded image.
 
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -21,7 +25,7 @@ use crate::core::selector::{self, Checked, Labels};
 use crate::core::snapshot::Snapshot;
 
 use super::images::Guard;
-use super::memo::{Memo, StrId};
+use super::memo::{Memo, Text};
 use super::verdict::{Deletion, GuardedImage, NAMED_NEXT_NODES, RollingPool};
 
 const MASTER: &str = "master";
@@ -228,7 +232,7 @@ fn pending_nodes(
     let mut first: BinaryHeap<&str> = BinaryHeap::new();
     for node in &snapshot.nodes {
         let current = NodeImages::of(node).current;
-        let reached = on_image.get_or(StrId::of(current), || current == Some(image.trim()));
+        let reached = on_image.get_or(Text::of(current), || current == Some(image.trim()));
         if reached || !members.is_member(node, pool.name()) {
             continue;
         }

@@ -5,13 +5,19 @@
 //! annotations (`pkg/daemon/daemon.go`; `LayeredNodeState.isNodeImageDone`): a node whose
 //! current image spells the desired one differently rebases again, and pulls again. Whether the
 //! desired image is one being deleted is registry identity ([`crate::core::image`]).
+//!
+//! Its fast paths: [`super::index`] files nodes by the digests this rule compares (the desired
+//! image's while not reached, the current image's under in-use), so the webhook reads only the
+//! nodes that can match; and a node keeps only the three annotations read here
+//! ([`crate::core::node::ImageAnnotations`] decodes nothing else). A change to what this rule
+//! reads changes both.
 
 use crate::core::node::NodeImages;
 use crate::core::node::NodeMeta;
 use crate::core::snapshot::Snapshot;
 
 use super::images::Guard;
-use super::memo::{Memo, StrId};
+use super::memo::{Memo, Text};
 use super::pools::Membership;
 use super::verdict::{BlockReason, BlockingNode, GuardedImage, PolicyMode};
 
@@ -29,7 +35,7 @@ pub(super) fn blocking_nodes(
     let mut blocking = Vec::new();
     for node in &snapshot.nodes {
         let images = NodeImages::of(node);
-        let key = (StrId::of(images.desired), StrId::of(images.current));
+        let key = (Text::of(images.desired), Text::of(images.current));
         let hit = memo.get_or(key, || classify(images, guard, &prefilter, mode));
         if let Some((image, reason)) = hit {
             let mut blocked = blocking_node(node, images, image, reason);
