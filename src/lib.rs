@@ -14,7 +14,7 @@
 //!   certificate's reload, the probes and the drain at shutdown.
 //! - [`webhook`]: the admission review over that server: decoding, one review per request,
 //!   mutation.
-//! - [`defer`]: defer mode's finalizer controller, its leader election, and releasing
+//! - [`defer`]: defer mode's finalizer controller, its leader election, and removing
 //!   finalizers on uninstall.
 //! - [`telemetry`]: Prometheus metrics (every label set bounded) and Kubernetes Events.
 //! - [`cli`]: the command line, which wires the shells together.

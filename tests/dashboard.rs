@@ -79,7 +79,7 @@ fn exported() -> BTreeSet<String> {
     m.confirmation("failed");
     m.confirmation_nodes("list");
     m.mutation(Mutation::Added);
-    m.released(mosc_guard::core::finalizer::ReleaseReason::Settled, 5.0);
+    m.finalizer_removed(mosc_guard::core::finalizer::RemovalReason::Settled, 5.0);
     m.controller_error(mosc_guard::core::finalizer::Failure::Conflict);
     m.deletion_blocked([("worker".to_owned(), Blocked::Node)]);
     let text = m.render(&[("nodes", 1)], &[("nodes", false)], true);

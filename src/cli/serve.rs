@@ -232,7 +232,7 @@ fn admission<V: ClusterView>(
 }
 
 /// Serving from the caches, with the Lease holder's finalizer controller: in defer mode it adds
-/// and releases the finalizer; in deny mode it only releases finalizers left from defer mode,
+/// and removes the finalizer; in deny mode it only removes finalizers left from defer mode,
 /// so switching modes strands no MachineOSConfig.
 async fn run_live<V: ClusterView>(
     config: &ServeConfig,

@@ -1,10 +1,10 @@
 //! The finalizer controller, run by the Lease holder in both modes: in defer mode it adds and
-//! releases the finalizer; in deny mode it only releases finalizers left from defer mode, so
+//! removes the finalizer; in deny mode it only removes finalizers left from defer mode, so
 //! switching modes strands no MachineOSConfig.
 //!
 //! For every MachineOSConfig it asks [`finalizer::plan`] what to do: add the finalizer to one
 //! that lacks it (objects created before mosc-guard, or while the mutating webhook was down),
-//! and for one being deleted, release the finalizer once [`Engine::check`] (the webhook's own
+//! and for one being deleted, remove the finalizer once [`Engine::check`] (the webhook's own
 //! decision path: cache, then a fresh read) says no node still needs its images, or the
 //! override annotation is set. Until then it re-checks with backoff and records a
 //! DeletionDeferred Event whenever the set of blocking nodes changes.
@@ -21,7 +21,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::finalizer::{self, Failure, ReleaseReason, Step};
+use crate::core::finalizer::{self, Failure, RemovalReason, Step};
 use crate::core::message;
 use crate::core::model::MachineOSConfig;
 use crate::core::policy::{Deletion, TargetKind};
@@ -40,7 +40,7 @@ const FIRST_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(10);
 /// Bound of the confirming read here: no webhook deadline to meet, so longer than a request's.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
-/// Bound of one patch: a half-open connection must not hold a release for minutes.
+/// Bound of one patch: a half-open connection must not hold a removal for minutes.
 const PATCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Retry after a conflict (the watch brings the newer object meanwhile).
 const CONFLICT_RETRY: Duration = Duration::from_millis(200);
@@ -118,14 +118,14 @@ impl<V> Context<V> {
     }
 
     /// Refreshes the gauges of deferred deletions (how many, and the oldest one's
-    /// deletionTimestamp), leaving out `released` (the store still holds an object until its
+    /// deletionTimestamp), leaving out `completed` (the store still holds an object until its
     /// deletion is observed).
-    fn count_deferred(&self, released: Option<&str>) {
+    fn count_deferred(&self, completed: Option<&str>) {
         let state = self.store.state();
         let held: Vec<_> = state
             .iter()
             .filter(|m| finalizer::is_terminating(&m.metadata) && finalizer::has(&m.metadata))
-            .filter(|m| released.is_none() || m.metadata.uid.as_deref() != released)
+            .filter(|m| completed.is_none() || m.metadata.uid.as_deref() != completed)
             .collect();
         let oldest = held
             .iter()
@@ -248,8 +248,8 @@ async fn reconcile<V: ClusterView>(
             }
             Ok(Action::requeue(RESYNC))
         }
-        Step::Release(reason) => {
-            let Some(patch) = finalizer::remove_patch(meta, meta.resource_version.as_deref())
+        Step::Remove(reason) => {
+            let Some(patch) = finalizer::remove_patch(meta, meta.resource_version.as_deref(), None)
             else {
                 return Ok(Action::await_change());
             };
@@ -264,16 +264,16 @@ async fn reconcile<V: ClusterView>(
                         .max(0)
                 })
                 .unwrap_or(0);
-            ctx.metrics.released(reason, waited as f64);
+            ctx.metrics.finalizer_removed(reason, waited as f64);
             ctx.forget(&uid);
-            tracing::info!(%name, ?reason, waited_seconds = waited, "released the finalizer");
+            tracing::info!(%name, ?reason, waited_seconds = waited, "removed the finalizer");
             let overridden_by = verdict
-                .filter(|_| reason == ReleaseReason::Overridden)
+                .filter(|_| reason == RemovalReason::Overridden)
                 .and_then(|v| v.override_reason.as_deref());
             ctx.record(
                 &mosc,
                 events::REASON_RELEASED,
-                &message::released_note(overridden_by),
+                &message::removed_note(overridden_by),
             )
             .await;
             Ok(Action::await_change())

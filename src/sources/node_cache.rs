@@ -286,7 +286,7 @@ impl Driver {
         let count = next.nodes.len();
         *write(&self.state) = next;
         self.revision.send_replace(revision);
-        crate::sources::memory::release_free_memory();
+        crate::sources::memory::return_free_memory();
         self.health.recovered("the list completed");
         if !self.ready.swap(true, Ordering::AcqRel) {
             tracing::info!(cache = "nodes", objects = count, revision, "cache synced");

@@ -1,6 +1,6 @@
 //! Kubernetes Events about guarded objects, so `oc describe`, `oc get events` and event-based
 //! alerting see what the guard did: a refused deletion (DeletionBlocked), a deletion held by
-//! the finalizer (DeletionDeferred) and its release (DeletionReleased); and the one Event
+//! the finalizer (DeletionDeferred) and the finalizer's removal (DeletionReleased); and the one Event
 //! `recover --apply` records on a node before it cancels the node's target ([`node_event`]).
 //!
 //! Events are best effort: a failure to record one is logged and never changes a decision.

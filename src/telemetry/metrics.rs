@@ -8,7 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::core::finalizer::{Failure, ReleaseReason};
+use crate::core::finalizer::{Failure, RemovalReason};
 use crate::core::outcome::{Mutation, Outcome};
 use crate::core::policy::Blocked;
 use crate::core::release::Rules;
@@ -75,7 +75,7 @@ pub struct Metrics {
     mutations: Family<ResultLabels, Counter>,
     deferred: Gauge,
     oldest_deferred: Gauge,
-    releases: Family<ReasonLabels, Counter>,
+    removals: Family<ReasonLabels, Counter>,
     deferral_seconds: Histogram,
     leader: Gauge,
     controller_errors: Family<ControllerErrorLabels, Counter>,
@@ -156,11 +156,12 @@ impl Default for Metrics {
             "deletionTimestamp of the oldest MachineOSConfig whose finalizer mosc-guard still holds (seconds since the Unix epoch; 0 when none; leader only)",
             oldest_deferred.clone(),
         );
-        let releases = Family::<ReasonLabels, Counter>::default();
+        // The metric's name keeps the word it was published with.
+        let removals = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "finalizer_releases",
-            "Deferred deletions released, by reason",
-            releases.clone(),
+            "Deferred deletions completed (the finalizer removed), by reason",
+            removals.clone(),
         );
         // 5 s .. ~2.8 h: a rollout takes minutes per node.
         let deferral_seconds = Histogram::new(
@@ -168,7 +169,7 @@ impl Default for Metrics {
         );
         registry.register(
             "deferred_deletion_duration_seconds",
-            "Time from a MachineOSConfig's deletionTimestamp to the release of its finalizer",
+            "Time from a MachineOSConfig's deletionTimestamp to the removal of its finalizer",
             deferral_seconds.clone(),
         );
         let leader = Gauge::default();
@@ -232,7 +233,7 @@ impl Default for Metrics {
             mutations,
             deferred,
             oldest_deferred,
-            releases,
+            removals,
             deferral_seconds,
             leader,
             controller_errors,
@@ -279,9 +280,9 @@ impl Metrics {
             .inc();
     }
 
-    /// A deferred deletion let go `seconds` after its deletionTimestamp.
-    pub fn released(&self, reason: ReleaseReason, seconds: f64) {
-        self.releases
+    /// A deferred deletion's finalizer removed `seconds` after its deletionTimestamp.
+    pub fn finalizer_removed(&self, reason: RemovalReason, seconds: f64) {
+        self.removals
             .get_or_create(&ReasonLabels {
                 reason: reason.label(),
             })

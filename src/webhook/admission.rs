@@ -104,9 +104,9 @@ impl<V: ClusterView> Admission<V> {
                 kind,
                 name,
                 subject,
-                finalizer_release,
+                finalizer_removal,
             } => Some(Guarded {
-                ruling: self.decide(kind, subject, finalizer_release).await,
+                ruling: self.decide(kind, subject, finalizer_removal).await,
                 kind,
                 name,
             }),
@@ -122,7 +122,7 @@ impl<V: ClusterView> Admission<V> {
         &self,
         kind: TargetKind,
         subject: Result<Subject, Unreadable>,
-        finalizer_release: bool,
+        finalizer_removal: bool,
     ) -> Ruling {
         let subject = match subject {
             Ok(s) => s,
@@ -135,8 +135,8 @@ impl<V: ClusterView> Admission<V> {
         {
             return Ruling::Deferred(self.engine.cached(subject.as_deletion()));
         }
-        let why_refused = if finalizer_release {
-            Some(message::finalizer_release())
+        let why_refused = if finalizer_removal {
+            Some(message::finalizer_removal())
         } else if defer && kind == TargetKind::MachineOSConfig {
             Some(message::not_deferrable())
         } else {
@@ -213,13 +213,13 @@ pub enum Classified {
     /// Not a deletion of a guarded kind: allowed untouched.
     Ignore,
     /// A guarded deletion; `subject` is `Err` when oldObject is absent or undecodable.
-    /// `finalizer_release` marks an UPDATE that removes mosc-guard's finalizer from a
+    /// `finalizer_removal` marks an UPDATE that removes mosc-guard's finalizer from a
     /// MachineOSConfig being deleted: it completes the deletion, so it is decided as one.
     Delete {
         kind: TargetKind,
         name: String,
         subject: Result<Subject, Unreadable>,
-        finalizer_release: bool,
+        finalizer_removal: bool,
     },
 }
 
@@ -246,7 +246,7 @@ pub fn classify(req: &Request) -> Classified {
         kind,
         name: req.name.clone(),
         subject,
-        finalizer_release: false,
+        finalizer_removal: false,
     }
 }
 
@@ -261,17 +261,17 @@ fn classify_update(req: &Request) -> Classified {
     let (Some(old), Some(new)) = (&req.old_object, &req.object) else {
         return Classified::Ignore;
     };
-    let releases = finalizer::is_terminating(&old.metadata)
+    let removes_ours = finalizer::is_terminating(&old.metadata)
         && finalizer::has(&old.metadata)
         && !finalizer::has(&new.metadata);
-    if !relevant || !releases {
+    if !relevant || !removes_ours {
         return Classified::Ignore;
     }
     Classified::Delete {
         kind: TargetKind::MachineOSConfig,
         name: req.name.clone(),
         subject: decode_subject(TargetKind::MachineOSConfig, new),
-        finalizer_release: true,
+        finalizer_removal: true,
     }
 }
 

@@ -179,7 +179,7 @@ impl Answers {
 }
 
 /// The override annotation on the object being deleted, for the audit log: the new object of
-/// an UPDATE (a finalizer's release may set it in the same request), else the old one.
+/// an UPDATE (a finalizer's removal may set it in the same request), else the old one.
 fn override_of(req: &Request) -> Option<&str> {
     req.object
         .as_ref()

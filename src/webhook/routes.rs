@@ -26,9 +26,9 @@ use crate::webhook::mutation;
 pub const MAX_OBJECT_BYTES: usize = 3 * 1024 * 1024;
 /// Room for the AdmissionReview around its objects (kinds, user info, options).
 const ENVELOPE_BYTES: usize = 64 * 1024;
-/// Largest AdmissionReview accepted: an UPDATE (a finalizer's release) carries the object and
+/// Largest AdmissionReview accepted: an UPDATE (a finalizer's removal) carries the object and
 /// its oldObject, each up to [`MAX_OBJECT_BYTES`], so a cap of one object's size refused the
-/// release of a large MachineOSConfig (failing closed).
+/// finalizer's removal from a large MachineOSConfig (failing closed).
 pub const MAX_BODY_BYTES: usize = 2 * MAX_OBJECT_BYTES + ENVELOPE_BYTES;
 
 /// The readiness of a guard deciding through `engine`: its view's (every cache synced, none

@@ -51,7 +51,7 @@ fn delete_of_a_config_is_classified_with_its_object() {
             kind,
             name,
             subject: Ok(Subject::Config(c)),
-            finalizer_release: false,
+            finalizer_removal: false,
         } => {
             assert_eq!(
                 (kind, name.as_str()),
@@ -89,14 +89,14 @@ fn update(old: serde_json::Value, new: serde_json::Value) -> Request {
 fn removing_our_finalizer_from_a_terminating_config_is_decided_as_its_deletion() {
     let ours = finalizer::FINALIZER;
     let terminating = json!({"name": "worker", "deletionTimestamp": "2026-11-30T00:00:00Z", "finalizers": [ours, "x"]});
-    let released =
+    let removed =
         json!({"name": "worker", "deletionTimestamp": "2026-11-30T00:00:00Z", "finalizers": ["x"]});
     assert!(matches!(
-        classify(&update(terminating.clone(), released.clone())),
+        classify(&update(terminating.clone(), removed.clone())),
         Classified::Delete {
             kind: TargetKind::MachineOSConfig,
             subject: Ok(Subject::Config(_)),
-            finalizer_release: true,
+            finalizer_removal: true,
             ..
         }
     ));
@@ -108,7 +108,7 @@ fn removing_our_finalizer_from_a_terminating_config_is_decided_as_its_deletion()
             json!({"name": "worker"}),
         ),
         (
-            released.clone(),
+            removed.clone(),
             json!({"name": "worker", "deletionTimestamp": "2026-11-30T00:00:00Z"}),
         ),
     ] {
