@@ -25,29 +25,29 @@ use crate::core::snapshot::Snapshot;
 use super::pools::{self, Membership};
 use super::scan;
 use super::verdict::{Deletion, PolicyMode, RollingPool, Verdict};
-use super::{evaluate, guard_for, joining, verdict};
+use super::{evaluate, guarded_images, joining, verdict};
 
 /// The digests (lower-case hex) that a node's desired or current image must carry for the
 /// node to matter to this deletion; `None` when only a scan of every node is safe (a guarded
 /// image without a digest, or a pool rolling out a guarded image). Lets a caller with an index
 /// hand [`evaluate`] only the candidate nodes. Reads builds, configs and pools, never nodes.
 pub fn guarded_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTreeSet<String>> {
-    let (_, _, guard) = guard_for(snapshot, target);
+    let (_, _, guarded) = guarded_images(snapshot, target);
     // A pool with a guarded target image blocks while any node of it has not reached the
     // image, and such a node need not carry a guarded digest at all (not targeted yet): only
     // every node can tell.
-    if !pools::rolling_targets(snapshot, target, &guard).is_empty() {
+    if !pools::rolling_targets(snapshot, target, &guarded).is_empty() {
         return None;
     }
-    guard.digests()
+    guarded.digests()
 }
 
 /// The digests a node's images must carry for the node to block by itself (the node rule,
 /// without the pool rule), or `None` when only a scan of every node can find such nodes.
 /// Candidates the index names for them feed [`evaluate_blocked`].
 pub fn blocking_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTreeSet<String>> {
-    let (_, _, guard) = guard_for(snapshot, target);
-    guard.digests()
+    let (_, _, guarded) = guarded_images(snapshot, target);
+    guarded.digests()
 }
 
 /// The verdict when a node among `snapshot.nodes` blocks by itself (or a joining machine does,
@@ -62,14 +62,14 @@ pub fn evaluate_blocked(
     target: Deletion<'_>,
     mode: PolicyMode,
 ) -> Option<Verdict> {
-    let (kind, meta, guard) = guard_for(snapshot, target);
+    let (kind, meta, guarded) = guarded_images(snapshot, target);
     let members = Membership::new(&snapshot.pools);
-    let blocking = scan::blocking_nodes(snapshot, &guard, mode, &members);
-    let joining = joining::joining_machines(snapshot, target, &guard);
+    let blocking = scan::blocking_nodes(snapshot, &guarded, mode, &members);
+    let joining = joining::joining_machines(snapshot, target, &guarded);
     if blocking.is_empty() && joining.is_empty() {
         return None;
     }
-    let rolling = pools::rolling_pools(snapshot, target, &guard, &members)
+    let rolling = pools::rolling_pools(snapshot, target, &guarded, &members)
         .into_iter()
         .map(|p| RollingPool {
             pending_nodes: None,
@@ -80,7 +80,7 @@ pub fn evaluate_blocked(
     Some(verdict(
         snapshot,
         (kind, meta, mode),
-        &guard,
+        &guarded,
         blocking,
         rolling,
         joining,

@@ -24,7 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::core::model::override_reason;
 use crate::core::snapshot::Snapshot;
 
-use images::Guard;
+use images::GuardedImages;
 pub use images::deleted_with;
 pub use index::{NodeIndex, blocking_digests, evaluate_blocked, evaluate_indexed, guarded_digests};
 pub use pools::{Membership, membership_labels};
@@ -35,15 +35,15 @@ pub use verdict::{
 
 /// Decides whether `target` may be deleted given the rest of the cluster in `snapshot`.
 pub fn evaluate(snapshot: &Snapshot, target: Deletion<'_>, mode: PolicyMode) -> Verdict {
-    let (kind, meta, guard) = guard_for(snapshot, target);
+    let (kind, meta, guarded) = guarded_images(snapshot, target);
     let members = Membership::new(&snapshot.pools);
-    let blocking = scan::blocking_nodes(snapshot, &guard, mode, &members);
-    let rolling = pools::rolling_pools(snapshot, target, &guard, &members);
-    let joining = joining::joining_machines(snapshot, target, &guard);
+    let blocking = scan::blocking_nodes(snapshot, &guarded, mode, &members);
+    let rolling = pools::rolling_pools(snapshot, target, &guarded, &members);
+    let joining = joining::joining_machines(snapshot, target, &guarded);
     verdict(
         snapshot,
         (kind, meta, mode),
-        &guard,
+        &guarded,
         blocking,
         rolling,
         joining,
@@ -53,7 +53,7 @@ pub fn evaluate(snapshot: &Snapshot, target: Deletion<'_>, mode: PolicyMode) -> 
 fn verdict(
     snapshot: &Snapshot,
     (kind, meta, mode): (TargetKind, &ObjectMeta, PolicyMode),
-    guard: &Guard,
+    guarded: &GuardedImages,
     blocking: Vec<BlockingNode>,
     rolling: Vec<RollingPool>,
     joining: Vec<JoiningMachine>,
@@ -65,7 +65,7 @@ fn verdict(
         mode,
         allowed: false,
         override_reason,
-        images: guard.listed(),
+        images: guarded.listed(),
         blocking,
         rolling,
         joining,
@@ -75,7 +75,10 @@ fn verdict(
     v
 }
 
-fn guard_for<'a>(snapshot: &Snapshot, target: Deletion<'a>) -> (TargetKind, &'a ObjectMeta, Guard) {
+fn guarded_images<'a>(
+    snapshot: &Snapshot,
+    target: Deletion<'a>,
+) -> (TargetKind, &'a ObjectMeta, GuardedImages) {
     match target {
         Deletion::MachineOSConfig(mosc) => (
             TargetKind::MachineOSConfig,

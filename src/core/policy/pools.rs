@@ -24,7 +24,7 @@ use crate::core::node::NodeMeta;
 use crate::core::selector::{self, Checked, Labels};
 use crate::core::snapshot::Snapshot;
 
-use super::images::Guard;
+use super::images::GuardedImages;
 use super::memo::{Memo, Text};
 use super::verdict::{Deletion, GuardedImage, NAMED_NEXT_NODES, RollingPool};
 
@@ -117,10 +117,10 @@ pub fn membership_labels(pools: &[Arc<MachineConfigPool>]) -> std::collections::
 pub(super) fn rolling_pools(
     snapshot: &Snapshot,
     target: Deletion<'_>,
-    guard: &Guard,
+    guarded: &GuardedImages,
     members: &Membership<'_>,
 ) -> Vec<RollingPool> {
-    let mut rolling: Vec<RollingPool> = rolling_targets(snapshot, target, guard)
+    let mut rolling: Vec<RollingPool> = rolling_targets(snapshot, target, guarded)
         .into_iter()
         // Only a node of the pool that has not reached the image makes MCO target it again;
         // 4.20 reports `Updating` also while a new build runs or after one failed, with every
@@ -144,14 +144,14 @@ pub(super) fn rolling_pools(
 
 /// Pools not paused whose MachineOSConfig's current image is guarded and to which MCO is
 /// sending nodes ([`rollout_continues`]): each with that image as the config spells it and as
-/// the guard lists it. The MachineOSConfig being deleted is taken from the request, the others
+/// [`GuardedImages`] lists it. The MachineOSConfig being deleted is taken from the request, the others
 /// from the snapshot. Reads no node.
 pub(super) fn rolling_targets<'s>(
     snapshot: &'s Snapshot,
     target: Deletion<'s>,
-    guard: &Guard,
+    guarded: &GuardedImages,
 ) -> Vec<(&'s MachineConfigPool, &'s str, GuardedImage)> {
-    if guard.is_empty() {
+    if guarded.is_empty() {
         return Vec::new();
     }
     let target_config = match target {
@@ -175,7 +175,7 @@ pub(super) fn rolling_targets<'s>(
         .filter_map(|p| {
             let config = config_of(p.name())?;
             let current = config.current_image()?;
-            let image = guard.find(current)?;
+            let image = guarded.find(current)?;
             rollout_continues(p, config, current, &snapshot.machine_os_builds)
                 .then(|| (p.as_ref(), current, image.clone()))
         })

@@ -16,27 +16,27 @@ use crate::core::node::NodeImages;
 use crate::core::node::NodeMeta;
 use crate::core::snapshot::Snapshot;
 
-use super::images::Guard;
+use super::images::GuardedImages;
 use super::memo::{Memo, Text};
 use super::pools::Membership;
 use super::verdict::{BlockReason, BlockingNode, GuardedImage, PolicyMode};
 
 pub(super) fn blocking_nodes(
     snapshot: &Snapshot,
-    guard: &Guard,
+    guarded: &GuardedImages,
     mode: PolicyMode,
     members: &Membership<'_>,
 ) -> Vec<BlockingNode> {
-    if guard.is_empty() {
+    if guarded.is_empty() {
         return Vec::new();
     }
-    let prefilter = Prefilter::for_guard(guard);
+    let prefilter = Prefilter::for_images(guarded);
     let mut memo = Memo::default();
     let mut blocking = Vec::new();
     for node in &snapshot.nodes {
         let images = NodeImages::of(node);
         let key = (Text::of(images.desired), Text::of(images.current));
-        let hit = memo.get_or(key, || classify(images, guard, &prefilter, mode));
+        let hit = memo.get_or(key, || classify(images, guarded, &prefilter, mode));
         if let Some((image, reason)) = hit {
             let mut blocked = blocking_node(node, images, image, reason);
             blocked.pool = members.primary(node.as_ref()).map(str::to_string);
@@ -50,14 +50,14 @@ pub(super) fn blocking_nodes(
 /// Whether a node with these images blocks, and on which guarded image.
 fn classify(
     images: NodeImages<'_>,
-    guard: &Guard,
+    guarded: &GuardedImages,
     prefilter: &Prefilter,
     mode: PolicyMode,
 ) -> Option<(GuardedImage, BlockReason)> {
     let find = |spec: &str| {
         prefilter
             .may_match(spec)
-            .then(|| guard.find(spec))
+            .then(|| guarded.find(spec))
             .flatten()
     };
     let in_flight = images
@@ -108,8 +108,8 @@ enum Prefilter {
 }
 
 impl Prefilter {
-    fn for_guard(guard: &Guard) -> Prefilter {
-        guard
+    fn for_images(guarded: &GuardedImages) -> Prefilter {
+        guarded
             .digests::<Vec<String>>()
             .map_or(Prefilter::None, Prefilter::DigestSuffix)
     }
