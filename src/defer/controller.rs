@@ -26,7 +26,7 @@ use crate::core::message;
 use crate::core::model::MachineOSConfig;
 use crate::core::policy::{Deletion, TargetKind};
 use crate::decision::{Checked, Engine};
-use crate::defer::memos::{Memo, MemoJanitor, Memos};
+use crate::defer::deferrals::{Deferral, Deferrals, Janitor};
 use crate::sources::view::ClusterView;
 use crate::telemetry::events::{self, Events};
 use crate::telemetry::metrics::Metrics;
@@ -103,7 +103,7 @@ struct Context<V> {
     metrics: Arc<Metrics>,
     add_finalizers: bool,
     store: Store<MachineOSConfig>,
-    memos: Arc<Memos>,
+    deferrals: Arc<Deferrals>,
 }
 
 impl<V> Context<V> {
@@ -135,12 +135,12 @@ impl<V> Context<V> {
         self.metrics.set_deferred(held.len(), oldest);
     }
 
-    fn memo<T>(&self, uid: &str, f: impl FnOnce(&mut Memo) -> T) -> T {
-        self.memos.with(uid, f)
+    fn deferral<T>(&self, uid: &str, f: impl FnOnce(&mut Deferral) -> T) -> T {
+        self.deferrals.with(uid, f)
     }
 
     fn forget(&self, uid: &str) {
-        self.memos.forget(uid);
+        self.deferrals.forget(uid);
     }
 }
 
@@ -161,9 +161,9 @@ pub async fn run<V: ClusterView>(
     let controller = Controller::new(api.clone(), watcher::Config::default())
         .graceful_shutdown_on(async move { stop.cancelled().await });
     // The controller is never called for an object that is gone, so a metadata watch of its
-    // own tells the janitor which memos to drop (MachineOSConfigs are few: one per pool).
-    let memos = Arc::new(Memos::default());
-    let janitor = tokio::spawn(MemoJanitor::new(Arc::clone(&memos)).run(api.clone()));
+    // own tells the janitor which deferrals to drop (MachineOSConfigs are few: one per pool).
+    let deferrals = Arc::new(Deferrals::default());
+    let janitor = tokio::spawn(Janitor::new(Arc::clone(&deferrals)).run(api.clone()));
     let context = Arc::new(Context {
         api,
         engine,
@@ -171,7 +171,7 @@ pub async fn run<V: ClusterView>(
         metrics: Arc::clone(&metrics),
         add_finalizers,
         store: controller.store(),
-        memos,
+        deferrals,
     });
     controller
         .run(reconcile, error_policy, context)
@@ -279,7 +279,7 @@ async fn reconcile<V: ClusterView>(
             Ok(Action::await_change())
         }
         Step::Wait { blocking_nodes } => {
-            let (attempts, changed) = ctx.memo(&uid, |m| {
+            let (attempts, changed) = ctx.deferral(&uid, |m| {
                 m.attempts = m.attempts.saturating_add(1);
                 let changed =
                     !blocking_nodes.is_empty() && m.reported.as_ref() != Some(&blocking_nodes);
@@ -309,7 +309,7 @@ fn error_policy<V>(mosc: Arc<MachineOSConfig>, error: &Error, ctx: Arc<Context<V
         return Action::requeue(retry_after(failure, 1));
     }
     let uid = mosc.metadata.uid.clone().unwrap_or_default();
-    let attempts = ctx.memo(&uid, |m| {
+    let attempts = ctx.deferral(&uid, |m| {
         m.attempts = m.attempts.saturating_add(1);
         m.attempts
     });

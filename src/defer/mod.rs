@@ -3,6 +3,6 @@
 //! `remove-finalizers` for uninstalling.
 
 pub mod controller;
+mod deferrals;
 pub mod leader;
-mod memos;
 pub mod uninstall;
