@@ -50,7 +50,7 @@ pub struct NameRef {
 }
 
 /// MachineOSConfig: opts one pool into image mode.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct MachineOSConfig {
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -60,7 +60,7 @@ pub struct MachineOSConfig {
     pub status: MachineOSConfigStatus,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSConfigSpec {
     #[serde(default)]
@@ -69,7 +69,7 @@ pub struct MachineOSConfigSpec {
     pub rendered_image_push_spec: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSConfigStatus {
     #[serde(default)]
@@ -79,7 +79,7 @@ pub struct MachineOSConfigStatus {
 }
 
 /// MachineOSBuild: one image build for one (MachineOSConfig, rendered config).
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct MachineOSBuild {
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -89,7 +89,7 @@ pub struct MachineOSBuild {
     pub status: MachineOSBuildStatus,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSBuildSpec {
     #[serde(default, rename = "machineOSConfig")]
@@ -102,7 +102,7 @@ pub struct MachineOSBuildSpec {
     pub rendered_image_push_spec: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSBuildStatus {
     #[serde(default)]
@@ -151,7 +151,7 @@ pub struct MachineConfigPoolStatus {
 }
 
 /// One entry of `status.conditions` (only what the policy reads).
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Condition {
     #[serde(default, rename = "type")]
     pub type_: String,

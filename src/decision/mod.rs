@@ -1,19 +1,24 @@
 //! The decision engine: the verdict on one deletion from the caches, confirmed by a fresh read
-//! whichever way it went, the reads of concurrent requests shared ([`coalesce`]). The admission
-//! review and the finalizer controller both decide through [`Engine::check`]; what they do with
-//! the verdict (answer a request, release a finalizer) is theirs.
+//! whichever way it went; concurrent requests share the read ([`coalesce`]) and, for the same
+//! target, the verdict decided on it ([`confirmation`]). The admission review and the finalizer
+//! controller both decide through [`Engine::check`]; what they do with the verdict (answer a
+//! request, release a finalizer) is theirs.
 
 pub mod coalesce;
+pub mod confirmation;
 pub mod modes;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
 use crate::sources::error::FreshError;
-use crate::sources::view::{ClusterView, Fresh};
+use crate::sources::view::ClusterView;
 use crate::telemetry::metrics::Metrics;
 use coalesce::Coalesced;
+use confirmation::Confirmation;
 
 pub use modes::{DeletionMode, Enforcement};
 
@@ -37,8 +42,9 @@ pub struct Engine<V> {
     /// Upper bound for the confirming read, waiting for a turn included; past it the
     /// guard fails closed.
     pub confirm_timeout: Duration,
-    /// Confirming reads, coalesced: a burst of requests shares reads (see [`Coalesced`]).
-    confirmations: Coalesced<Result<Fresh, FreshError>>,
+    /// Confirming reads, coalesced: a burst of requests shares reads (see [`Coalesced`]), and
+    /// the requests one read serves share its verdict per target (see [`Confirmation`]).
+    confirmations: Coalesced<Result<Confirmation, FreshError>>,
 }
 
 impl<V: ClusterView> Engine<V> {
@@ -97,15 +103,23 @@ impl<V: ClusterView> Engine<V> {
         if cached.overridden() || unlabelled_build {
             return Checked::Decided(cached);
         }
-        let fresh = tokio::time::timeout(
+        let read = tokio::time::timeout(
             confirm_timeout,
-            self.confirmations.get_since(arrival, || self.view.fresh()),
+            self.confirmations.get_since(arrival, || async move {
+                self.view.fresh().await.map(Confirmation::new)
+            }),
         );
-        match fresh.await.as_deref() {
-            Ok(Ok(fresh)) => {
-                self.metrics.confirmation_nodes(fresh.source());
-                let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
-                let verdict = policy::evaluate(&snapshot, target, self.mode);
+        match read.await.as_deref() {
+            Ok(Ok(confirmation)) => {
+                self.metrics
+                    .confirmation_nodes(confirmation.fresh().source());
+                // Decided once for every request this read serves with the same target.
+                let verdict = confirmation
+                    .verdict(target, |fresh| {
+                        let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
+                        policy::evaluate(&snapshot, target, self.mode)
+                    })
+                    .await;
                 let result = match (cached.allowed, verdict.allowed && !verdict.overridden()) {
                     (true, true) => "confirmed",
                     (true, false) => "overturned",
