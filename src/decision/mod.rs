@@ -1,17 +1,21 @@
 //! The decision engine: the verdict on one deletion from the caches, confirmed by a fresh read
 //! whichever way it went; concurrent requests share the read ([`coalesce`]) and, for the same
-//! target, the verdict decided on it ([`confirmation`]). The admission review and the finalizer
-//! controller both decide through [`Engine::check`]; what they do with the verdict (answer a
-//! request, release a finalizer) is theirs.
+//! target, the decisions: the cached one while it runs, and the one on the read
+//! ([`confirmation`], [`sharing`]). The admission review and the finalizer controller both
+//! decide through [`Engine::check`]; what they do with the verdict (answer a request, release a
+//! finalizer) is theirs.
 
 pub mod coalesce;
 pub mod confirmation;
 pub mod modes;
+pub mod sharing;
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::runtime::{Handle, RuntimeFlavor};
 
 use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
 use crate::sources::error::FreshError;
@@ -19,6 +23,7 @@ use crate::sources::view::ClusterView;
 use crate::telemetry::metrics::Metrics;
 use coalesce::Coalesced;
 use confirmation::Confirmation;
+use sharing::SharedVerdicts;
 
 pub use modes::{DeletionMode, Enforcement};
 
@@ -45,6 +50,8 @@ pub struct Engine<V> {
     /// Confirming reads, coalesced: a burst of requests shares reads (see [`Coalesced`]), and
     /// the requests one read serves share its verdict per target (see [`Confirmation`]).
     confirmations: Coalesced<Result<Confirmation, FreshError>>,
+    /// Cached decisions running now: concurrent requests for one target share one.
+    deciding: SharedVerdicts,
 }
 
 impl<V: ClusterView> Engine<V> {
@@ -60,6 +67,7 @@ impl<V: ClusterView> Engine<V> {
             metrics,
             confirm_timeout,
             confirmations: Coalesced::default(),
+            deciding: SharedVerdicts::default(),
         }
     }
 
@@ -74,8 +82,10 @@ impl<V: ClusterView> Engine<V> {
     /// pool targets a guarded image), the index's candidates are tried first: a node among them
     /// that blocks by itself decides a denial without the scan.
     pub fn cached(&self, target: Deletion<'_>) -> Verdict {
-        policy::evaluate_indexed(&self.view.objects(), target, self.mode, |digests| {
-            self.view.nodes(digests, self.mode)
+        off_the_workers(|| {
+            policy::evaluate_indexed(&self.view.objects(), target, self.mode, |digests| {
+                self.view.nodes(digests, self.mode)
+            })
         })
     }
 
@@ -94,7 +104,10 @@ impl<V: ClusterView> Engine<V> {
         // Before the cached decision: a confirming read that starts while it runs began after
         // this request arrived, so it may confirm it (concurrent allows share one read).
         let arrival = self.confirmations.arrive();
-        let cached = self.cached(target);
+        let cached = self
+            .deciding
+            .while_deciding(target, || self.cached(target))
+            .await;
         // Settled by the request alone: the override lets a blocked deletion through whatever
         // the read says, and a build without MCO's `machine-os-config` label has no image MCO
         // would delete.
@@ -116,8 +129,10 @@ impl<V: ClusterView> Engine<V> {
                 // Decided once for every request this read serves with the same target.
                 let verdict = confirmation
                     .verdict(target, |fresh| {
-                        let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
-                        policy::evaluate(&snapshot, target, self.mode)
+                        off_the_workers(|| {
+                            let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
+                            policy::evaluate(&snapshot, target, self.mode)
+                        })
                     })
                     .await;
                 let result = match (cached.allowed, verdict.allowed && !verdict.overridden()) {
@@ -142,5 +157,17 @@ impl<V: ClusterView> Engine<V> {
                 Checked::Unverified { cached, why }
             }
         }
+    }
+}
+
+/// Runs a decision, CPU-bound (at 50,000 nodes a scan of every node takes tens of
+/// milliseconds), so that the runtime's other tasks go on meanwhile: reading requests (whose
+/// arrival decides which read may serve them), applying node events (the fence a confirmation
+/// waits for), answering. On a runtime with worker threads the worker hands its tasks to
+/// another thread for the duration.
+fn off_the_workers<R>(decide: impl FnOnce() -> R) -> R {
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(decide),
+        _ => decide(),
     }
 }

@@ -1,7 +1,7 @@
 //! The engine with concurrent requests: the requests one confirming read serves for the same
-//! target are decided once, different targets apart, and a request that arrived after a read
-//! started is decided on a read and a verdict of its own. Evaluations are counted (each reads
-//! the node cache once, after its read), not timed.
+//! target are decided once, different targets apart, a request that arrived after a read
+//! started is decided on a read and a verdict of its own, and concurrent requests for one
+//! target share the cached decision running when they arrive. Decisions are counted, not timed.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -70,12 +70,16 @@ fn cluster(current: &str) -> Snapshot {
 
 /// A cluster that moves through `states`: the caches hold the first; each confirming read takes
 /// [`READ`] and leaves the node cache at the next state (the last one stays), its nodes to be
-/// read from that cache (the fence passed). Counts node-cache reads made after the first read
-/// returned: one per evaluation on a fresh read, when every cached decision came before it.
+/// read from that cache (the fence passed). Counts cached decisions (each reads the cached
+/// objects once) and node-cache reads made after the first read returned: one per evaluation
+/// on a fresh read, when every cached decision came before it. Node-cache reads before that
+/// take `slow_cache` (a scan of a large cluster).
 struct Scripted {
     states: Vec<Snapshot>,
     at: AtomicUsize,
     read_returned: AtomicBool,
+    slow_cache: Duration,
+    cached_decisions: AtomicUsize,
     evaluations: AtomicUsize,
 }
 
@@ -85,28 +89,33 @@ impl Scripted {
             states,
             at: AtomicUsize::new(0),
             read_returned: AtomicBool::new(false),
+            slow_cache: Duration::ZERO,
+            cached_decisions: AtomicUsize::new(0),
             evaluations: AtomicUsize::new(0),
         }
     }
 
-    fn now(&self) -> &Snapshot {
-        &self.states[self.at.load(Ordering::SeqCst)]
+    fn now(&self) -> Snapshot {
+        Snapshot {
+            nodes: Vec::new(),
+            ..self.states[self.at.load(Ordering::SeqCst)].clone()
+        }
     }
 }
 
 impl ClusterView for Scripted {
     fn objects(&self) -> Snapshot {
-        Snapshot {
-            nodes: Vec::new(),
-            ..self.now().clone()
-        }
+        self.cached_decisions.fetch_add(1, Ordering::SeqCst);
+        self.now()
     }
 
     fn nodes(&self, _: Option<&BTreeSet<String>>, _: PolicyMode) -> Vec<Arc<NodeMeta>> {
         if self.read_returned.load(Ordering::SeqCst) {
             self.evaluations.fetch_add(1, Ordering::SeqCst);
+        } else {
+            std::thread::sleep(self.slow_cache);
         }
-        self.now().nodes.clone()
+        self.states[self.at.load(Ordering::SeqCst)].nodes.clone()
     }
 
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {
@@ -116,7 +125,7 @@ impl ClusterView for Scripted {
             self.at.store(next, Ordering::SeqCst);
             self.read_returned.store(true, Ordering::SeqCst);
             Ok(Fresh {
-                objects: self.objects(),
+                objects: self.now(),
                 nodes: FreshNodes::Cached,
             })
         })
@@ -167,6 +176,9 @@ async fn four_requests_that_one_read_serves_for_one_target_are_decided_once() {
         1,
         "four requests served by one read evaluated the nodes more than once"
     );
+    // On one thread their cached decisions ran one after another, none while another ran:
+    // a finished one is not shared.
+    assert_eq!(engine.view.cached_decisions.load(Ordering::SeqCst), 4);
 }
 
 #[tokio::test(start_paused = true)]
@@ -214,4 +226,34 @@ async fn a_request_that_arrives_after_a_read_started_gets_a_verdict_of_its_own()
     assert!(second.allowed, "decided on a read of its own: {second:?}");
     assert_eq!(engine.confirmations.reads(), 2);
     assert_eq!(engine.view.evaluations.load(Ordering::SeqCst), 2);
+}
+
+/// With one worker thread, a cached decision that scans for long: the others arrive meanwhile
+/// (the scan leaves the worker to them) and share it, then one read and one evaluation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn requests_arriving_during_a_cached_decision_share_it() {
+    let mut view = Scripted::new(vec![cluster(IMAGE)]);
+    view.slow_cache = Duration::from_millis(100);
+    let metrics = Arc::new(Metrics::default());
+    let engine = Arc::new(
+        Engine::new(view, PolicyMode::default(), metrics, Duration::from_secs(5))
+            .with_confirm_batch_window(Duration::from_millis(5)),
+    );
+    let requests: Vec<_> = (0..4)
+        .map(|_| {
+            let engine = Arc::clone(&engine);
+            tokio::spawn(async move {
+                // Each request decodes its own copy of the object.
+                let worker = mosc("worker", "uid-worker");
+                confirmed(engine.check(Deletion::MachineOSConfig(&worker)).await)
+            })
+        })
+        .collect();
+    for r in requests {
+        assert!(r.await.expect("request").allowed);
+    }
+    let view = &engine.view;
+    assert_eq!(view.cached_decisions.load(Ordering::SeqCst), 1);
+    assert_eq!(engine.confirmations.reads(), 1);
+    assert_eq!(view.evaluations.load(Ordering::SeqCst), 1);
 }
