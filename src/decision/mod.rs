@@ -15,8 +15,6 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::runtime::{Handle, RuntimeFlavor};
-
 use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
 use crate::sources::error::FreshError;
 use crate::sources::view::ClusterView;
@@ -82,10 +80,8 @@ impl<V: ClusterView> Engine<V> {
     /// pool targets a guarded image), the index's candidates are tried first: a node among them
     /// that blocks by itself decides a denial without the scan.
     pub fn cached(&self, target: Deletion<'_>) -> Verdict {
-        off_the_workers(|| {
-            policy::evaluate_indexed(&self.view.objects(), target, self.mode, |digests| {
-                self.view.nodes(digests, self.mode)
-            })
+        policy::evaluate_indexed(&self.view.objects(), target, self.mode, |digests| {
+            self.view.nodes(digests, self.mode)
         })
     }
 
@@ -129,10 +125,8 @@ impl<V: ClusterView> Engine<V> {
                 // Decided once for every request this read serves with the same target.
                 let verdict = confirmation
                     .verdict(target, |fresh| {
-                        off_the_workers(|| {
-                            let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
-                            policy::evaluate(&snapshot, target, self.mode)
-                        })
+                        let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
+                        policy::evaluate(&snapshot, target, self.mode)
                     })
                     .await;
                 let result = match (cached.allowed, verdict.allowed && !verdict.overridden()) {
@@ -157,17 +151,5 @@ impl<V: ClusterView> Engine<V> {
                 Checked::Unverified { cached, why }
             }
         }
-    }
-}
-
-/// Runs a decision, CPU-bound (at 50,000 nodes a scan of every node takes tens of
-/// milliseconds), so that the runtime's other tasks go on meanwhile: reading requests (whose
-/// arrival decides which read may serve them), applying node events (the fence a confirmation
-/// waits for), answering. On a runtime with worker threads the worker hands its tasks to
-/// another thread for the duration.
-fn off_the_workers<R>(decide: impl FnOnce() -> R) -> R {
-    match Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(decide),
-        _ => decide(),
     }
 }

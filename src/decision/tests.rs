@@ -228,9 +228,9 @@ async fn a_request_that_arrives_after_a_read_started_gets_a_verdict_of_its_own()
     assert_eq!(engine.view.evaluations.load(Ordering::SeqCst), 2);
 }
 
-/// With one worker thread, a cached decision that scans for long: the others arrive meanwhile
-/// (the scan leaves the worker to them) and share it, then one read and one evaluation.
-#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+/// A cached decision that scans for long holds one of two workers: the other requests arrive
+/// on the other meanwhile and share it, then one read and one evaluation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_arriving_during_a_cached_decision_share_it() {
     let mut view = Scripted::new(vec![cluster(IMAGE)]);
     view.slow_cache = Duration::from_millis(100);
