@@ -25,9 +25,11 @@
 //! measured (a shared host's builds).
 //!
 //! Environment: `NODES` (default 5000), `CHURN` (12), `SAMPLES` (200 refusal and baseline
-//! samples, half as many single allows), `CONCURRENT` (4), `ROUNDS` (25 rounds of concurrent
-//! allows), `GUARD_ARGS` (extra `serve` arguments, e.g. `--fence-wait-ms=0`). `MOSC_GUARD_BIN`
-//! selects the guard binary (the Makefile passes the release build).
+//! samples, half as many single allows), `CONCURRENT` (4), `ROUNDS` (100 rounds of concurrent
+//! allows: the requests of one round share their fate, so a p99 over 400 of them is about the
+//! slowest round in a hundred, as the single allows' p99 is about the slowest in a hundred),
+//! `GUARD_ARGS` (extra `serve` arguments, e.g. `--fence-wait-ms=0`). `MOSC_GUARD_BIN` selects
+//! the guard binary (the Makefile passes the release build).
 
 mod cluster;
 mod floor;
@@ -79,7 +81,7 @@ impl Settings {
             churn: env_or("CHURN", 12),
             samples: env_or("SAMPLES", 200),
             concurrent: env_or("CONCURRENT", 4) as usize,
-            rounds: env_or("ROUNDS", 25),
+            rounds: env_or("ROUNDS", 100),
             guard_args: std::env::var("GUARD_ARGS")
                 .unwrap_or_default()
                 .split_whitespace()
