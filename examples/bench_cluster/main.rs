@@ -17,12 +17,12 @@
 //!   mid-update: the cache refuses, the confirming read confirms), and peak RSS;
 //! - interleaved with the guard's requests (one before each single request and each round), the
 //!   consistent-read floor: the confirming read's own requests made by this benchmark
-//!   ([`floor`]).
+//!   ([`floor`]), reported per phase.
 //!
-//! It ends with one table: the guard's p50/p99 of each kind and their ratios to the floor's, the
-//! ratio of the concurrent allows' p99 to the single allows', how every request was answered,
-//! and how busy the machine was with work other than this benchmark while the guard was
-//! measured (a shared host's builds).
+//! It ends with one table: the guard's p50/p99 of each kind and their ratios to the floor's
+//! measured in the same phase, the ratio of the concurrent allows' p99 to the single allows',
+//! how every request was answered, and how busy the machine was with work other than this
+//! benchmark while the guard was measured (a shared host's builds).
 //!
 //! Environment: `NODES` (default 5000), `CHURN` (12), `SAMPLES` (200 refusal and baseline
 //! samples, half as many single allows), `CONCURRENT` (4), `ROUNDS` (100 rounds of concurrent
@@ -33,6 +33,7 @@
 
 mod cluster;
 mod floor;
+mod phase;
 mod process;
 mod sample;
 
@@ -41,21 +42,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kube::api::{Patch, PatchParams};
-use serde_json::json;
-
 use testkit::Result;
 use testkit::controlplane::ControlPlane;
-use testkit::guard::{Guard, GuardBin};
-use testkit::mco::{self, CURRENT_IMAGE, STATE};
-use testkit::realistic;
+use testkit::guard::GuardBin;
 use testkit::scenario::create_pool;
 use testkit::scenario::objects::{create_built_mosc, image};
 use testkit::webhooks::register_validating_webhook;
 
 use floor::NodeFence;
+use phase::{Phase, measure_guard};
 use process::Machine;
-use sample::{Answer, Latencies, dry_run_delete, measure, ms};
+use sample::{Answer, measure};
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -65,7 +62,7 @@ fn env_or(name: &str, default: u64) -> u64 {
 }
 
 /// What to measure, from the environment.
-struct Settings {
+pub struct Settings {
     nodes: usize,
     churn: u64,
     samples: u64,
@@ -106,71 +103,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The guard's requests of each kind, and the floor measured between them.
-#[derive(Default)]
-struct GuardRun {
-    floor: Latencies,
-    single: Latencies,
-    together: Latencies,
-    refusals: Latencies,
-    /// RSS after the single allows, and the peak after the concurrent ones (MiB).
-    rss_after_single: f64,
-    peak_after_together: f64,
-}
-
-impl GuardRun {
-    /// One floor sample, taken just before a guard request or round.
-    async fn floor_sample(&mut self, client: &kube::Client, fence: &NodeFence) -> Result<()> {
-        self.floor
-            .add_time(floor::consistent_read(client, fence).await?);
-        Ok(())
-    }
-}
-
-/// The guard's measurements, each request or round after a floor sample.
-async fn measure_guard(
-    client: &kube::Client,
-    guard: &Guard,
-    fence: &NodeFence,
-    s: &Settings,
-) -> Result<GuardRun> {
-    let mut run = GuardRun::default();
-    for _ in 0..s.samples / 2 {
-        run.floor_sample(client, fence).await?;
-        let (took, answer) = dry_run_delete(client).await?;
-        run.single.add(took, answer);
-    }
-    run.rss_after_single = process::memory_mib(guard.pid()).0;
-    for _ in 0..s.rounds {
-        run.floor_sample(client, fence).await?;
-        let at_once =
-            futures::future::join_all((0..s.concurrent).map(|_| dry_run_delete(client))).await;
-        for answer in at_once {
-            let (took, answer) = answer?;
-            run.together.add(took, answer);
-        }
-    }
-    run.peak_after_together = process::memory_mib(guard.pid()).1;
-    // One node mid-update to the image: the cache refuses every deletion, and the confirming
-    // read confirms the refusal.
-    mco::nodes(client)
-        .patch(
-            &realistic::node_name(0),
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"metadata": {"annotations": {CURRENT_IMAGE: image("4b"), STATE: "Working"}}}),
-            ),
-        )
-        .await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    for _ in 0..s.samples {
-        run.floor_sample(client, fence).await?;
-        let (took, answer) = dry_run_delete(client).await?;
-        run.refusals.add(took, answer);
-    }
-    Ok(run)
 }
 
 async fn run() -> Result<()> {
@@ -282,7 +214,8 @@ async fn run() -> Result<()> {
         .map(|s| series("mosc_guard_confirmation_nodes_total", "source", s).to_string())
         .join(" / ");
     let (c, rounds) = (s.concurrent, s.rounds);
-    let p99_ratio = run.together.pct(0.99).as_secs_f64() / run.single.pct(0.99).as_secs_f64();
+    let p99_ratio =
+        run.together.guard.pct(0.99).as_secs_f64() / run.single.guard.pct(0.99).as_secs_f64();
 
     println!();
     println!(
@@ -320,7 +253,7 @@ async fn run() -> Result<()> {
     row(
         &format!(
             "guard RSS after {} single allows / peak after {c} at once x {rounds}",
-            run.single.len()
+            run.single.guard.len()
         ),
         format!(
             "{:.1} / {:.1} MiB ({:.2}x idle)",
@@ -333,30 +266,29 @@ async fn run() -> Result<()> {
         "guard RSS at end / peak over the run",
         format!("{end:.1} / {peak_end:.1} MiB"),
     );
-    row(
-        &format!(
-            "**consistent-read floor** p50 / p99 ({} reads by this benchmark, one before each guard request or round)",
-            run.floor.len()
+    for (what, phase) in [
+        (
+            format!("single allows ({})", run.single.guard.len()),
+            &run.single,
         ),
-        run.floor.p50_p99(),
-    );
-    for (what, l) in [
-        (format!("single allows ({})", run.single.len()), &run.single),
         (
             format!(
                 "{c} allows at once ({} in {rounds} rounds)",
-                run.together.len()
+                run.together.guard.len()
             ),
             &run.together,
         ),
         (
-            format!("confirmed refusals ({})", run.refusals.len()),
+            format!("confirmed refusals ({})", run.refusals.guard.len()),
             &run.refusals,
         ),
     ] {
         row(
-            &format!("{what} p50 / p99; over the floor's"),
-            format!("{}; {}", l.p50_p99(), l.over(&run.floor)),
+            &format!(
+                "{what}: p50 / p99; **the floor** in the same phase ({} reads); guard over floor; mean time inside the guard; confirming reads it made",
+                phase.floor.len()
+            ),
+            phase.report(),
         );
     }
     row(
@@ -367,9 +299,9 @@ async fn run() -> Result<()> {
         "answers: single allows; at once; refusals",
         format!(
             "{}; {}; {}",
-            run.single.answers(),
-            run.together.answers(),
-            run.refusals.answers()
+            run.single.guard.answers(),
+            run.together.guard.answers(),
+            run.refusals.guard.answers()
         ),
     );
     row("guard confirmations by result", results);
@@ -379,17 +311,13 @@ async fn run() -> Result<()> {
     );
     row("allow-all webhook p50 / p99", baseline.p50_p99());
     row("no webhook p50 / p99", none.p50_p99());
-    let slowest = [&run.single, &run.together, &run.refusals]
+    let worst = [&run.single, &run.together, &run.refusals]
         .into_iter()
-        .map(|l| l.pct(0.99))
-        .max()
-        .unwrap_or_default();
+        .map(Phase::p99_over_floor)
+        .fold(0.0, f64::max);
     println!(
-        "\nslowest confirmed verdict's p99 {} against the floor's p99 {}: {:.2}x (target <= 1.20x); \
-         {c} at once against single allows, p99: {p99_ratio:.2}x (target <= 1.20x)",
-        ms(slowest),
-        ms(run.floor.pct(0.99)),
-        slowest.as_secs_f64() / run.floor.pct(0.99).as_secs_f64(),
+        "\nslowest confirmed verdict against the floor of its phase, p99: {worst:.2}x (target <= 1.20x); \
+         {c} at once against single allows, p99: {p99_ratio:.2}x (target <= 1.20x)"
     );
     drop(allow_all);
     Ok(())

@@ -106,6 +106,6 @@ pub async fn measure(client: &kube::Client, samples: u64) -> Result<Latencies> {
     Ok(latencies)
 }
 
-pub fn ms(d: Duration) -> String {
+fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
