@@ -1,8 +1,10 @@
 # mosc-guard: two commands do all the set-up on a fresh machine.
 #   make demo   local control plane + registry + MCO simulator + mosc-guard, the report's scenario
-#   make test   every test tier (unit, HTTPS, check CLI, end-to-end on a real kube-apiserver)
+#   make test   every test tier (unit, HTTPS, check CLI, end-to-end on a real kube-apiserver,
+#               the container image, the manifests on a real node)
 #   make soak   the reliability suite's long runs (property tests, alerts, load), RELIABILITY.md
-# First run builds kube-apiserver, etcd and the registry from pinned Go modules into
+# First run builds kube-apiserver, etcd, the registry and the node's kubelet, kube-proxy and
+# kube-scheduler from pinned Go modules into
 # $${XDG_CACHE_HOME:-$$HOME/.cache}/mosc-guard/bin (a few minutes); later runs reuse them.
 
 SHELL := /usr/bin/env bash
@@ -49,18 +51,23 @@ lint: deps
 ## runs the test kit's own unit tests (testkit/, the shared harness); tests/image.rs is
 ## listed as ignored there. (Benchmarks and the demo are compiled and linted by `lint`;
 ## `make bench`/`make demo` run them.) Then the image tier: image-test where this machine can
-## build and run the image, else SKIPPED with the reason (hack/image.sh ci). Both tiers run;
-## the last line says how each ended, and the exit status is non-zero if either failed.
+## build and run the image, else SKIPPED with the reason (hack/image.sh ci). Then the node
+## tier: the manifests' Deployment as pods on a real node (kubelet, containerd; needs root and
+## the image), else SKIPPED with the reason (hack/node.sh ci). Every tier runs; the last line
+## says how each ended, and the exit status is non-zero if any failed.
 test: deps binaries lint
 	@status=0; report="$$(mktemp)"; \
 	if $(CARGO) test --locked --no-fail-fast --workspace --lib --bins --tests -- --test-threads=2; \
 	then cargo_tier=PASSED; else cargo_tier=FAILED; status=1; fi; \
 	CARGO=$(CARGO) hack/image.sh ci "$$report" || status=1; \
-	image_tier="$$(cat "$$report")"; rm -f "$$report"; \
-	echo "make test: tiers: cargo tests $$cargo_tier; image tests $${image_tier:-FAILED}"; \
+	image_tier="$$(cat "$$report")"; \
+	CARGO=$(CARGO) hack/node.sh ci "$$report" || status=1; \
+	node_tier="$$(cat "$$report")"; rm -f "$$report"; \
+	echo "make test: tiers: cargo tests $$cargo_tier; image tests $${image_tier:-FAILED}; node tests $${node_tier:-FAILED}"; \
 	exit $$status
 
-## The report's scenario, narrated. GUARD=defer plays it in defer mode, GUARD=off without mosc-guard.
+## The report's scenario, narrated. GUARD=defer plays it in defer mode, GUARD=off without mosc-guard
+## (and then heals the pool with `mosc-guard recover`).
 demo: deps binaries
 	@$(CARGO) build --locked --quiet --bin mosc-guard
 	@$(CARGO) run --locked --quiet --example demo
@@ -146,7 +153,9 @@ load: deps binaries
 ## nothing or only the HTTP/2 preface, first each connecting once (reviews for 5 s), then each
 ## reconnecting when closed (reviews for STALLED_SECONDS s); a real review over a new
 ## connection every 250 ms and a GET over an established HTTP/2 connection, which must never
-## be closed. Needs STALLED + 256 open files (the test raises its soft limit to the hard one).
+## be closed; connecting once, every connection the server kept must then close by its 10 s
+## deadline, leaving the guard no more open files than before the flood. Needs STALLED + 256
+## open files (the test raises its soft limit to the hard one).
 STALLED ?= 5000
 STALLED_SECONDS ?= 20
 STALLED_CMD = MOSC_GUARD_STALLED=$(STALLED) MOSC_GUARD_STALLED_SECONDS=$(STALLED_SECONDS) \
@@ -179,6 +188,15 @@ image-upstream:
 
 image-test: deps binaries
 	@CARGO=$(CARGO) hack/image.sh test
+
+## The node tier alone: `kubectl apply -k` of the shipped overlays on a control plane with a
+## real node (kubelet and kube-proxy from the pinned Kubernetes module, Debian's containerd,
+## runc and CNI bridge), the guard as the Deployment's pods from $(IMAGE) (built first), the
+## report's scenario and an admin's first-hour operations against them (tests/node/). Needs
+## root; one node per machine at a time (the tests wait for its lock).
+.PHONY: node-test
+node-test: deps binaries
+	@CARGO=$(CARGO) hack/node.sh test
 
 ## `oc mosc-guard` / `kubectl mosc-guard`: installs the release binary as kubectl-mosc_guard
 ## (the plugin file name for `mosc-guard`; oc and kubectl run it) into $(PREFIX)/bin, and as

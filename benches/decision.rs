@@ -1,7 +1,8 @@
 //! One admission decision over a large cluster: the webhook's indexed path (candidate
 //! nodes from the digest index), the full scan (`check`, and the pure policy over every
 //! node), and a baseline measured in the same run: a bare pass over every node's
-//! annotations, what any policy reading every node must at least pay. Also prints
+//! annotations, what any policy reading every node must at least pay; and `serve`'s scrape-time
+//! gauge of nodes stuck on a lost image (`core::recovery::stuck`). Also prints
 //! p50/p99 of single decisions and the heap held by the snapshot and the index, since
 //! criterion reports neither.
 //!
@@ -19,6 +20,7 @@ use mosc_guard::core::model::{MachineOSConfig, node_annotations};
 use mosc_guard::core::node::NodeMeta;
 use mosc_guard::core::node::{Interner, WireNode};
 use mosc_guard::core::policy::{Deletion, PolicyMode, Verdict, evaluate, evaluate_indexed};
+use mosc_guard::core::recovery::stuck::stuck_per_pool;
 use mosc_guard::core::snapshot::Snapshot;
 use mosc_guard::sources::node_index::NodeIndex;
 use serde_json::json;
@@ -226,6 +228,24 @@ fn benches(c: &mut Criterion) {
         let (objects, index) = index_of(&snapshot);
         group.bench_with_input(BenchmarkId::new("baseline-scan", n), &n, |b, _| {
             b.iter(|| black_box(scan_only(black_box(&snapshot))))
+        });
+        // serve's gauge of nodes stuck on a lost image, at each scrape: over the nodes the
+        // index says are short of their image (what serve hands it), and over every node (the
+        // bound, were every node mid-update at once).
+        let unreached = Snapshot {
+            nodes: index
+                .0
+                .unreached()
+                .into_iter()
+                .filter_map(|name| index.1.get(name.as_ref()).cloned())
+                .collect(),
+            ..objects.clone()
+        };
+        group.bench_with_input(BenchmarkId::new("stuck-gauge-unreached", n), &n, |b, _| {
+            b.iter(|| stuck_per_pool(black_box(&unreached)))
+        });
+        group.bench_with_input(BenchmarkId::new("stuck-gauge-every-node", n), &n, |b, _| {
+            b.iter(|| stuck_per_pool(black_box(&snapshot)))
         });
         for mode in [PolicyMode::InFlight, PolicyMode::InUse] {
             group.bench_with_input(

@@ -14,12 +14,12 @@ use criterion::Criterion;
 use mosc_guard::core::policy::PolicyMode;
 use mosc_guard::core::snapshot::Snapshot;
 use mosc_guard::decision::Engine;
+use mosc_guard::server::listener::{self, Limits};
+use mosc_guard::server::tls::{CertFiles, ReloadingResolver};
 use mosc_guard::sources::view::StaticView;
 use mosc_guard::telemetry::metrics::Metrics;
-use mosc_guard::webhook::listener::{self, Limits};
 use mosc_guard::webhook::review::Reviewer;
 use mosc_guard::webhook::routes;
-use mosc_guard::webhook::tls::{CertFiles, ReloadingResolver};
 use serde_json::{Value, json};
 use testkit::pki::Pki;
 use testkit::review::{MACHINE_OS_CONFIG, Review};
@@ -115,15 +115,16 @@ fn main() {
         key: pair.key,
     })
     .expect("certificate");
-    let tls = Arc::new(resolver.server_config().expect("tls"));
+    let tls = Arc::new(resolver.server_config(None).expect("tls"));
     let reviewer = Reviewer::new(Engine::new(
         StaticView(Arc::new(cluster())),
         PolicyMode::InFlight,
         Arc::new(Metrics::default()),
         Duration::from_secs(5),
     ));
+    let readiness = routes::readiness(&reviewer);
     let guard_url = rt.block_on(serve(
-        routes::router(reviewer, Duration::from_secs(5)),
+        routes::router(reviewer, Duration::from_secs(5), readiness),
         Arc::clone(&tls),
     ));
     let noop_url = rt.block_on(serve(Router::new().route("/validate", post(noop)), tls));

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the end-to-end test harness's kube-apiserver, kube-controller-manager, etcd and registry from the pinned Go
+# Builds the end-to-end test harness's kube-apiserver, kube-controller-manager, etcd and registry,
+# and the node tier's kubelet, kube-proxy and kube-scheduler, from the pinned Go
 # modules in hack/controlplane and hack/registry, and opm (operator-registry, which validates
 # bundle/ in tests/olm/) from hack/opm, each only if its cached copy is missing.
 #
@@ -88,6 +89,12 @@ build etcd "$etcd_version" "$here/controlplane" ./etcd
 build kube-apiserver "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
 # The real garbage collector (run with --controllers=garbagecollector only) acts on foregroundDeletion.
 build kube-controller-manager "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
+# The node tier's node (testkit/src/node/): kubelet, kube-proxy (routes the `kubernetes` Service's
+# ClusterIP to the API server for the pods' in-cluster config, and webhook Services to their
+# pods) and kube-scheduler (places the Deployment's pods), all from the same Kubernetes module.
+build kubelet "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kubelet "$kube_ldflags"
+build kube-proxy "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-proxy "$kube_ldflags"
+build kube-scheduler "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-scheduler "$kube_ldflags"
 build registry "$registry_version" "$here/registry" github.com/distribution/distribution/v3/cmd/registry
 # opm as operator-registry's Makefile builds it (json1 for its sqlite code, the OpenPGP
 # implementation in Go instead of gpgme); `opm version` reports the pinned version.

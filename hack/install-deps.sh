@@ -16,12 +16,13 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tools="${XDG_CACHE_HOME:-${HOME:?set HOME or XDG_CACHE_HOME}/.cache}/mosc-guard/tools"
 
 missing=()       # Debian packages every tier needs
-missing_image=() # Debian packages only the image tier needs (hack/image.sh ci skips without them)
-# need COMMAND-OR-FILE DEBIAN-PACKAGE [image]: PACKAGE provides the program COMMAND (or the file
-# at an absolute path); `image` marks what only the container image's tier uses.
+missing_image=() # Debian packages only the image and node tiers need (they skip without them)
+# need COMMAND-OR-FILE DEBIAN-PACKAGE [image|node]: PACKAGE provides the program COMMAND (or the
+# file at an absolute path); `image` marks what only the container image's tier uses, `node`
+# what only the node tier uses (hack/node.sh: a real node running the manifests' Deployment).
 need() {
   if [[ "$1" == /* ]]; then [[ -e "$1" ]] && return 0; else command -v "$1" >/dev/null 2>&1 && return 0; fi
-  if [[ "${3:-}" == image ]]; then missing_image+=("$2"); else missing+=("$2"); fi
+  if [[ "${3:-}" == image || "${3:-}" == node ]]; then missing_image+=("$2"); else missing+=("$2"); fi
 }
 
 # The harness's Go modules (hack/build-binaries.sh); Debian 12's golang-go is too old, see below.
@@ -43,6 +44,17 @@ need musl-gcc musl-tools image
 need readelf binutils image
 need strip binutils image
 need /etc/ssl/certs/ca-certificates.crt ca-certificates image
+# The node tier's node (testkit/src/node/): containerd with its CRI plugin (ctr imports the
+# images), runc (above), the CNI bridge, host-local and loopback plugins, iptables (kube-proxy,
+# the kubelet, and the teardown of their chains) and ip (the teardown of the pods' bridge).
+need containerd containerd node
+need ctr containerd node
+need /usr/lib/cni/bridge containernetworking-plugins node
+need /usr/lib/cni/host-local containernetworking-plugins node
+need /usr/lib/cni/loopback containernetworking-plugins node
+need iptables iptables node
+need ip6tables iptables node
+need ip iproute2 node
 
 if [[ $(( ${#missing[@]} + ${#missing_image[@]} )) -gt 0 ]]; then
   packages="$(printf '%s\n' "${missing[@]}" "${missing_image[@]}" | awk 'NF && !seen[$0]++' | tr '\n' ' ')"

@@ -10,7 +10,10 @@
 //!   server, a directory dump, behind [`sources::view::ClusterView`].
 //! - [`decision`]: the decision engine: the cached verdict, confirmed by a fresh read (reads
 //!   of concurrent requests shared); the webhook and the finalizer controller decide through it.
-//! - [`webhook`]: the HTTPS admission server: decoding, one review per request, mutation.
+//! - [`server`]: the transport: the TLS listener and its connection limits, the serving
+//!   certificate's reload, the probes and the drain at shutdown.
+//! - [`webhook`]: the admission review over that server: decoding, one review per request,
+//!   mutation.
 //! - [`defer`]: defer mode's finalizer controller, its leader election, and releasing
 //!   finalizers on uninstall.
 //! - [`telemetry`]: Prometheus metrics (every label set bounded) and Kubernetes Events.
@@ -20,6 +23,7 @@ pub mod cli;
 pub mod core;
 pub mod decision;
 pub mod defer;
+pub mod server;
 pub mod sources;
 pub mod telemetry;
 pub mod webhook;

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
         Command::Serve(_) => "info",
         Command::Check(_) => "warn,kube_client=off",
         Command::Certs(_) => "warn",
-        Command::ReleaseFinalizers(_) => "warn,kube_client=off",
+        Command::ReleaseFinalizers(_) | Command::Recover(_) => "warn,kube_client=off",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let fmt = tracing_subscriber::fmt()
@@ -45,6 +45,7 @@ fn main() -> ExitCode {
             Command::Check(args) => cli::check(args).await,
             Command::Certs(args) => cli::certs(args),
             Command::ReleaseFinalizers(args) => cli::release_finalizers(args).await,
+            Command::Recover(args) => cli::recover(args).await,
         }
     })
 }

@@ -166,6 +166,7 @@ fn exported_metrics() -> BTreeSet<String> {
     for result in ["confirmed", "overturned", "failed"] {
         metrics.confirmation(result);
     }
+    metrics.nodes_stuck([("worker".to_string(), 1)]);
     let text = metrics.render(&[("nodes", 1)], &[("nodes", false)], true);
     let mut names = BTreeSet::new();
     for line in text.lines() {

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use mosc_guard::webhook::tls::{CertFiles, ReloadingResolver};
+use mosc_guard::server::tls::{CertFiles, ReloadingResolver};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use testkit::cli::CliRun;
@@ -166,8 +166,9 @@ async fn api_server_style_client_accepts_the_generated_pair() {
         key: dir.join("tls.key"),
     })
     .expect("the serve command's loader accepts the files");
-    let acceptor =
-        tokio_rustls::TlsAcceptor::from(Arc::new(resolver.server_config().expect("server config")));
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(
+        resolver.server_config(None).expect("server config"),
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -5,7 +5,9 @@
 //! live, and so does `check worker`; the files it promises are there (the guard's Lease and
 //! Events, the webhook configuration, every MCO kind `check` reads); a kind the cluster does
 //! not serve is named in errors.txt, exit status 1, and the dump is then refused as incomplete
-//! rather than decided on. Pod logs are collected by the same loop for each pod, but the test
+//! rather than decided on. On a pool the bug degraded, `mosc-guard recover --from-dir
+//! <gathered>` gives the plan `recover` gives live (the dump holds the full nodes and the
+//! MachineConfigs' names, without their contents). Pod logs are collected by the same loop for each pod, but the test
 //! control plane runs no pods (no scheduler, no kubelet), so none is checked here.
 
 use std::path::Path;
@@ -233,4 +235,49 @@ fn walk(dir: &Path) -> Vec<(std::path::PathBuf, String)> {
         }
     }
     out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gathered_dump_gives_the_live_recovery_plan() {
+    let cluster = seed(SimConfig::fast()).await;
+    let stuck = lose_the_image(&cluster, "worker", &cluster.nodes[0]).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, stderr) = gather(&cluster, dir.path());
+    assert_eq!(code, Some(0), "hack/gather: {stderr}");
+
+    let live = cluster.run_cli(&BIN, &["recover", "-o", "json"]);
+    assert_eq!(live.code, Some(0), "{live:?}");
+    let from = dir.path().to_string_lossy().into_owned();
+    let offline = BIN
+        .cli()
+        .args(["recover", "-o", "json", "--from-dir", &from])
+        .run();
+    assert_eq!(offline.code, live.code, "{offline:?}");
+    assert_eq!(
+        verdicts(&offline.json()),
+        verdicts(&live.json()),
+        "the dump gives the live plan"
+    );
+    let plan = live.json();
+    assert_eq!(
+        plan["recoverable"][0]["node"],
+        stuck.node.as_str(),
+        "{plan:#}"
+    );
+
+    // The MachineConfigs by name only: every rendered one's content holds the pull secret.
+    let configs = dir
+        .path()
+        .join("cluster-scoped-resources/machineconfiguration.openshift.io/machineconfigs.yaml");
+    let mut names = list_kinds(&configs);
+    names.sort();
+    assert!(
+        names.contains(&format!("MachineConfig/{}", rendered_config("worker"))),
+        "{names:?}"
+    );
+    let text = std::fs::read_to_string(&configs).expect("machineconfigs.yaml");
+    assert!(
+        !text.contains("spec") && !text.contains("ignition"),
+        "{text}"
+    );
 }

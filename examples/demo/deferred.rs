@@ -21,6 +21,7 @@ pub(crate) async fn deferred(caught: &Caught<'_>) -> testkit::Result<Outcome> {
         node,
         build,
         premature,
+        ..
     } = *caught;
     let (cp, client) = (&cluster.cp, &cluster.client);
     if let Some(failed) = caught.refused("in defer mode the delete was refused") {

@@ -19,6 +19,7 @@ pub(crate) async fn guarded(caught: &Caught<'_>) -> testkit::Result<Outcome> {
         node,
         build,
         premature,
+        ..
     } = *caught;
     let (cp, client) = (&cluster.cp, &cluster.client);
     if premature.success() {

@@ -12,7 +12,9 @@
 //!   controller). The premature delete is accepted with a warning; the MachineOSConfig stays
 //!   Terminating while the rollout finishes, then goes, and the pool never degrades.
 //! - `GUARD=off`: no guard. The delete succeeds, MCO deletes the image, the node fails
-//!   "manifest unknown" and the pool goes NodeDegraded. Exit 0 only if that reproduced.
+//!   "manifest unknown" and the pool goes NodeDegraded; then the admin heals it with
+//!   `mosc-guard recover` (the plan, then `--apply --wait`). Exit 0 only if that reproduced and
+//!   the pool recovered (the node back without a reboot, the pool Updated).
 //! - Anything else: usage error, exit 2.
 //!
 //! The harness's logs stay off the screen unless `RUST_LOG` is set (they go to stderr then).
@@ -20,7 +22,7 @@
 //! `MOSC_GUARD_BIN`, see `testkit::guard::GuardBin::from_env`.
 //!
 //! The story in modules: [`scenario`] (steps 1-4, the same in every mode), then how it ends:
-//! [`guarded`], [`deferred`], [`unguarded`]; [`cluster_state`] (what the story checks on the
+//! [`guarded`], [`deferred`], [`unguarded`] (and its way back, [`recovery`]); [`cluster_state`] (what the story checks on the
 //! cluster), [`narrate`] (kubectl and the pool as an admin sees them), [`pool_watch`] (every
 //! state the pool had).
 
@@ -29,6 +31,7 @@ mod deferred;
 mod guarded;
 mod narrate;
 mod pool_watch;
+mod recovery;
 mod scenario;
 mod unguarded;
 
@@ -66,7 +69,8 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: make demo [GUARD=on|defer|off]   (or: GUARD=... cargo run --example demo)\n\
                  GUARD=on (default) plays the scenario with mosc-guard denying the early delete, \
-                 GUARD=defer with mosc-guard deferring it, GUARD=off without mosc-guard; got {got}"
+                 GUARD=defer with mosc-guard deferring it, GUARD=off without mosc-guard (then \
+                 heals the pool with mosc-guard recover); got {got}"
             );
             return ExitCode::from(2);
         }
@@ -149,11 +153,9 @@ async fn run(mode: Mode) -> testkit::Result<Outcome> {
     println!(
         "mosc-guard demo (GUARD={label}): delete a MachineOSConfig while a node still needs its image, {what}"
     );
-    // Fail before starting any server when the product binary is missing.
-    let bin = match mode {
-        Mode::Off => None,
-        Mode::On | Mode::Defer => Some(GuardBin::from_env()?),
-    };
+    // Fail before starting any server when the product binary is missing (GUARD=off runs its
+    // `recover`).
+    let bin = GuardBin::from_env()?;
     heading("Setup: kube-apiserver + etcd, a registry, the MCO 4.20 simulator, pool worker");
     let cluster = Cluster::seed(NODE_COUNT, testkit::simulator::SimConfig::fast()).await?;
     let watch = PoolWatch::start(cluster.client.clone());
@@ -177,12 +179,7 @@ async fn run(mode: Mode) -> testkit::Result<Outcome> {
     let guard = match mode {
         Mode::Off => None,
         Mode::On => {
-            let guard = bin
-                .as_ref()
-                .ok_or("no binary")?
-                .serve(&cluster.cp)
-                .start()
-                .await?;
+            let guard = bin.serve(&cluster.cp).start().await?;
             register_validating_webhook(&cluster.cp, &guard).await?;
             note(&format!(
                 "mosc-guard serving {}, registered as rendered from manifests/base",
@@ -199,12 +196,7 @@ async fn run(mode: Mode) -> testkit::Result<Outcome> {
         Mode::Defer => {
             // The Lease goes to `default`: this control plane has no mosc-guard namespace.
             let args = ["--deletion-mode", "defer", "--lease-namespace", "default"];
-            let guard = bin
-                .ok_or("no binary")?
-                .serve(&cluster.cp)
-                .args(&args)
-                .start()
-                .await?;
+            let guard = bin.serve(&cluster.cp).args(&args).start().await?;
             register_validating_webhook(&cluster.cp, &guard).await?;
             register_mutating_webhook(&cluster.cp, &guard).await?;
             note(&format!(
@@ -224,7 +216,7 @@ async fn run(mode: Mode) -> testkit::Result<Outcome> {
         }
     };
     pool_line(&cluster.client).await?;
-    let result = scenario::scenario(mode, &cluster, &watch).await;
+    let result = scenario::scenario(mode, &cluster, &watch, &bin).await;
     watch.stop();
     match (result, &guard) {
         (Err(e), Some(guard)) => Err(format!(

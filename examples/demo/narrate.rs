@@ -1,9 +1,10 @@
-//! What the admin sees on stdout: each kubectl command and its output, the pool's line as
-//! `kubectl get mcp` shows it, headings and notes.
+//! What the admin sees on stdout: each kubectl and mosc-guard command and its output, the pool's
+//! line as `kubectl get mcp` shows it, headings and notes.
 
 use kube::api::DynamicObject;
 use serde_json::Value;
 use testkit::controlplane::{ControlPlane, KubectlOutput};
+use testkit::guard::GuardBin;
 use testkit::mco;
 use testkit::scenario::OCB_REPO;
 
@@ -41,6 +42,29 @@ pub(crate) async fn kubectl(
         }
     }
     Ok(out)
+}
+
+/// Runs `mosc-guard ARGS` as the admin (the cluster's admin kubeconfig) and prints the command
+/// and what it printed, stdout and stderr in the order written (indented); returns its exit
+/// code and that text.
+pub(crate) async fn mosc_guard(
+    bin: &GuardBin,
+    cp: &ControlPlane,
+    args: &[&str],
+) -> testkit::Result<(Option<i32>, String)> {
+    let shown: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
+    println!("$ mosc-guard {}", shown.join(" "));
+    let cli = bin.cli().args(args).kubeconfig(cp.kubeconfig());
+    let (code, output) = tokio::task::spawn_blocking(move || cli.run_merged()).await?;
+    for line in output.lines() {
+        println!("    {line}");
+    }
+    match code {
+        Some(0) => {}
+        Some(code) => println!("    (mosc-guard exited with status {code})"),
+        None => println!("    (mosc-guard was killed by a signal)"),
+    }
+    Ok((code, output))
 }
 
 /// Prints pool worker's state the way `kubectl get mcp worker` shows it.

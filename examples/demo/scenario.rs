@@ -3,6 +3,7 @@
 //! the mode's ending.
 
 use testkit::controlplane::KubectlOutput;
+use testkit::guard::GuardBin;
 use testkit::mco::{DESIRED_IMAGE, STATE, STATE_WORKING};
 use testkit::scenario::{
     Build, Cluster, node_annotations, pool_condition, wait_for, wait_for_build,
@@ -17,6 +18,7 @@ pub(crate) async fn scenario(
     mode: Mode,
     cluster: &Cluster,
     watch: &PoolWatch,
+    bin: &GuardBin,
 ) -> testkit::Result<Outcome> {
     let (cp, client) = (&cluster.cp, &cluster.client);
     let node = cluster.nodes[0].clone();
@@ -90,6 +92,7 @@ pub(crate) async fn scenario(
     let caught = Caught {
         cluster,
         watch,
+        bin,
         node: &node,
         build: &build,
         premature: &out,
@@ -106,6 +109,8 @@ pub(crate) async fn scenario(
 pub(crate) struct Caught<'a> {
     pub(crate) cluster: &'a Cluster,
     pub(crate) watch: &'a PoolWatch,
+    /// The product binary (GUARD=off runs its `recover`).
+    pub(crate) bin: &'a GuardBin,
     pub(crate) node: &'a str,
     pub(crate) build: &'a Build,
     pub(crate) premature: &'a KubectlOutput,

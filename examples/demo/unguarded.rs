@@ -1,16 +1,18 @@
 //! GUARD=off's ending: the report reproduced, the delete goes through, the image is deleted and
-//! the pool goes NodeDegraded.
+//! the pool goes NodeDegraded; then the way back with `mosc-guard recover` ([`crate::recovery`]).
 
 use testkit::mco::REASON;
 use testkit::scenario::{pool_condition, wait_for};
 
 use crate::cluster_state::image_and_build_gone;
 use crate::narrate::{escape_key, heading, kubectl, note, pool_line, short_image};
+use crate::recovery;
 use crate::scenario::Caught;
 use crate::{Outcome, POOL, STEP_TIMEOUT};
 
 /// GUARD=off after the premature delete: it goes through, MCO deletes the image, and the held
-/// node, once it resumes, fails "manifest unknown": the pool goes NodeDegraded.
+/// node, once it resumes, fails "manifest unknown": the pool goes NodeDegraded. Then the admin
+/// heals it with `mosc-guard recover`.
 pub(crate) async fn unguarded(caught: &Caught<'_>) -> testkit::Result<Outcome> {
     let Caught {
         cluster,
@@ -49,7 +51,7 @@ pub(crate) async fn unguarded(caught: &Caught<'_>) -> testkit::Result<Outcome> {
     let out = kubectl(cp, &["get", "node", node, "-o", &reason_path], None).await?;
     pool_line(client).await?;
     note(&format!(
-        "NodeDegraded: {}; MCO 4.20 does not recover from this by itself",
+        "NodeDegraded: {}; MCO does not recover from this by itself, on any release",
         degraded.reason
     ));
 
@@ -69,11 +71,16 @@ pub(crate) async fn unguarded(caught: &Caught<'_>) -> testkit::Result<Outcome> {
     if watch.snapshot().degraded.is_none() {
         problems.push("the pool watch never saw the pool Degraded".to_owned());
     }
+    if problems.is_empty() {
+        recovery::recover(cluster, caught.bin, node, &mut problems).await?;
+    }
     Ok(Outcome {
         problems,
         summary: format!(
             "the report reproduced without mosc-guard: the delete went through, the image was \
-             deleted and pool worker went NodeDegraded ({node}: \"manifest unknown\")."
+             deleted and pool worker went NodeDegraded ({node}: \"manifest unknown\"); then \
+             `mosc-guard recover --apply` cancelled the lost target, {node} came back without a \
+             reboot and pool worker recovered (Updated, not degraded)."
         ),
     })
 }

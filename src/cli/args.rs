@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -50,6 +51,11 @@ pub enum Command {
     /// Exit status: 0 none left, 1 some kept, 2 error (an object that could not be released
     /// is named with the reason; the others are still released).
     ReleaseFinalizers(ReleaseArgs),
+    /// Heal nodes the lost-image bug already degraded: plan, for every node stuck on an image
+    /// no build carries, the patch that cancels its failed target (or what a person must do
+    /// first); with --apply, cancel them one at a time on the live cluster and wait for each.
+    /// Exit status: 0 nothing needs a person, 1 some node does, 2 error.
+    Recover(RecoverArgs),
 }
 
 /// Which cluster to talk to.
@@ -79,20 +85,28 @@ pub struct ReleaseArgs {
     pub force: bool,
 }
 
+/// A dump to read instead of a live cluster.
+#[derive(Debug, Args)]
+pub struct DumpArgs {
+    /// Read objects from YAML/JSON files below DIR (a must-gather, `oc get -o yaml`
+    /// output) instead of a live cluster.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["kubeconfig", "context"])]
+    pub from_dir: Option<PathBuf>,
+    /// With --from-dir: decide on what could be read even when a file that holds what the
+    /// command reads (Nodes, pools, MachineOSConfigs, MachineOSBuilds; for recover also
+    /// MachineConfigs) could not be read whole (or the dump has nodes but no pools), listing
+    /// what could not. Without it such a dump is an error (exit 2).
+    #[arg(long, requires = "from_dir")]
+    pub allow_incomplete: bool,
+}
+
 /// Where the cluster's objects come from.
 #[derive(Debug, Args)]
 pub struct SourceArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Read objects from YAML/JSON files below DIR (a must-gather, `oc get -o yaml`
-    /// output) instead of a live cluster.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["kubeconfig", "context"])]
-    pub from_dir: Option<PathBuf>,
-    /// With --from-dir: decide on what could be read even when a file that holds Nodes, pools,
-    /// MachineOSConfigs or MachineOSBuilds could not be read whole (or the dump has nodes but
-    /// no pools), listing what could not. Without it such a dump is an error (exit 2).
-    #[arg(long, requires = "from_dir")]
-    pub allow_incomplete: bool,
+    #[command(flatten)]
+    pub dump: DumpArgs,
     // Help from `openshift_version_help`: it names the releases the table knows.
     #[arg(long, value_name = "VERSION", env = "MOSC_GUARD_OPENSHIFT_VERSION", help = openshift_version_help())]
     pub openshift_version: Option<String>,
@@ -207,6 +221,43 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
     pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// Only the nodes of this pool (default: every pool).
+    pub pool: Option<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    // A plan only: --apply needs the live cluster.
+    #[command(flatten)]
+    pub dump: DumpArgs,
+    /// Output format (progress lines of --apply go to stderr).
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Cancel each recoverable node's failed target on the live cluster (not with --from-dir):
+    /// one node at a time, each re-read and re-planned right before its conditional patch,
+    /// then waited for until its daemon reports Done without a reboot. Without it nothing is
+    /// written.
+    #[arg(long)]
+    pub apply: bool,
+    /// With --apply: then also wait for each pool a node was recovered in to finish
+    /// (Updated=True, or its MachineOSConfig's rollout resumed once you unpause it).
+    #[arg(long, requires = "apply")]
+    pub wait: bool,
+    /// With --apply: how long to wait for one node (and with --wait for one pool) before
+    /// stopping and reporting, never escalating (e.g. 20m, 90s, 1h30m).
+    #[arg(long, value_name = "DURATION", default_value = "20m", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+/// A duration as people write it (`20m`, `90s`, `1h30m`, or ISO 8601's `PT20M`).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let parsed: k8s_openapi::jiff::SignedDuration = text
+        .trim()
+        .parse()
+        .map_err(|e| format!("not a duration (write e.g. 20m, 90s or 1h30m): {e}"))?;
+    Duration::try_from(parsed).map_err(|_| "a duration cannot be negative".to_string())
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

@@ -1,28 +1,37 @@
-//! Reading a dump for `check --from-dir` and `serve --from-dir`: an incomplete one is an error
-//! unless --allow-incomplete.
+//! Reading a dump for `check --from-dir`, `recover --from-dir` and `serve --from-dir`: an
+//! incomplete one is an error unless --allow-incomplete.
 
 use std::path::Path;
 
 use crate::cli::error::CliError;
 use crate::core::snapshot::Snapshot;
-use crate::sources::dump;
+use crate::sources::dump::{self, Want};
 
-/// Reads a dump; one that could not be read whole is an error unless `allow_incomplete`.
-pub(super) fn read_dump(dir: &Path, allow_incomplete: bool) -> Result<dump::Loaded, CliError> {
-    let loaded = dump::load_dir(dir)?;
+/// Reads a dump for `want`; one that could not be read whole is an error unless
+/// `allow_incomplete`.
+pub(super) fn read_dump(
+    dir: &Path,
+    allow_incomplete: bool,
+    want: Want,
+) -> Result<dump::Loaded, CliError> {
+    let loaded = dump::load_dir_for(dir, want)?;
     if loaded.incomplete.is_empty() || allow_incomplete {
         return Ok(loaded);
     }
     Err(CliError::Incomplete {
         dir: dir.to_path_buf(),
         missing: loaded.incomplete,
+        trust: match want {
+            Want::Policy => "no verdict can say a deletion is safe",
+            Want::Recovery => "no plan can say a cancel is safe",
+        },
     })
 }
 
 /// The dump `serve --from-dir` decides from: one snapshot, so disagreeing copies (like an
 /// incomplete dump) need --allow-incomplete, and then the copy read last of each is served.
 pub(super) fn load_static(dir: &Path, allow_incomplete: bool) -> Result<Snapshot, CliError> {
-    let loaded = read_dump(dir, allow_incomplete)?;
+    let loaded = read_dump(dir, allow_incomplete, Want::Policy)?;
     for w in loaded.warnings.iter().chain(&loaded.incomplete) {
         tracing::warn!("{w}");
     }

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use crate::core::policy::TargetKind;
 use crate::defer::release::ReleaseError;
+use crate::server::tls::TlsError;
 use crate::sources::dump::DumpError;
 use crate::sources::live::LiveError;
-use crate::webhook::tls::TlsError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -21,13 +21,25 @@ pub enum CliError {
     Dump(#[from] DumpError),
     /// A dump that could not be read whole, and `--allow-incomplete` was not given.
     #[error(
-        "{} is incomplete, so no verdict can say a deletion is safe; what could not be read:{}\n\
+        "{} is incomplete, so {trust}; what could not be read:{}\n\
          Collect it again (oc adm must-gather, or oc get ... -o yaml), or pass --allow-incomplete \
          to decide on what could be read.",
         dir.display(),
         missing.iter().map(|m| format!("\n  {m}")).collect::<String>()
     )]
-    Incomplete { dir: PathBuf, missing: Vec<String> },
+    Incomplete {
+        dir: PathBuf,
+        missing: Vec<String>,
+        /// What cannot be trusted ("no verdict can say a deletion is safe").
+        trust: &'static str,
+    },
+    /// `recover POOL` names a pool the source does not hold.
+    #[error("machineconfigpool \"{name}\" not found in {place} (pools: {})", pools.join(", "))]
+    PoolNotFound {
+        name: String,
+        place: String,
+        pools: Vec<String>,
+    },
     /// `serve --from-dir` serves one snapshot; copies that disagree need a choice.
     #[error(
         "{}: {note}, but serve --from-dir decides from one snapshot; pass --allow-incomplete to serve \

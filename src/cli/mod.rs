@@ -6,11 +6,14 @@ pub mod certs;
 pub mod check;
 mod dump;
 pub mod error;
+mod notes;
+pub mod recover;
 pub mod release;
 pub mod serve;
 
 pub use args::{Cli, Command, LogFormat};
 pub use certs::certs;
 pub use check::check;
+pub use recover::recover;
 pub use release::release_finalizers;
 pub use serve::serve;

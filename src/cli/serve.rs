@@ -17,16 +17,16 @@ use crate::core::policy::PolicyMode;
 use crate::decision::{DeletionMode, Enforcement, Engine};
 use crate::defer::controller;
 use crate::defer::leader::{self, LeaseSettings};
+use crate::server::listener::{self, ConnectionLimits, Limits};
+use crate::server::probes;
+use crate::server::tls::{CertFiles, ReloadingResolver};
 use crate::sources::caches::Caches;
 use crate::sources::view::{ClusterView, ReleaseOverride, StaticView};
 use crate::telemetry::events::Events;
 use crate::telemetry::metrics::Metrics;
-use crate::webhook::cert_expiry;
-use crate::webhook::listener::{self, ConnectionLimits, Limits};
 use crate::webhook::mco_users::McoUsers;
 use crate::webhook::review::Reviewer;
-use crate::webhook::routes::{self, Draining};
-use crate::webhook::tls::{CertFiles, ReloadingResolver};
+use crate::webhook::routes;
 
 /// Where `serve` reads the cluster from.
 #[derive(Debug)]
@@ -77,7 +77,7 @@ impl TryFrom<ServeArgs> for ServeConfig {
         if defer && policy == PolicyMode::InUse {
             return Err(ConfigError::DeferNeedsInFlight);
         }
-        if defer && args.source.from_dir.is_some() {
+        if defer && args.source.dump.from_dir.is_some() {
             return Err(ConfigError::DeferNeedsLiveCluster);
         }
         if defer && args.enforcement == Enforcement::Warn {
@@ -89,10 +89,10 @@ impl TryFrom<ServeArgs> for ServeConfig {
             );
         }
         let secs = |s: u64| Duration::from_secs(s);
-        let source = match args.source.from_dir {
+        let source = match args.source.dump.from_dir {
             Some(path) => Source::Dir {
                 path,
-                allow_incomplete: args.source.allow_incomplete,
+                allow_incomplete: args.source.dump.allow_incomplete,
             },
             None => Source::Live(args.source.cluster),
         };
@@ -157,9 +157,9 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
     // Every connection is a file descriptor: allow as many as the hard limit does.
     let open_files = listener::raise_open_files_limit();
     let resolver = ReloadingResolver::load(config.certs.clone())?;
-    let plain_tls = Arc::new(resolver.server_config()?);
+    let plain_tls = Arc::new(resolver.server_config(None)?);
     let tls = match &config.client_ca {
-        Some(ca) => Arc::new(resolver.server_config_with_client_ca(ca)?),
+        Some(ca) => Arc::new(resolver.server_config(Some(ca))?),
         None => Arc::clone(&plain_tls),
     };
     let ops_listener = match config.metrics_listen {
@@ -170,7 +170,6 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
         })?),
         None => None,
     };
-    let _reloader = resolver.spawn_reloader(config.tls_reload);
     let listener = listener::bind(config.listen).map_err(|source| CliError::Listen {
         addr: config.listen,
         what: "",
@@ -186,11 +185,7 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
         "mosc-guard serving"
     );
     let metrics = Arc::new(Metrics::default());
-    let _expiry_gauge = cert_expiry::spawn_gauge(
-        Arc::clone(&resolver),
-        Arc::clone(&metrics),
-        config.tls_reload,
-    );
+    let _reloader = resolver.spawn_reloader(config.tls_reload, Arc::clone(&metrics));
     let listeners = Listeners {
         webhook: (listener, tls),
         ops: (ops_listener, plain_tls),
@@ -304,20 +299,20 @@ async fn serve_and_drain<V: ClusterView>(
         ops: (ops_listener, ops_tls),
     } = listeners;
     let limits = &config.limits;
-    let draining = Draining::default();
+    let readiness = routes::readiness(&reviewer);
     let ops_stop = CancellationToken::new();
     let ops = async {
         if let Some(ops_listener) = ops_listener {
-            let app = routes::ops_router(Arc::clone(&reviewer), draining.clone());
+            let app = routes::ops_router(Arc::clone(&reviewer), readiness.clone());
             listener::serve(ops_listener, ops_tls, app, limits, ops_stop.cancelled()).await;
         }
     };
-    let app = routes::router_with_drain(
+    let app = routes::router(
         Arc::clone(&reviewer),
         limits.request_timeout,
-        draining.clone(),
+        readiness.clone(),
     );
-    let drained = routes::drain_after(signal, draining.clone(), config.shutdown_delay);
+    let drained = probes::drain_after(signal, readiness.clone(), config.shutdown_delay);
     let main = async {
         listener::serve(listener, tls, app, limits, drained).await;
         ops_stop.cancel();

@@ -8,6 +8,7 @@ pub mod message;
 pub mod model;
 pub mod node;
 pub mod policy;
+pub mod recovery;
 pub mod release;
 pub mod report;
 pub mod selector;

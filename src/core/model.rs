@@ -16,14 +16,31 @@ pub const GROUP: &str = "machineconfiguration.openshift.io";
 /// API version of every MCO object we read.
 pub const VERSION: &str = "v1";
 
-/// Node annotations written by the MCO node controller and daemon.
+/// Node annotations written by the MCO node controller, daemon and drain controller
+/// (`pkg/daemon/constants/constants.go`).
 pub mod node_annotations {
+    /// What every annotation MCO writes on a node starts with.
+    pub const PREFIX: &str = "machineconfiguration.openshift.io/";
     /// Digested pull spec the node should boot.
     pub const DESIRED_IMAGE: &str = "machineconfiguration.openshift.io/desiredImage";
     /// Digested pull spec the node has booted.
     pub const CURRENT_IMAGE: &str = "machineconfiguration.openshift.io/currentImage";
     /// Done | Working | Degraded | Unreconcilable | Rebooting.
     pub const STATE: &str = "machineconfiguration.openshift.io/state";
+    /// The daemon's words for its state (free text that differs by z-stream: never decide on it).
+    pub const REASON: &str = "machineconfiguration.openshift.io/reason";
+    /// The rendered MachineConfig the node should run (the node controller writes it).
+    pub const DESIRED_CONFIG: &str = "machineconfiguration.openshift.io/desiredConfig";
+    /// The rendered MachineConfig the node runs (the daemon writes it once an update is done).
+    pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfig";
+    /// The daemon's request to the drain controller: `drain-<config>` or `uncordon-<config>`.
+    pub const DESIRED_DRAIN: &str = "machineconfiguration.openshift.io/desiredDrain";
+    /// The drain controller's answer: the request it carried out last.
+    pub const LAST_APPLIED_DRAIN: &str = "machineconfiguration.openshift.io/lastAppliedDrain";
+    /// `SingleReplica` on a single-node cluster, where the daemon does not drain
+    /// (`getControlPlaneTopology`, `drainRequired`); any other value or none drains.
+    pub const CONTROL_PLANE_TOPOLOGY: &str =
+        "machineconfiguration.openshift.io/controlPlaneTopology";
 }
 
 /// Label MCO puts on every MachineOSBuild, naming its MachineOSConfig.

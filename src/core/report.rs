@@ -99,21 +99,33 @@ pub fn table(verdicts: &[Verdict]) -> String {
             ]
         })
         .collect();
-    let head = ["KIND", "NAME", "DELETE", "WHY"].map(str::to_string);
+    columns(["KIND", "NAME", "DELETE", "WHY"], &rows)
+}
+
+/// A text table: `head`, then `rows`, every column but the last padded to its widest cell.
+pub fn columns<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String {
+    let head = head.map(str::to_string);
     let width = |c: usize| {
         std::iter::once(&head)
-            .chain(&rows)
-            .map(|r| r[c].len())
+            .chain(rows)
+            .map(|r| r[c].chars().count())
             .max()
             .unwrap_or(0)
     };
-    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let widths: Vec<usize> = (0..N).map(width).collect();
     let mut out = String::new();
-    for r in std::iter::once(&head).chain(&rows) {
-        out.push_str(&format!(
-            "{:w0$}  {:w1$}  {:w2$}  {}\n",
-            r[0], r[1], r[2], r[3]
-        ));
+    for row in std::iter::once(&head).chain(rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (cell, w))| match i + 1 == N {
+                true => cell.clone(),
+                false => format!("{cell:w$}"),
+            })
+            .collect();
+        out.push_str(&cells.join("  "));
+        out.push('\n');
     }
     out
 }

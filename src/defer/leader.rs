@@ -8,7 +8,28 @@
 //!
 //! Expiry follows client-go: a candidate takes over when the Lease's resourceVersion has not
 //! changed for a whole lease duration by its own clock, so clock skew between replicas and the
-//! API server does not matter.
+//! API server does not matter. A holder that cannot renew within its renew deadline (every
+//! call bounded by it) steps down before any candidate can take over.
+//!
+//! Hand-written because `kube-lease-manager` (0.13.1, on kube 5 and k8s-openapi 0.29 as we
+//! are; tried for issue 31) falls short on both points, and its public API offers no smaller
+//! piece to build on (everything below `LeaseManager` is private):
+//! - it expires a Lease at `renewTime + leaseDurationSeconds` by the candidate's wall clock
+//!   (`LeaseState::sync`): a candidate whose clock runs ahead of the holder's by more than the
+//!   grace period takes a live Lease over, one whose clock is behind waits the skew out (an
+//!   hour of skew, an hour without a finalizer controller); and it takes an expired Lease over
+//!   with a patch that clears the holder without a resourceVersion precondition, so a stale
+//!   read can unseat a holder that has just renewed;
+//! - a holder that cannot reach the API server does not step down: `LeaseManager::watch` logs
+//!   the error and retries without ever publishing `false`, and no request has a deadline, so
+//!   a replica cut off from the API server would run its controller beside the one that took
+//!   over.
+//!
+//! Tried in the scenarios of `tests/defer_mode/lease.rs` (which hold this module to both
+//! points on a real API server), the crate took a live Lease whose holder's clock ran an hour
+//! behind within 0.9 s, left one whose dead holder's clock ran an hour ahead untaken for as long
+//! as we waited (20 s), and a holder behind a black-holed route still reported leading 20 s
+//! after the other replica had taken over (3.5 s after the cut).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -144,14 +165,30 @@ impl Elector {
         self.write(result)
     }
 
-    /// Gives the Lease up (on shutdown) so another replica takes over at once.
+    /// Gives the Lease up (on shutdown, or after stepping down) so another replica takes over
+    /// at once. Bounded by the renew deadline: the API server may be what made it step down.
     pub async fn release(&mut self) {
-        let Ok(Some(lease)) = self.api.get_opt(&self.settings.name).await else {
-            return;
+        let within = self.settings.renew_deadline;
+        let error = match tokio::time::timeout(within, self.give_up()).await {
+            Ok(Ok(true)) => {
+                tracing::info!(lease = %self.settings.name, "released the lease");
+                return;
+            }
+            Ok(Ok(false)) => return,
+            Ok(Err(e)) => LeaseError::Api(e),
+            Err(_) => LeaseError::Timeout(within),
+        };
+        tracing::warn!(%error, "could not release the lease; it expires by itself");
+    }
+
+    /// Clears the holder if it is this replica (false if it is not).
+    async fn give_up(&self) -> Result<bool, kube::Error> {
+        let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
+            return Ok(false);
         };
         let mut spec = lease.spec.clone().unwrap_or_default();
         if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
-            return;
+            return Ok(false);
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
@@ -160,16 +197,10 @@ impl Elector {
             spec: Some(spec),
             ..lease
         };
-        match self
-            .api
+        self.api
             .replace(&self.settings.name, &PostParams::default(), &released)
-            .await
-        {
-            Ok(_) => tracing::info!(lease = %self.settings.name, "released the lease"),
-            Err(e) => {
-                tracing::warn!(error = %e, "could not release the lease; it expires by itself")
-            }
-        }
+            .await?;
+        Ok(true)
     }
 
     fn spec(&self, acquire: MicroTime, renew: MicroTime, transitions: i32) -> LeaseSpec {
@@ -290,13 +321,22 @@ pub async fn run<F, Fut>(
     }
 }
 
+/// Why an attempt to hold the Lease failed (losing a race is not a failure).
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("{}", crate::sources::live::chain(.0))]
+    Api(#[from] kube::Error),
+    #[error("no answer from the API server within {0:?}")]
+    Timeout(Duration),
+}
+
 /// One [`Elector::try_hold`] bounded by `within`, so a hung connection cannot keep a leader
 /// believing it leads past its renew deadline.
-async fn attempt(elector: &mut Elector, within: Duration) -> Result<bool, String> {
-    match tokio::time::timeout(within.max(Duration::from_millis(100)), elector.try_hold()).await {
-        Ok(Ok(held)) => Ok(held),
-        Ok(Err(e)) => Err(crate::sources::live::chain(&e)),
-        Err(_) => Err(format!("no answer from the API server within {within:?}")),
+async fn attempt(elector: &mut Elector, within: Duration) -> Result<bool, LeaseError> {
+    let within = within.max(Duration::from_millis(100));
+    match tokio::time::timeout(within, elector.try_hold()).await {
+        Ok(held) => Ok(held?),
+        Err(_) => Err(LeaseError::Timeout(within)),
     }
 }
 
@@ -305,10 +345,11 @@ async fn attempt(elector: &mut Elector, within: Duration) -> Result<bool, String
 struct ErrorLog(Option<String>);
 
 impl ErrorLog {
-    fn warn(&mut self, error: &str, what: &str) {
-        if self.0.as_deref() != Some(error) {
+    fn warn(&mut self, error: &LeaseError, what: &str) {
+        let error = error.to_string();
+        if self.0.as_ref() != Some(&error) {
             tracing::warn!(%error, "{what}");
-            self.0 = Some(error.to_string());
+            self.0 = Some(error);
         }
     }
 

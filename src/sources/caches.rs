@@ -33,20 +33,7 @@ use crate::sources::error::{FreshError, NotReady};
 use crate::sources::live;
 use crate::sources::node_cache::NodeCache;
 use crate::sources::view::{ClusterView, Fresh, FreshNodes};
-use crate::sources::watch::{WatchHealth, probe, recovered};
-
-/// A list and a watch of `api`'s resource, one item and one second.
-async fn list_and_watch<K>(api: Api<K>) -> Result<(), kube::Error>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    api.list(&kube::api::ListParams::default().limit(1)).await?;
-    let watch = api
-        .watch(&kube::api::WatchParams::default().timeout(1), "0")
-        .await?;
-    drop(watch);
-    Ok(())
-}
+use crate::sources::watch::{Retry, WatchHealth};
 
 /// A kind the caches hold: the name metrics, logs and `/readyz` give it, and whether the guard
 /// decides without it. An optional kind (absent on many clusters: no Machine API on
@@ -119,51 +106,39 @@ where
         } = kind;
         let (store, mut writer) = reflector::store();
         let ready = Arc::new(AtomicBool::new(false));
-        let health = Arc::new(WatchHealth::default());
+        let health = Arc::new(WatchHealth::new(what, stale_after));
         let watch_health = Arc::clone(&health);
         let driver = tokio::spawn(async move {
-            // Each pass is one watcher: a fresh one lists first, and the store swaps in the
-            // list's result whole (`InitDone`). A probe that reaches the API server again ends
-            // the pass, so the cache lists at once rather than after the watcher's backoff.
+            let mut retry = Retry::new();
+            // Each pass is one watcher, and a failure ends it: a fresh watcher lists first and
+            // the store swaps the list in whole (`InitDone`), which shows the cache current
+            // again; a watch resumed on a quiet kind would deliver nothing to show it.
             loop {
                 let stream = watcher(api.clone(), watcher::Config::default())
-                    .default_backoff()
                     .modify(|o: &mut K| o.meta_mut().managed_fields = None);
                 let mut stream = std::pin::pin!(stream);
-                loop {
-                    let item = tokio::select! {
-                        item = stream.next() => item,
-                        () = watch_health.reachable() => break,
-                    };
-                    let Some(item) = item else { break };
+                while let Some(item) = stream.next().await {
                     match item {
                         Ok(event) => {
                             writer.apply_watcher_event(&event);
-                            // The store holds current data again once a list is swapped in
-                            // or a change arrives; `Init` and `InitApply` only fill the side
-                            // buffer.
+                            // A list swapped in or a change: `Init` comes before any request
+                            // and `InitApply` only fills the side buffer.
                             if !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_))
                             {
-                                recovered(&watch_health, what, "the watch delivers again");
+                                watch_health.recovered("the watch delivers again");
                             }
                         }
                         Err(e) if optional => {
                             tracing::debug!(cache = what, error = %e, "optional watch failed; retrying with backoff");
+                            break;
                         }
                         Err(e) => {
-                            tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff");
-                            if watch_health.failed(Instant::now(), e.to_string(), stale_after) {
-                                tracing::warn!(
-                                    cache = what,
-                                    stale_after = ?stale_after,
-                                    "cache stale: its watch has been failing since; /readyz answers 503 until it recovers"
-                                );
-                            }
-                            let api = api.clone();
-                            probe(&watch_health, what, move || list_and_watch(api.clone()));
+                            watch_health.failed(Instant::now(), &e);
+                            break;
                         }
                     }
                 }
+                retry.wait().await;
             }
         });
         let (flag, reader) = (Arc::clone(&ready), store.clone());
@@ -214,13 +189,8 @@ impl CacheState for NodeCache {
 }
 
 /// "machineconfigpools (watch failing for 35s: ...)" when `health` is stale at `now`.
-fn describe_stale(
-    what: &str,
-    health: &WatchHealth,
-    now: Instant,
-    stale_after: Duration,
-) -> Option<String> {
-    let (for_, error) = health.stale(now, stale_after)?;
+fn describe_stale(what: &str, health: &WatchHealth, now: Instant) -> Option<String> {
+    let (for_, error) = health.stale(now)?;
     Some(format!(
         "{what} (watch failing for {}s: {error})",
         for_.as_secs()
@@ -237,7 +207,6 @@ pub struct Caches {
     machines: Cached<Machine>,
     versions: Cached<ClusterVersion>,
     nodes: NodeCache,
-    stale_after: Duration,
     fence_wait: Duration,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -267,7 +236,6 @@ impl Caches {
             machines,
             versions,
             nodes,
-            stale_after,
             fence_wait: DEFAULT_FENCE_WAIT,
             tasks,
         }
@@ -353,10 +321,7 @@ impl Caches {
             .filter(|c| !c.kind().optional)
             .map(|c| {
                 let name = c.kind().name;
-                (
-                    name,
-                    describe_stale(name, c.health(), now, self.stale_after),
-                )
+                (name, describe_stale(name, c.health(), now))
             })
             .collect()
     }
@@ -382,6 +347,10 @@ impl ClusterView for Caches {
 
     fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>> {
         self.nodes.nodes(digests, mode)
+    }
+
+    fn unreached_nodes(&self) -> Vec<Arc<NodeMeta>> {
+        self.nodes.unreached()
     }
 
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {

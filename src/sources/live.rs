@@ -94,7 +94,9 @@ pub async fn decision_objects(client: &Client) -> Result<Snapshot, LiveError> {
 }
 
 /// The kinds besides nodes, each listed in full, and the APIs the cluster does not serve.
-async fn listed_objects(client: &Client) -> Result<(Snapshot, Vec<&'static str>), LiveError> {
+pub(crate) async fn listed_objects(
+    client: &Client,
+) -> Result<(Snapshot, Vec<&'static str>), LiveError> {
     let (configs, builds, pools, around) = tokio::try_join!(
         list::<MachineOSConfig>(client, "machineosconfigs"),
         list::<MachineOSBuild>(client, "machineosbuilds"),

@@ -1,5 +1,6 @@
 //! Where the core's snapshots come from: the watch caches the webhook decides from, direct
-//! reads that confirm an allow, and directory dumps for `check --from-dir`.
+//! reads that confirm an allow, directory dumps for `check --from-dir`, and what `recover`
+//! reads from (and writes to) a live cluster.
 
 pub mod caches;
 pub mod dump;
@@ -8,5 +9,6 @@ pub mod live;
 pub mod memory;
 pub mod node_cache;
 pub mod node_index;
+pub mod recovery;
 pub mod view;
 pub mod watch;

@@ -29,7 +29,7 @@ use crate::core::node::{Interner, WireMeta, WireNode};
 use crate::core::policy::PolicyMode;
 use crate::sources::live::{self, NODES};
 use crate::sources::node_index::NodeIndex;
-use crate::sources::watch::{WatchHealth, probe, recovered};
+use crate::sources::watch::{Retry, WatchHealth};
 
 /// Server-side timeout of one watch request; the API server sends a bookmark shortly before
 /// it (and about every minute), and the watch resumes from the last revision.
@@ -41,9 +41,27 @@ const PURGE_EVERY: usize = 4096;
 const IDLE_LIMIT: Duration = Duration::from_secs(90);
 /// Bound on the API server accepting a watch request.
 const WATCH_START_TIMEOUT: Duration = Duration::from_secs(10);
-/// Retry delays after a failed list or watch: doubling from the first, capped.
-const BACKOFF_FIRST: Duration = Duration::from_millis(250);
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Why a list or a watch of nodes failed.
+#[derive(Debug, thiserror::Error)]
+enum NodeWatchError {
+    #[error(transparent)]
+    List(#[from] live::LiveError),
+    #[error("the API server does not serve nodes")]
+    NotServed,
+    #[error("the node list's resourceVersion is not a number")]
+    Revision,
+    #[error("building the node watch: {0}")]
+    Request(#[from] kube::core::request::Error),
+    #[error("{}", live::chain(.0))]
+    Api(kube::Error),
+    #[error("the API server did not accept the node watch within {WATCH_START_TIMEOUT:?}")]
+    StartTimeout,
+    #[error("the node watch delivered neither an event nor a bookmark for {IDLE_LIMIT:?}")]
+    Idle,
+    #[error("watch error {code}: {message}")]
+    Event { code: u16, message: String },
+}
 
 /// What the cache holds; one lock, so the index, the nodes and the revision always agree.
 #[derive(Default)]
@@ -101,14 +119,13 @@ impl NodeCache {
         let state = Arc::new(RwLock::new(NodeState::default()));
         let (tx, revision) = watch::channel(0);
         let ready = Arc::new(AtomicBool::new(false));
-        let health = Arc::new(WatchHealth::default());
+        let health = Arc::new(WatchHealth::new("nodes", stale_after));
         let driver = Driver {
             client,
             state: Arc::clone(&state),
             revision: tx,
             ready: Arc::clone(&ready),
             health: Arc::clone(&health),
-            stale_after,
         };
         Self {
             state,
@@ -161,6 +178,17 @@ impl NodeCache {
         }
     }
 
+    /// Nodes that have not reached their desired image, or whose images could not be indexed.
+    pub fn unreached(&self) -> Vec<Arc<NodeMeta>> {
+        let state = read(&self.state);
+        state
+            .index
+            .unreached()
+            .into_iter()
+            .filter_map(|name| state.nodes.get(name).cloned())
+            .collect()
+    }
+
     /// Nodes cached, and nodes filed in the index (those with image annotations).
     pub fn sizes(&self) -> (usize, usize) {
         let state = read(&self.state);
@@ -185,7 +213,6 @@ struct Driver {
     revision: watch::Sender<u64>,
     ready: Arc<AtomicBool>,
     health: Arc<WatchHealth>,
-    stale_after: Duration,
 }
 
 /// What one watch event changes.
@@ -202,12 +229,12 @@ enum Ended {
     /// The revision is too old, or not a number: list again.
     Relist,
     /// An error: back off, then resume.
-    Failed(String),
+    Failed(NodeWatchError),
 }
 
 impl Driver {
     async fn run(self) {
-        let mut delay = BACKOFF_FIRST;
+        let mut retry = Retry::new();
         // When the cache last stopped following the API server (a watch ended or failed): the
         // start of a failing streak, so a watch that reconnects into a black hole counts as
         // failing from the moment it went silent, not from when the reconnect gives up.
@@ -216,24 +243,21 @@ impl Driver {
             let revision = match self.relist().await {
                 Ok(revision) => revision,
                 Err(e) => {
-                    self.failed(e, down_since);
-                    self.health.back_off(delay).await;
-                    delay = (delay * 2).min(BACKOFF_MAX);
+                    self.health.failed(down_since, &e);
+                    retry.wait().await;
                     continue;
                 }
             };
-            delay = BACKOFF_FIRST;
             let mut from = revision;
             loop {
                 let ended = self.watch(&mut from).await;
                 down_since = Instant::now();
                 match ended {
-                    Ended::Resume => delay = BACKOFF_FIRST,
+                    Ended::Resume => {}
                     Ended::Relist => break,
                     Ended::Failed(e) => {
-                        self.failed(e, down_since);
-                        self.health.back_off(delay).await;
-                        delay = (delay * 2).min(BACKOFF_MAX);
+                        self.health.failed(down_since, &e);
+                        retry.wait().await;
                     }
                 }
             }
@@ -242,7 +266,7 @@ impl Driver {
 
     /// Lists every node into a new state on the side and swaps it in: readers see the old
     /// nodes until the new list is complete. Returns the list's revision.
-    async fn relist(&self) -> Result<u64, String> {
+    async fn relist(&self) -> Result<u64, NodeWatchError> {
         let mut next = NodeState::default();
         let listed = live::list_nodes(&self.client, |page| {
             for meta in page {
@@ -252,19 +276,18 @@ impl Driver {
                     .insert(Arc::clone(node.shared_name()), Arc::new(node));
             }
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         let revision = match listed {
             Some(Some(revision)) => revision,
-            Some(None) => return Err("the node list's resourceVersion is not a number".into()),
-            None => return Err("the API server does not serve nodes".into()),
+            Some(None) => return Err(NodeWatchError::Revision),
+            None => return Err(NodeWatchError::NotServed),
         };
         next.revision = revision;
         let count = next.nodes.len();
         *write(&self.state) = next;
         self.revision.send_replace(revision);
         crate::sources::memory::release_free_memory();
-        recovered(&self.health, "nodes", "the list completed");
+        self.health.recovered("the list completed");
         if !self.ready.swap(true, Ordering::AcqRel) {
             tracing::info!(cache = "nodes", objects = count, revision, "cache synced");
         }
@@ -277,7 +300,7 @@ impl Driver {
         let request =
             match kube::core::Request::new(NODES).watch_metadata(&params, &from.to_string()) {
                 Ok(request) => request,
-                Err(e) => return Ended::Failed(e.to_string()),
+                Err(e) => return Ended::Failed(e.into()),
             };
         let started = tokio::time::timeout(
             WATCH_START_TIMEOUT,
@@ -286,27 +309,19 @@ impl Driver {
         let stream = match started.await {
             Ok(Ok(stream)) => stream,
             Ok(Err(kube::Error::Api(s))) if s.code == 410 => return Ended::Relist,
-            Ok(Err(e)) => return Ended::Failed(live::chain(&e)),
-            Err(_) => {
-                return Ended::Failed(format!(
-                    "the API server did not accept the node watch within {WATCH_START_TIMEOUT:?}"
-                ));
-            }
+            Ok(Err(e)) => return Ended::Failed(NodeWatchError::Api(e)),
+            Err(_) => return Ended::Failed(NodeWatchError::StartTimeout),
         };
         // The API server accepted the watch: a failing streak is over.
-        recovered(&self.health, "nodes", "the watch was re-established");
+        self.health.recovered("the watch was re-established");
         let mut stream = std::pin::pin!(stream);
         loop {
             let event = match tokio::time::timeout(IDLE_LIMIT, stream.try_next()).await {
                 Ok(Ok(Some(event))) => event,
                 Ok(Ok(None)) => return Ended::Resume,
                 Ok(Err(kube::Error::Api(s))) if s.code == 410 => return Ended::Relist,
-                Ok(Err(e)) => return Ended::Failed(live::chain(&e)),
-                Err(_) => {
-                    return Ended::Failed(format!(
-                        "the node watch delivered neither an event nor a bookmark for {IDLE_LIMIT:?}"
-                    ));
-                }
+                Ok(Err(e)) => return Ended::Failed(NodeWatchError::Api(e)),
+                Err(_) => return Ended::Failed(NodeWatchError::Idle),
             };
             let (revision, change) = match event {
                 WatchEvent::Added(node) | WatchEvent::Modified(node) => {
@@ -322,7 +337,10 @@ impl Driver {
                 ),
                 WatchEvent::Error(e) if e.code == 410 => return Ended::Relist,
                 WatchEvent::Error(e) => {
-                    return Ended::Failed(format!("watch error {}: {}", e.code, e.message));
+                    return Ended::Failed(NodeWatchError::Event {
+                        code: e.code,
+                        message: e.message,
+                    });
                 }
             };
             // A revision that is not a number can be neither resumed from nor fenced on.
@@ -347,33 +365,4 @@ impl Driver {
             });
         }
     }
-
-    /// Records a failure of a streak that started at `since` (if none is running yet).
-    fn failed(&self, error: String, since: Instant) {
-        tracing::warn!(cache = "nodes", error = %error, "node list or watch failed; retrying with backoff");
-        if !self.health.is_failing() {
-            self.health.failed(since, error.clone(), self.stale_after);
-        }
-        let client = self.client.clone();
-        probe(&self.health, "nodes", move || probe_nodes(client.clone()));
-        if self.health.failed(Instant::now(), error, self.stale_after) {
-            tracing::warn!(
-                cache = "nodes",
-                stale_after = ?self.stale_after,
-                "cache stale: its watch has been failing since; /readyz answers 503 until it recovers"
-            );
-        }
-    }
-}
-
-/// What the node watch needs, in small: a list of one node's metadata and a watch of it.
-async fn probe_nodes(client: Client) -> Result<(), kube::Error> {
-    let api = kube::Api::<k8s_openapi::api::core::v1::Node>::all(client);
-    api.list_metadata(&kube::api::ListParams::default().limit(1))
-        .await?;
-    let watch = api
-        .watch_metadata(&WatchParams::default().timeout(1), "0")
-        .await?;
-    drop(watch);
-    Ok(())
 }

@@ -107,6 +107,16 @@ impl NodeIndex {
         out
     }
 
+    /// Names of the nodes that have not reached their desired image, and of those whose images
+    /// could not be read (each once).
+    pub fn unreached(&self) -> BTreeSet<&Arc<str>> {
+        self.in_flight
+            .values()
+            .flatten()
+            .chain(&self.unindexed)
+            .collect()
+    }
+
     /// Nodes filed anywhere (nodes without image annotations are not kept).
     pub fn len(&self) -> usize {
         self.filed.len()
@@ -240,6 +250,18 @@ mod tests {
             names(idx.candidates(&BTreeSet::new(), PolicyMode::InFlight)),
             ["odd"]
         );
+    }
+
+    #[test]
+    fn unreached_holds_every_node_short_of_its_desired_image_once() {
+        let mut idx = NodeIndex::default();
+        idx.upsert(&node("rolling", Some(A), Some(B)));
+        idx.upsert(&node("first", Some(A), None));
+        idx.upsert(&node("settled", Some(A), Some(A)));
+        idx.upsert(&node("odd", Some(A), Some("Not A Ref")));
+        idx.upsert(&node("odder", Some("Not A Ref"), None));
+        let unreached: Vec<&str> = idx.unreached().into_iter().map(|n| n.as_ref()).collect();
+        assert_eq!(unreached, ["first", "odd", "odder", "rolling"]);
     }
 
     /// The index must never hide a blocking node: for every target and mode, the verdict

@@ -20,6 +20,13 @@ pub trait ClusterView: Send + Sync + 'static {
     /// that can block), or every node when `digests` is `None`.
     fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>>;
 
+    /// Cached nodes that have not reached their desired image (and any whose images the index
+    /// could not read): a superset of the nodes that can be stuck on a lost image, for
+    /// `serve`'s gauge. Every node by default.
+    fn unreached_nodes(&self) -> Vec<Arc<NodeMeta>> {
+        self.nodes(None, PolicyMode::InFlight)
+    }
+
     /// Builds, pools and MachineOSConfigs read fresh from the API server, and nodes at least as
     /// fresh; used to confirm an allow. An error means the guard cannot verify.
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>>;
@@ -118,6 +125,10 @@ impl<V: ClusterView> ClusterView for ReleaseOverride<V> {
 
     fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>> {
         self.inner.nodes(digests, mode)
+    }
+
+    fn unreached_nodes(&self) -> Vec<Arc<NodeMeta>> {
+        self.inner.unreached_nodes()
     }
 
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {

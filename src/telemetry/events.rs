@@ -1,6 +1,7 @@
 //! Kubernetes Events about guarded objects, so `oc describe`, `oc get events` and event-based
 //! alerting see what the guard did: a refused deletion (DeletionBlocked), a deletion held by
-//! the finalizer (DeletionDeferred) and its release (DeletionReleased).
+//! the finalizer (DeletionDeferred) and its release (DeletionReleased); and the one Event
+//! `recover --apply` records on a node before it cancels the node's target ([`node_event`]).
 //!
 //! Events are best effort: a failure to record one is logged and never changes a decision.
 //! Written directly (events.k8s.io/v1) rather than with kube-runtime's recorder, which
@@ -12,9 +13,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -41,6 +43,8 @@ pub const REASON_WOULD_BLOCK: &str = "DeletionWouldBeBlocked";
 pub const REASON_MCO_ADMITTED: &str = "DeletionByMCOAdmitted";
 pub const REASON_DEFERRED: &str = "DeletionDeferred";
 pub const REASON_RELEASED: &str = "DeletionReleased";
+/// `recover --apply` is about to cancel a node's target that no build can serve.
+pub const REASON_RECOVERY: &str = "LostImageTargetCancelled";
 
 /// What makes two Events the same: unlike kube-runtime's recorder, the note is part of it,
 /// so a DeletionDeferred naming other nodes is a new Event, not a recount of the old one.
@@ -175,6 +179,52 @@ impl Events {
             type_: Some(if warning { "Warning" } else { "Normal" }.to_string()),
             ..Default::default()
         }
+    }
+}
+
+/// Records one Normal Event about node `name` (`uid` when known) as `recover --apply` runs it,
+/// with the admin's own credentials: a core/v1 Event whose `involvedObject` is the Node, in the
+/// `default` namespace where Node Events live, so `oc describe node` lists it. Unlike the
+/// guard's Events its failure is returned: the caller says so.
+pub async fn node_event(
+    client: kube::Client,
+    name: &str,
+    uid: Option<&str>,
+    reason: &str,
+    note: &str,
+) -> Result<String, kube::Error> {
+    let now = Timestamp::now();
+    let event = CoreEvent {
+        metadata: ObjectMeta {
+            name: Some(event_name(name, now.as_nanosecond())),
+            namespace: Some(NAMESPACE.to_string()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".to_string()),
+            kind: Some("Node".to_string()),
+            name: Some(name.to_string()),
+            uid: uid.map(str::to_string),
+            ..Default::default()
+        },
+        reason: Some(reason.to_string()),
+        message: Some(clip_to(note.to_string(), MAX_NOTE_BYTES)),
+        type_: Some("Normal".to_string()),
+        count: Some(1),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        source: Some(EventSource {
+            component: Some("mosc-guard-recover".to_string()),
+            host: None,
+        }),
+        ..Default::default()
+    };
+    let api: Api<CoreEvent> = Api::namespaced(client, NAMESPACE);
+    match tokio::time::timeout(API_TIMEOUT, api.create(&PostParams::default(), &event)).await {
+        Ok(created) => Ok(created?.metadata.name.unwrap_or_default()),
+        Err(_) => Err(kube::Error::Service(
+            format!("no answer within {API_TIMEOUT:?}").into(),
+        )),
     }
 }
 

@@ -167,6 +167,12 @@ struct ReleaseRowLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    /// A MachineConfigPool's name: as many as the cluster has pools.
+    pool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CacheLabels {
     cache: &'static str,
 }
@@ -201,6 +207,7 @@ pub struct Metrics {
     release_cautious: Gauge,
     release_rows: Family<ReleaseRowLabels, Gauge>,
     deletion_blocked: Family<BlockedLabels, Gauge>,
+    stuck: Family<PoolLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -329,6 +336,14 @@ impl Default for Metrics {
              reason none otherwise",
             deletion_blocked.clone(),
         );
+        let stuck = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "nodes_stuck_on_lost_image",
+            "Per pool, nodes Degraded on a desiredImage that differs from their currentImage and \
+             that no MachineOSBuild carries (from the caches): the lost-image bug already hit \
+             them, MCO never recovers them, and `mosc-guard recover` does",
+            stuck.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -349,6 +364,7 @@ impl Default for Metrics {
             release_cautious,
             release_rows,
             deletion_blocked,
+            stuck,
         }
     }
 }
@@ -410,7 +426,7 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
-    /// The serving certificate's notAfter, seconds since the Unix epoch (see `cert_expiry`).
+    /// The serving certificate's notAfter, seconds since the Unix epoch (set by `server::tls`).
     pub fn set_certificate_expiry(&self, not_after: i64) {
         self.certificate_expiry.set(not_after);
     }
@@ -428,6 +444,17 @@ impl Metrics {
             self.deletion_blocked
                 .get_or_create(&labels)
                 .set(i64::from(why != Blocked::No));
+        }
+    }
+
+    /// Nodes stuck on a lost image per pool (`core::recovery::stuck::stuck_per_pool`); the
+    /// series set is replaced whole, so a deleted pool leaves no stale series.
+    pub fn nodes_stuck(&self, pools: impl IntoIterator<Item = (String, usize)>) {
+        self.stuck.clear();
+        for (pool, n) in pools {
+            self.stuck
+                .get_or_create(&PoolLabels { pool })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
 

@@ -1,9 +1,7 @@
-//! The webhook's routes: `/validate`, `/mutate`, and the probes and metrics both listeners
-//! serve; the body limit and request deadline; readiness, which turns 503 while draining.
+//! The webhook's routes: `/validate`, `/mutate`, and the probes (from [`crate::server::probes`])
+//! and metrics both listeners serve; the body limit and request deadline.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -15,7 +13,8 @@ use axum::routing::{get, post};
 use tower_http::timeout::TimeoutLayer;
 
 use crate::core::policy::{Deletion, Verdict};
-use crate::sources::error::NotReady;
+use crate::core::recovery::stuck::stuck_per_pool;
+use crate::server::probes::{self, Readiness};
 use crate::sources::view::ClusterView;
 use crate::telemetry::metrics::{Blocked, Metrics};
 use crate::webhook::admission;
@@ -36,24 +35,23 @@ pub const MAX_BODY_BYTES: usize = 2 * MAX_OBJECT_BYTES + ENVELOPE_BYTES;
 struct AppState<V> {
     reviewer: Arc<Reviewer<V>>,
     metrics: Arc<Metrics>,
-    draining: Draining,
+    readiness: Readiness,
+}
+
+/// The readiness of a guard deciding through `reviewer`: its view's (every cache synced, none
+/// stale), until the drain begins.
+pub fn readiness<V: ClusterView>(reviewer: &Reviewer<V>) -> Readiness {
+    let engine = Arc::clone(reviewer.engine());
+    Readiness::new(move || engine.view.readiness())
 }
 
 /// The application's routes. The reviewer may be shared with the finalizer controller.
 pub fn router<V: ClusterView>(
     reviewer: impl Into<Arc<Reviewer<V>>>,
     request_timeout: Duration,
+    readiness: Readiness,
 ) -> Router {
-    router_with_drain(reviewer, request_timeout, Draining::default())
-}
-
-/// [`router`] whose `/readyz` answers 503 once `draining` has started (see [`drain_after`]).
-pub fn router_with_drain<V: ClusterView>(
-    reviewer: impl Into<Arc<Reviewer<V>>>,
-    request_timeout: Duration,
-    draining: Draining,
-) -> Router {
-    probes_and_metrics()
+    probes_and_metrics(readiness.clone())
         .route("/validate", post(validate::<V>))
         .route("/mutate", post(mutate::<V>))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -61,37 +59,34 @@ pub fn router_with_drain<V: ClusterView>(
             StatusCode::SERVICE_UNAVAILABLE,
             request_timeout,
         ))
-        .with_state(app_state(reviewer, draining))
+        .with_state(app_state(reviewer, readiness))
 }
 
 /// Only `/healthz`, `/readyz` and `/metrics`, for the second listener of
 /// `serve --metrics-listen`: kubelet and Prometheus reach it without a client certificate, and
-/// a NetworkPolicy can open it to the monitoring stack alone. Its `/readyz` turns 503 with
-/// the webhook's once `draining` has started (kubelet probes this port).
+/// a NetworkPolicy can open it to the monitoring stack alone. Given the webhook's
+/// `readiness`, its `/readyz` turns 503 with the webhook's (kubelet probes this port).
 pub fn ops_router<V: ClusterView>(
     reviewer: impl Into<Arc<Reviewer<V>>>,
-    draining: Draining,
+    readiness: Readiness,
 ) -> Router {
-    probes_and_metrics().with_state(app_state(reviewer, draining))
+    probes_and_metrics(readiness.clone()).with_state(app_state(reviewer, readiness))
 }
 
 /// The routes both listeners serve.
-fn probes_and_metrics<V: ClusterView>() -> Router<Arc<AppState<V>>> {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz::<V>))
-        .route("/metrics", get(metrics::<V>))
+fn probes_and_metrics<V: ClusterView>(readiness: Readiness) -> Router<Arc<AppState<V>>> {
+    probes::routes(readiness).route("/metrics", get(metrics::<V>))
 }
 
 fn app_state<V: ClusterView>(
     reviewer: impl Into<Arc<Reviewer<V>>>,
-    draining: Draining,
+    readiness: Readiness,
 ) -> Arc<AppState<V>> {
     let reviewer = reviewer.into();
     Arc::new(AppState {
         metrics: Arc::clone(&reviewer.engine().metrics),
         reviewer,
-        draining,
+        readiness,
     })
 }
 
@@ -125,25 +120,9 @@ async fn mutate<V: ClusterView>(State(app): State<Arc<AppState<V>>>, body: Bytes
     }
 }
 
-/// 200 while the webhook should get requests: every cache synced, none stale, not shutting
-/// down. Otherwise 503 saying why (naming the caches).
-async fn readyz<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
-    match readiness(&app) {
-        Ok(()) => (StatusCode::OK, "ok").into_response(),
-        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
-    }
-}
-
-fn readiness<V: ClusterView>(app: &AppState<V>) -> Result<(), NotReady> {
-    if app.draining.started() {
-        return Err(NotReady::Draining);
-    }
-    app.reviewer.engine().view.readiness()
-}
-
 async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Response {
     let view = &app.reviewer.engine().view;
-    let objects = view.objects();
+    let mut objects = view.objects();
     app.metrics.release_rules(&objects.rules());
     app.metrics
         .deletion_blocked(objects.machine_os_configs.iter().map(|mosc| {
@@ -153,9 +132,11 @@ async fn metrics<V: ClusterView>(State(app): State<Arc<AppState<V>>>) -> Respons
                 .cached(Deletion::MachineOSConfig(mosc));
             (mosc.name().to_string(), blocked_by(&v))
         }));
+    objects.nodes = view.unreached_nodes();
+    app.metrics.nodes_stuck(stuck_per_pool(&objects));
     let body = app
         .metrics
-        .render(&view.sizes(), &view.stale(), readiness(&app).is_ok());
+        .render(&view.sizes(), &view.stale(), app.readiness.check().is_ok());
     (
         [(
             header::CONTENT_TYPE,
@@ -177,35 +158,4 @@ fn blocked_by(v: &Verdict) -> Blocked {
     } else {
         Blocked::Machine
     }
-}
-
-/// Set once shutdown has begun: `/readyz` then answers 503, so the endpoint is taken out of
-/// the Service while the server still accepts connections (see [`drain_after`]).
-#[derive(Clone, Default)]
-pub struct Draining(Arc<AtomicBool>);
-
-impl Draining {
-    pub fn start(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-
-    pub fn started(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-}
-
-/// The first step of shutting down, to pass to [`serve`] as its `shutdown`: once `signal`
-/// resolves (SIGTERM), `/readyz` turns 503 at once and connections are still accepted for
-/// `delay`, while the endpoint's removal reaches every node (the Service keeps routing to the
-/// pod until then; a refused connection would be a failed webhook call, and with
-/// `failurePolicy: Fail` a refused deletion). Then [`serve`] stops accepting and finishes the
-/// requests in flight.
-pub async fn drain_after(signal: impl Future<Output = ()>, draining: Draining, delay: Duration) {
-    signal.await;
-    draining.start();
-    tracing::info!(
-        delay_seconds = delay.as_secs_f64(),
-        "draining: /readyz answers 503; still accepting connections for the shutdown delay"
-    );
-    tokio::time::sleep(delay).await;
 }

@@ -1,4 +1,5 @@
-//! Paths of the kube-apiserver, kube-controller-manager, etcd and registry binaries the harness runs.
+//! Paths of the kube-apiserver, kube-controller-manager, etcd and registry binaries the harness
+//! runs, and of the node tier's kubelet, kube-proxy and kube-scheduler.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -73,8 +74,65 @@ fn locate() -> Result<Binaries> {
     Ok(bins)
 }
 
+/// The node tier's binaries ([`crate::node`]), built from the same Kubernetes module.
+#[derive(Debug, Clone)]
+pub struct NodeBinaries {
+    pub kubelet: PathBuf,
+    pub kube_proxy: PathBuf,
+    pub kube_scheduler: PathBuf,
+}
+
+/// The node tier's binaries, built (once per process, only if not cached) by
+/// `hack/build-binaries.sh`. Blocks while building; call it from `spawn_blocking`.
+pub fn node_binaries() -> Result<&'static NodeBinaries> {
+    static BINARIES: OnceLock<std::result::Result<NodeBinaries, String>> = OnceLock::new();
+    BINARIES
+        .get_or_init(|| {
+            let built = build_script_output().map_err(|e| e.to_string())?;
+            Ok(NodeBinaries {
+                kubelet: built.path("kubelet").map_err(|e| e.to_string())?,
+                kube_proxy: built.path("kube-proxy").map_err(|e| e.to_string())?,
+                kube_scheduler: built.path("kube-scheduler").map_err(|e| e.to_string())?,
+            })
+        })
+        .as_ref()
+        .map_err(|e| e.clone().into())
+}
+
+/// What `hack/build-binaries.sh` printed: one `name=path` line per binary.
+struct BuildOutput {
+    script: String,
+    stdout: String,
+}
+
+impl BuildOutput {
+    fn path(&self, name: &str) -> Result<PathBuf> {
+        self.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix('=').map(PathBuf::from))
+            .ok_or_else(|| {
+                format!(
+                    "{} printed no path for {name}: {:?}",
+                    self.script, self.stdout
+                )
+                .into()
+            })
+    }
+}
+
 /// Runs the build script (progress on the inherited stderr) and parses its `name=path` lines.
 fn run_build_script() -> Result<Binaries> {
+    let built = build_script_output()?;
+    Ok(Binaries {
+        kube_apiserver: built.path("kube-apiserver")?,
+        kube_controller_manager: built.path("kube-controller-manager")?,
+        etcd: built.path("etcd")?,
+        registry: built.path("registry")?,
+    })
+}
+
+/// Runs the build script, its progress on the inherited stderr.
+fn build_script_output() -> Result<BuildOutput> {
     let path = crate::repo_root().join("hack/build-binaries.sh");
     let script = path.display();
     let out = Command::new("bash")
@@ -86,17 +144,8 @@ fn run_build_script() -> Result<Binaries> {
     if !out.status.success() {
         return Err(format!("{script} failed ({}); see its messages above", out.status).into());
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let find = |name: &str| -> Result<PathBuf> {
-        stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix('=').map(PathBuf::from))
-            .ok_or_else(|| format!("{script} printed no path for {name}: {stdout:?}").into())
-    };
-    Ok(Binaries {
-        kube_apiserver: find("kube-apiserver")?,
-        kube_controller_manager: find("kube-controller-manager")?,
-        etcd: find("etcd")?,
-        registry: find("registry")?,
+    Ok(BuildOutput {
+        script: script.to_string(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
     })
 }

@@ -91,16 +91,18 @@ async fn apply_crds(client: &kube::Client) -> Result<Timestamp> {
 /// second-precision `lastTransitionTime`). Both are paid here, concurrently.
 async fn warm_up(client: &kube::Client, established: Timestamp) -> Result<()> {
     let lists = async {
-        let (pools, configs, builds) = (
+        let (pools, configs, builds, rendered) = (
             crate::mco::mcps(client),
             crate::mco::moscs(client),
             crate::mco::mosbs(client),
+            crate::mco::mcs(client),
         );
         let params = kube::api::ListParams::default().limit(1);
         tokio::try_join!(
             pools.list(&params),
             configs.list(&params),
-            builds.list(&params)
+            builds.list(&params),
+            rendered.list(&params)
         )
     };
     let create_delay = async {

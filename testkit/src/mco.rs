@@ -1,5 +1,6 @@
 //! Names, API handles and small accessors for the MCO objects the harness works with
-//! (MachineOSConfig, MachineOSBuild, MachineConfigPool as dynamic objects; Nodes typed).
+//! (MachineOSConfig, MachineOSBuild, MachineConfigPool, MachineConfig as dynamic objects; Nodes
+//! typed).
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,18 @@ pub const CURRENT_CONFIG: &str = "machineconfiguration.openshift.io/currentConfi
 pub const STATE: &str = "machineconfiguration.openshift.io/state";
 /// Node annotation: error text of a Degraded node.
 pub const REASON: &str = "machineconfiguration.openshift.io/reason";
+/// Node annotation the daemon sets to ask the drain controller for `drain-<config>` (cordon and
+/// drain) or `uncordon-<config>`.
+pub const DESIRED_DRAIN: &str = "machineconfiguration.openshift.io/desiredDrain";
+/// Node annotation the drain controller sets to the request it carried out.
+pub const LAST_APPLIED_DRAIN: &str = "machineconfiguration.openshift.io/lastAppliedDrain";
+/// Node annotation the node controller copies from the cluster's infrastructure
+/// (`HighlyAvailable`, `SingleReplica`, ...); the daemon skips the drain on `SingleReplica`.
+pub const CONTROL_PLANE_TOPOLOGY: &str = "machineconfiguration.openshift.io/controlPlaneTopology";
+/// [`CONTROL_PLANE_TOPOLOGY`] of a multi-node cluster.
+pub const TOPOLOGY_HIGHLY_AVAILABLE: &str = "HighlyAvailable";
+/// [`CONTROL_PLANE_TOPOLOGY`] of a single-node cluster (no drain).
+pub const TOPOLOGY_SINGLE_REPLICA: &str = "SingleReplica";
 
 /// MOSC annotation: name of the current MachineOSBuild.
 pub const CURRENT_MOSB: &str = "machineconfiguration.openshift.io/current-machine-os-build";
@@ -54,6 +67,17 @@ pub const LABEL_PRE_BUILT: &str = "machineconfiguration.openshift.io/pre-built-i
 pub const STATE_DONE: &str = "Done";
 pub const STATE_WORKING: &str = "Working";
 pub const STATE_DEGRADED: &str = "Degraded";
+pub const STATE_UNRECONCILABLE: &str = "Unreconcilable";
+
+/// The drain request of the daemon before it changes the OS to `config` (`drain-<config>`).
+pub fn drain_request(config: &str) -> String {
+    format!("drain-{config}")
+}
+
+/// The uncordon request of the daemon once it runs `config` (`uncordon-<config>`).
+pub fn uncordon_request(config: &str) -> String {
+    format!("uncordon-{config}")
+}
 
 fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1", kind), plural)
@@ -71,6 +95,10 @@ pub fn mosb_resource() -> ApiResource {
 pub fn mcp_resource() -> ApiResource {
     resource("MachineConfigPool", "machineconfigpools")
 }
+/// ApiResource of MachineConfig (the pools' rendered configs).
+pub fn mc_resource() -> ApiResource {
+    resource("MachineConfig", "machineconfigs")
+}
 
 /// Cluster-wide API for MachineOSConfigs.
 pub fn moscs(client: &kube::Client) -> Api<DynamicObject> {
@@ -83,6 +111,10 @@ pub fn mosbs(client: &kube::Client) -> Api<DynamicObject> {
 /// Cluster-wide API for MachineConfigPools.
 pub fn mcps(client: &kube::Client) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &mcp_resource())
+}
+/// Cluster-wide API for MachineConfigs.
+pub fn mcs(client: &kube::Client) -> Api<DynamicObject> {
+    Api::all_with(client.clone(), &mc_resource())
 }
 /// API for Nodes.
 pub fn nodes(client: &kube::Client) -> Api<Node> {
@@ -138,6 +170,23 @@ pub fn node_annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
         .get(key)
         .map(String::as_str)
         .filter(|s| !s.is_empty())
+}
+
+/// A node annotation as MCO's Go code reads it (`node.Annotations[key]`): "" when absent.
+pub fn raw_annotation<'a>(node: &'a Node, key: &str) -> &'a str {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map_or("", String::as_str)
+}
+
+/// Whether the node is cordoned (`spec.unschedulable`).
+pub fn is_unschedulable(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
 }
 
 /// Node label the kubelet sets to the node's OS; MCO never manages a node whose value is

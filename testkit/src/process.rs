@@ -123,6 +123,29 @@ impl ChildProcess {
         }
     }
 
+    /// Waits (up to a minute) until the process's log holds `line`: how a server without a
+    /// probe says it is ready.
+    pub async fn wait_log_line(&mut self, what: &str, line: &'static str) -> Result<()> {
+        let log = self.log.clone();
+        self.wait_ready(
+            what,
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            || {
+                let log = log.clone();
+                async move {
+                    let text = std::fs::read_to_string(&log).unwrap_or_default();
+                    if text.contains(line) {
+                        Ok(())
+                    } else {
+                        Err(format!("no {line:?} in its log yet").into())
+                    }
+                }
+            },
+        )
+        .await
+    }
+
     /// Sends SIGTERM and returns at once (nothing if it was stopped).
     pub fn sigterm(&self) {
         if let Some(pid) = self
@@ -217,6 +240,15 @@ pub fn tail_of_file(path: &Path, lines: usize) -> String {
         Ok(all[all.len().saturating_sub(lines)..].join("\n"))
     };
     read().unwrap_or_else(|e| format!("(cannot read {}: {e})", path.display()))
+}
+
+/// Runs `cmd` to completion on tokio's blocking pool with stdin closed (as the kit runs
+/// kubectl): its exit status and output.
+pub async fn output(mut cmd: Command) -> std::io::Result<std::process::Output> {
+    cmd.stdin(Stdio::null());
+    tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 /// A finished command's exit code, stdout and stderr, for an assertion's message.

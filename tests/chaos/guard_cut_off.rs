@@ -53,8 +53,8 @@ async fn guard_cut_off(how: Cut) {
     // because the confirming read cannot reach the API server.
     let mut during = Vec::new();
     let mut unready: Option<(String, Vec<String>, Duration)> = None;
-    // Every watch fails from the cut on, so within --stale-after plus a probe's bound (5 s
-    // each) every cache must be reported stale.
+    // Every watch fails from the cut on, so within --stale-after plus the client's connect
+    // timeout (5 s each) every cache must be reported stale.
     let check_at = down.min(Duration::from_secs(15));
     let mut at_check = None;
     let mut attempts = 0;

@@ -3,9 +3,10 @@
 //! kube-apiserver rejects each listed violation, one object per rule, and accepts the objects MCO
 //! 4.20 (and the cluster-version operator) writes. If a CRD in `tests/crds/` loosens, one of
 //! these cases fails. One file per kind: [`machineosconfig`], [`machineosbuild`],
-//! [`machineconfigpool`], [`clusterversion`].
+//! [`machineconfigpool`], [`machineconfig`], [`clusterversion`].
 
 mod clusterversion;
+mod machineconfig;
 mod machineconfigpool;
 mod machineosbuild;
 mod machineosconfig;
@@ -71,6 +72,7 @@ impl Api {
             Some("MachineOSConfig") => mco::moscs(&self.client),
             Some("MachineOSBuild") => mco::mosbs(&self.client),
             Some("ClusterVersion") => testkit::clusterversion::api(&self.client),
+            Some("MachineConfig") => mco::mcs(&self.client),
             _ => mco::mcps(&self.client),
         }
     }
@@ -131,6 +133,7 @@ async fn the_api_server_rejects_each_contract_violation() {
     let mut cases: Vec<Case> = machineosconfig::cases();
     cases.extend(machineosbuild::cases());
     cases.extend(machineconfigpool::cases());
+    cases.extend(machineconfig::cases());
     cases.extend(clusterversion::cases());
 
     let mut failures = Vec::new();
@@ -162,5 +165,6 @@ async fn objects_as_mco_writes_them_pass_and_unknown_fields_are_pruned() {
     machineosbuild::accepted(&api).await;
     machineosconfig::accepted(&api).await;
     machineconfigpool::accepted(&api).await;
+    machineconfig::accepted(&api).await;
     clusterversion::accepted(&cp).await;
 }

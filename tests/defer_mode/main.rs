@@ -10,11 +10,13 @@
 //!
 //! One test binary: the defer-mode guard, the seeded cluster and the waits are here, the tests in
 //! [`deferral`] (a deletion deferred until the rollout settles, the foreground cascade, the
-//! mutating webhook), [`controller`] (start-up, restart, two replicas) and [`release`]
+//! mutating webhook), [`controller`] (start-up, restart, two replicas), [`lease`] (the leader
+//! election alone, with skewed clocks and a holder cut off) and [`release`]
 //! (`mosc-guard release-finalizers`).
 
 mod controller;
 mod deferral;
+mod lease;
 mod release;
 
 use std::time::Duration;
@@ -29,9 +31,9 @@ use testkit::guard::{Guard, GuardBin};
 use testkit::mco;
 use testkit::scenario::{
     Cluster, DEFER, DegradedWatch, Rollout, STEP_TIMEOUT, assert_image_in_registry,
-    create_infra_mosc, create_mosc, create_pool, events_about, finalizers, kubectl, seed, wait_for,
-    wait_image_and_builds_gone, wait_index_holds_the_rolling_node, wait_mosc_gone,
-    wait_pool_reverted, wait_rolled_out,
+    create_infra_mosc, create_mosc, create_pool, deferral_warning, events_about, finalizers,
+    kubectl, seed, wait_for, wait_image_and_builds_gone, wait_index_holds_the_rolling_node,
+    wait_mosc_gone, wait_pool_reverted, wait_rolled_out,
 };
 use testkit::simulator::SimConfig;
 use testkit::webhooks::register_webhooks;
@@ -135,10 +137,7 @@ async fn delete_deferred(cluster: &Cluster, rollout: &Rollout, extra: &[&str]) -
     args.extend_from_slice(extra);
     let out = cluster.cp.kubectl(&args).await.expect("run kubectl delete");
     assert!(out.success(), "defer mode accepts the delete: {out:?}");
-    let want = format!(
-        "Warning: mosc-guard: deletion of machineosconfig \"worker\" deferred: 1 node still needs an image built from it ({}); it completes when the rollout settles",
-        rollout.node
-    );
+    let want = deferral_warning(rollout);
     assert!(
         out.stderr.contains(&want),
         "missing {want:?} in {}",

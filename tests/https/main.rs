@@ -19,12 +19,12 @@ use mosc_guard::core::model::{LABEL_MACHINE_OS_CONFIG, LABEL_TARGET_POOL, OVERRI
 use mosc_guard::core::policy::PolicyMode;
 use mosc_guard::core::snapshot::Snapshot;
 use mosc_guard::decision::{DeletionMode, Engine};
+use mosc_guard::server::listener::{self, ConnectionLimits, Limits};
+use mosc_guard::server::tls::{CertFiles, ReloadingResolver};
 use mosc_guard::sources::view::{ClusterView, StaticView};
 use mosc_guard::telemetry::metrics::Metrics;
-use mosc_guard::webhook::listener::{self, ConnectionLimits, Limits};
 use mosc_guard::webhook::review::Reviewer;
 use mosc_guard::webhook::routes::{self, MAX_BODY_BYTES};
-use mosc_guard::webhook::tls::{CertFiles, ReloadingResolver};
 use serde_json::{Value, json};
 use testkit::pki::Pki;
 use testkit::review::{MACHINE_OS_CONFIG, Review, Target};
@@ -152,8 +152,9 @@ async fn start_with_limits<V: ClusterView>(
     limits: Limits,
 ) -> Server {
     let resolver = ReloadingResolver::load(files).expect("certificate loads");
-    let reloader = resolver.spawn_reloader(Duration::from_millis(100));
-    let tls = Arc::new(resolver.server_config().expect("tls config"));
+    let metrics = Arc::new(Metrics::default());
+    let reloader = resolver.spawn_reloader(Duration::from_millis(100), Arc::clone(&metrics));
+    let tls = Arc::new(resolver.server_config(None).expect("tls config"));
     // As `serve` binds: a deep accept queue, so a flood of connections does not drop SYNs.
     let listener = listener::bind(([127, 0, 0, 1], 0).into()).expect("bind loopback");
     let url = format!(
@@ -163,12 +164,13 @@ async fn start_with_limits<V: ClusterView>(
     let reviewer = Reviewer::new(Engine::new(
         view,
         PolicyMode::InFlight,
-        Arc::new(Metrics::default()),
+        metrics,
         Duration::from_millis(500),
     ))
     .with_deletion_mode(mode);
     let (stop, stopped) = oneshot::channel::<()>();
-    let app = routes::router(reviewer, limits.request_timeout);
+    let readiness = routes::readiness(&reviewer);
+    let app = routes::router(reviewer, limits.request_timeout, readiness);
     let task = tokio::spawn(async move {
         listener::serve(listener, tls, app, &limits, async {
             let _ = stopped.await;

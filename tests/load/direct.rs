@@ -261,7 +261,7 @@ async fn webhook_under_load_and_certificate_rotation_answers_every_request() {
     });
     let last = ders
         .last()
-        .and_then(|d| mosc_guard::webhook::cert_expiry::not_after(d));
+        .and_then(|d| mosc_guard::server::tls::not_after(d));
     println!("  expiry gauge {expiry:?}, last certificate's notAfter {last:?}");
 
     if !errors.is_empty() {

@@ -31,7 +31,7 @@
 //!
 //! What is not: the behaviour of the real operators (service-ca, cert-manager and its
 //! cainjector, prometheus-operator, the platform Prometheus), the scheduler and kubelet (no pod
-//! of the Deployment runs here: there is no controller-manager), and the container image
+//! of the Deployment runs here: `tests/node` runs them on a real node), and the container image
 //! (nothing here builds it).
 //!
 //! One test binary: rendering helpers and kubectl against the control plane are here, the tests in

@@ -2,7 +2,8 @@
 
 use super::*;
 
-/// The jsonpath expressions of docs/runbooks.md, "Recognising a pool already degraded".
+/// The jsonpath expressions of docs/runbooks.md, "A pool already degraded by this bug",
+/// "Recognising it".
 const DEGRADED_NODES: &str = r#"{range .items[?(@.metadata.annotations.machineconfiguration\.openshift\.io/state=="Degraded")]}{.metadata.name}{"\t"}{.metadata.annotations.machineconfiguration\.openshift\.io/reason}{"\n"}{end}"#;
 
 const NODE_IMAGES: &str = r#"{range .items[*]}{.metadata.name}{"\t"}{.metadata.annotations.machineconfiguration\.openshift\.io/state}{"\t"}{.metadata.annotations.machineconfiguration\.openshift\.io/desiredImage}{"\t"}{.metadata.annotations.machineconfiguration\.openshift\.io/currentImage}{"\n"}{end}"#;

@@ -252,6 +252,12 @@ impl<'a> Trial<'a> {
             self.rng.next(),
             self.rng.next()
         );
+        // The render controller points the pool only at a config it created.
+        let created =
+            testkit::scenario::create_rendered_config(self.client(), &self.pool, &rendered).await;
+        if created.is_err() {
+            return;
+        }
         let patch = json!({"spec": {"configuration": {"name": rendered}}});
         let _ = mco::mcps(self.client())
             .patch(&self.pool, &PatchParams::default(), &Patch::Merge(&patch))

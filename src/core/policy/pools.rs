@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::core::model::{LABEL_NODE_OS, MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeImages;
 use crate::core::node::NodeMeta;
-use crate::core::selector::{self, Checked};
+use crate::core::selector::{self, Checked, Labels};
 use crate::core::snapshot::Snapshot;
 
 use super::images::Guard;
@@ -57,7 +57,7 @@ impl<'p> Membership<'p> {
 
     /// The node's pool as `GetPrimaryPoolForNode` returns it; `None` for a node MCO does not
     /// manage.
-    pub fn primary(&self, node: &NodeMeta) -> Option<&'p str> {
+    pub fn primary<L: Labels + ?Sized>(&self, node: &L) -> Option<&'p str> {
         if self.invalid || node.label(LABEL_NODE_OS) == Some("windows") {
             return None;
         }

@@ -33,7 +33,7 @@ pub(super) fn blocking_nodes(
         let hit = memo.get_or(key, || classify(images, guard, &prefilter, mode));
         if let Some((image, reason)) = hit {
             let mut blocked = blocking_node(node, images, image, reason);
-            blocked.pool = members.primary(node).map(str::to_string);
+            blocked.pool = members.primary(node.as_ref()).map(str::to_string);
             blocking.push(blocked);
         }
     }

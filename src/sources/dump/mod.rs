@@ -11,6 +11,9 @@
 //! MachineOSBuilds, Machines or the ClusterVersion and cannot be read whole, or a dump with nodes and no pools, makes it
 //! [`Loaded::incomplete`]. Other files that cannot be read (a must-gather's HTML, logs, odd
 //! resources) are only warnings.
+//!
+//! A recovery plan ([`Want::Recovery`]) reads more of the same dump: each Node as
+//! [`RecoveryNode`] too, and the MachineConfigs' names (their files then count like the others).
 
 mod objects;
 mod read;
@@ -23,8 +26,30 @@ use std::path::{Path, PathBuf};
 
 use walkdir::WalkDir;
 
+use crate::core::recovery::RecoveryNode;
 use crate::core::snapshot::Snapshot;
 use objects::{Added, Objects};
+
+/// What the dump is read for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Want {
+    /// The deletion policy: the lean nodes and the kinds around them.
+    #[default]
+    Policy,
+    /// A recovery plan: also each Node as recovery reads it and the MachineConfigs' names.
+    Recovery,
+}
+
+/// What a recovery plan reads from a dump besides the policy's snapshot.
+#[derive(Debug, Default)]
+pub struct RecoveryObjects {
+    /// Every Node (of copies, the one the policy's snapshot also took).
+    pub nodes: Vec<RecoveryNode>,
+    /// The MachineConfigs' names; `None` when the dump holds none.
+    pub machine_configs: Option<std::collections::BTreeSet<String>>,
+    /// Nodes whose copies disagree with no resourceVersion to choose between them.
+    pub disagreeing: std::collections::BTreeSet<String>,
+}
 
 /// Combinations of disagreeing copies decided before the dump counts as incomplete.
 const MAX_VARIANTS: usize = 64;
@@ -44,6 +69,8 @@ pub struct Loaded {
     /// What the policy reads and could not be read whole, one line each, in path order; a
     /// verdict over an incomplete dump cannot say a deletion is safe.
     pub incomplete: Vec<String>,
+    /// With [`Want::Recovery`]: what a recovery plan reads besides.
+    pub recovery: Option<RecoveryObjects>,
 }
 
 impl Loaded {
@@ -71,8 +98,13 @@ pub enum DumpError {
     ReadDir { path: PathBuf, reason: io::Error },
 }
 
-/// Reads every Kubernetes object of interest below `dir`.
+/// Reads every Kubernetes object the policy reads below `dir`.
 pub fn load_dir(dir: &Path) -> Result<Loaded, DumpError> {
+    load_dir_for(dir, Want::Policy)
+}
+
+/// Reads every Kubernetes object `want` needs below `dir`.
+pub fn load_dir_for(dir: &Path, want: Want) -> Result<Loaded, DumpError> {
     // Reading the root up front gives the plain OS reason (missing, not a directory,
     // permission denied) instead of a walker error.
     std::fs::read_dir(dir).map_err(|reason| DumpError::ReadDir {
@@ -115,7 +147,7 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, DumpError> {
     files.sort();
     files.dedup();
 
-    let mut objects = Objects::default();
+    let mut objects = Objects::new(want);
     for path in &files {
         load_file(dir, path, &mut objects, &mut notes);
     }
@@ -127,6 +159,7 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, DumpError> {
         ));
     }
     let disagreeing = objects.disagreeing();
+    let recovery = objects.take_recovery();
     let snapshots = objects.into_snapshots(MAX_VARIANTS);
     let mut snapshots = match snapshots {
         Some(s) => s,
@@ -153,6 +186,7 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, DumpError> {
         variants: snapshots.collect(),
         warnings,
         incomplete,
+        recovery,
     })
 }
 
@@ -226,14 +260,14 @@ fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) 
         Err(e) => {
             // Unreadable bytes: only the path can tell what it holds.
             let reason = format!("cannot read: {e}");
-            match read::claim(rel_path, &[]) {
+            match read::claim(rel_path, &[], objects.want()) {
                 Some(kind) => notes.incomplete(path, &rel, format!("{reason} (it holds {kind})")),
                 None => notes.warn(path, &rel, reason),
             }
             return;
         }
     };
-    let claim = read::claim(rel_path, &raw);
+    let claim = read::claim(rel_path, &raw, objects.want());
     let documents = read::text(&raw).and_then(|text| read::documents(text, is_json(path)));
     let documents = match documents {
         Ok(documents) => documents,

@@ -1,5 +1,6 @@
-//! Objects of a dump: the items of lists, the kinds the policy reads decoded into the model,
-//! and copies of one object reconciled.
+//! Objects of a dump: the items of lists, the kinds the policy reads decoded into the model
+//! (and for a recovery plan its nodes and the MachineConfigs' names), and copies of one object
+//! reconciled.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +13,10 @@ use serde_json::{Map, Value};
 use crate::core::cluster::{ClusterVersion, Machine};
 use crate::core::model::{GROUP, MachineConfigPool, MachineOSBuild, MachineOSConfig, VERSION};
 use crate::core::node::{Interner, NodeMeta, WireMeta};
+use crate::core::recovery::RecoveryNode;
 use crate::core::snapshot::Snapshot;
+
+use super::{RecoveryObjects, Want};
 
 /// A Kubernetes object: its `apiVersion`, `kind` and the whole object.
 pub(super) struct Typed {
@@ -108,7 +112,6 @@ fn describe(value: &Value) -> &'static str {
 }
 
 /// The objects kept so far, one per (kind, name), or several where copies disagree.
-#[derive(Default)]
 pub(super) struct Objects {
     machine_os_configs: Kept<MachineOSConfig>,
     machine_os_builds: Kept<MachineOSBuild>,
@@ -118,6 +121,11 @@ pub(super) struct Objects {
     machines: Kept<Machine>,
     versions: Kept<ClusterVersion>,
     interner: Interner,
+    /// With [`Want::Recovery`]: the nodes as recovery reads them, and the MachineConfigs' names.
+    recovery: Option<(
+        Kept<RecoveryNode>,
+        Option<std::collections::BTreeSet<String>>,
+    )>,
 }
 
 /// What [`Objects::add`] made of an object.
@@ -129,6 +137,45 @@ pub(super) enum Added {
 }
 
 impl Objects {
+    pub(super) fn new(want: Want) -> Self {
+        Objects {
+            machine_os_configs: Kept::default(),
+            machine_os_builds: Kept::default(),
+            pools: Kept::default(),
+            nodes: Kept::default(),
+            machines: Kept::default(),
+            versions: Kept::default(),
+            interner: Interner::default(),
+            recovery: (want == Want::Recovery).then(|| (Kept::default(), None)),
+        }
+    }
+
+    pub(super) fn want(&self) -> Want {
+        match self.recovery {
+            Some(_) => Want::Recovery,
+            None => Want::Policy,
+        }
+    }
+
+    /// What a recovery plan reads besides, once every file is read.
+    pub(super) fn take_recovery(&mut self) -> Option<RecoveryObjects> {
+        let (nodes, machine_configs) = self.recovery.take()?;
+        let mut disagreeing = Vec::new();
+        nodes.disagreeing("Node", &mut disagreeing);
+        Some(RecoveryObjects {
+            nodes: nodes
+                .pick(&mut 0)
+                .iter()
+                .map(|n| n.as_ref().clone())
+                .collect(),
+            machine_configs,
+            disagreeing: disagreeing
+                .into_iter()
+                .map(|d| d.trim_start_matches("Node/").to_string())
+                .collect(),
+        })
+    }
+
     /// Keeps `typed` if it is one of ours; an error names an object of ours that could
     /// not be decoded.
     pub(super) fn add(&mut self, typed: Typed) -> Result<Added, String> {
@@ -150,6 +197,19 @@ impl Objects {
                 self.versions.add(&kind, mco(&kind, object)?)?;
                 return Ok(Added::Ours);
             }
+            (_, "MachineConfig") if mco_v1 => {
+                if let Some((_, names)) = &mut self.recovery {
+                    let name = object
+                        .get("metadata")
+                        .and_then(|m| m.get("name"))
+                        .and_then(Value::as_str)
+                        .filter(|n| !n.is_empty())
+                        .ok_or_else(|| format!("{kind} without metadata.name"))?;
+                    names.get_or_insert_default().insert(name.to_string());
+                    return Ok(Added::Ours);
+                }
+                return Ok(Added::Other);
+            }
             _ => {}
         }
         let ours = matches!(
@@ -170,6 +230,9 @@ impl Objects {
             ));
         }
         null_values_are_empty(&mut object);
+        if let (Some((nodes, _)), "Node") = (&mut self.recovery, kind.as_str()) {
+            nodes.add(&kind, recovery_node(&object)?)?;
+        }
         match kind.as_str() {
             "Node" => self.nodes.add(&kind, node(object, &mut self.interner)?),
             "MachineOSConfig" => self.machine_os_configs.add(&kind, mco(&kind, object)?),
@@ -393,6 +456,22 @@ fn node(
     Ok(Decoded {
         name: node.name().to_string(),
         resource_version,
+        content: content_of(&node),
+        object: node,
+    })
+}
+
+/// A Node as a recovery plan reads it ([`RecoveryNode`]).
+fn recovery_node(object: &Map<String, Value>) -> Result<Decoded<RecoveryNode>, String> {
+    let name = name_in(object);
+    let node: RecoveryNode = serde_json::from_value(Value::Object(object.clone()))
+        .map_err(|e| format!("Node {name}: cannot decode: {e}"))?;
+    Ok(Decoded {
+        name: node.name.clone(),
+        resource_version: node
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.trim().parse().ok()),
         content: content_of(&node),
         object: node,
     })

@@ -1,5 +1,6 @@
 //! The files of a dump: which are read, their text, and which ones claim to hold the kinds the
-//! policy reads (so that one of them that cannot be read makes the dump incomplete).
+//! policy reads, and for a recovery plan also MachineConfigs (so that one of them that cannot be
+//! read makes the dump incomplete).
 //!
 //! What `oc get -o yaml` and must-gathers really contain is read as such: a UTF-8 byte-order
 //! mark, YAML merge keys (`<<`), files reached through symlinks (followed; a loop is reported
@@ -11,6 +12,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::Value;
+
+use super::Want;
 
 /// Deeper `[`/`{` nesting than any Kubernetes object needs.
 pub(super) const MAX_FLOW_DEPTH: usize = 64;
@@ -47,12 +50,27 @@ const PATH_NAMES: [(&str, &str); 18] = [
     ("mosbs", "MachineOSBuilds"),
 ];
 
+/// What a recovery plan reads besides: the rendered MachineConfigs' names.
+const RECOVERY_KINDS: [(&str, &str); 1] = [("MachineConfig", "MachineConfigs")];
+const RECOVERY_PATH_NAMES: [(&str, &str); 3] = [
+    ("machineconfigs", "MachineConfigs"),
+    ("machineconfig", "MachineConfigs"),
+    ("mc", "MachineConfigs"),
+];
+
 /// Which of the kinds `rel` (a path inside the dump) or the file's bytes say it holds.
-pub(super) fn claim(rel: &Path, raw: &[u8]) -> Option<&'static str> {
-    by_path(rel).or_else(|| by_content(&lossy(raw)))
+pub(super) fn claim(rel: &Path, raw: &[u8], want: Want) -> Option<&'static str> {
+    let content = |kinds: &[(&str, &'static str)]| by_content(&lossy(raw), kinds);
+    match want {
+        Want::Policy => by_path(rel, &PATH_NAMES).or_else(|| content(&KINDS)),
+        Want::Recovery => by_path(rel, &PATH_NAMES)
+            .or_else(|| by_path(rel, &RECOVERY_PATH_NAMES))
+            .or_else(|| content(&KINDS))
+            .or_else(|| content(&RECOVERY_KINDS)),
+    }
 }
 
-fn by_path(rel: &Path) -> Option<&'static str> {
+fn by_path(rel: &Path, names: &[(&str, &'static str)]) -> Option<&'static str> {
     let stem = rel.file_stem().and_then(|s| s.to_str());
     let dirs = rel
         .parent()
@@ -60,7 +78,7 @@ fn by_path(rel: &Path) -> Option<&'static str> {
         .flat_map(Path::components)
         .filter_map(|c| c.as_os_str().to_str());
     dirs.chain(stem).find_map(|part| {
-        PATH_NAMES
+        names
             .iter()
             .find(|(name, _)| part.eq_ignore_ascii_case(name))
             .map(|(_, plural)| *plural)
@@ -70,7 +88,7 @@ fn by_path(rel: &Path) -> Option<&'static str> {
 /// A `kind:` line of one of the kinds (or their lists) at the top of a YAML document or of a
 /// list item, or a JSON `"kind": "..."` member that is not deep inside another object (an
 /// Event's `involvedObject` names kinds too).
-fn by_content(text: &str) -> Option<&'static str> {
+fn by_content(text: &str, kinds: &[(&str, &'static str)]) -> Option<&'static str> {
     let compact_json = !text.trim_end().contains('\n');
     text.lines().find_map(|line| {
         let indent = line.len() - line.trim_start().len();
@@ -88,7 +106,7 @@ fn by_content(text: &str) -> Option<&'static str> {
             (compact_json || indent <= 12).then(|| v.split('"').next())??
         };
         let value = value.strip_suffix("List").unwrap_or(value);
-        KINDS
+        kinds
             .iter()
             .find(|(kind, _)| *kind == value)
             .map(|(_, plural)| *plural)

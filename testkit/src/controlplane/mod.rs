@@ -1,11 +1,15 @@
 //! A real Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver with the harness's MCO CRDs
 //! installed, and kube-controller-manager running only its garbage collector (which finishes
 //! `foregroundDeletion`, the MOSBs' finalizer, and deletes MOSBs whose MOSC is gone). No
-//! scheduler and no other controllers: nodes are plain objects and MCO is simulated.
+//! scheduler and no other controllers: nodes are plain objects and MCO is simulated. The node
+//! tier's control plane ([`ControlPlane::start_for_node`]) adds what a real node's pods need
+//! ([`workloads`]).
 
 mod servers;
+mod workloads;
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,17 +27,19 @@ use crate::tls::{ensure_crypto_provider, https_client};
 use crate::{Result, init_tracing, temp_dir};
 use crate::{clusterversion, crds, kubectl};
 use servers::{
-    Respawn, apiserver_spec, etcd_spec, start_garbage_collector, wait_apiserver_ready,
+    Respawn, apiserver_spec, etcd_spec, start_controller_manager, wait_apiserver_ready,
     wait_etcd_ready,
 };
 
 /// Field manager the harness uses for server-side apply (defined with the CRDs it first applies).
 pub use crate::crds::FIELD_MANAGER;
 
-/// A running etcd + kube-apiserver + garbage collector. Dropping it stops all three and removes
-/// their data.
+/// A running etcd + kube-apiserver + garbage collector (+ kube-scheduler for a real node).
+/// Dropping it stops them all and removes their data.
 pub struct ControlPlane {
-    // Fields drop in order: the garbage collector, then the API server, then etcd, the directory last.
+    // Fields drop in order: the scheduler, the controller-manager, then the API server, then
+    // etcd, the directory last.
+    _scheduler: Option<ChildProcess>,
     _controller_manager: ChildProcess,
     // Behind locks so a chaos test can kill and restart them while others use the control
     // plane through `&self` (clients reconnect to the same port).
@@ -77,23 +83,41 @@ impl ControlPlane {
     /// `/readyz`, applies the CRDs in `tests/crds/`, waits until they are Established and warms
     /// them up (see [`crds::install`]), so the first test requests are not slowed down.
     pub async fn start() -> Result<Self> {
-        retry_on_port_clash("control plane", || Self::start_once(None, &[])).await
+        retry_on_port_clash("control plane", || Self::start_once(None, &[], None)).await
+    }
+
+    /// Like [`ControlPlane::start`], for a real node at `node_ip` ([`crate::node::Node`]):
+    /// kube-apiserver also listens on `node_ip` and admits the kubelet and the pods' tokens,
+    /// kube-controller-manager also runs the workload controllers, and kube-scheduler runs
+    /// ([`workloads`]). Only the node tier starts this one.
+    pub async fn start_for_node(node_ip: Ipv4Addr) -> Result<Self> {
+        retry_on_port_clash("control plane", || {
+            Self::start_once(None, &[], Some(node_ip))
+        })
+        .await
     }
 
     /// Like [`ControlPlane::start`], with kube-apiserver's `--admission-control-config-file`
     /// set to `config` (e.g. a WebhookAdmissionConfiguration giving the API server a client
     /// certificate to present to a webhook).
     pub async fn start_with_admission_config(config: &Path) -> Result<Self> {
-        retry_on_port_clash("control plane", || Self::start_once(Some(config), &[])).await
+        retry_on_port_clash("control plane", || {
+            Self::start_once(Some(config), &[], None)
+        })
+        .await
     }
 
     /// Like [`ControlPlane::start`], with extra etcd flags (e.g. a larger
     /// `--max-request-bytes`, as some clusters configure).
     pub async fn start_with_etcd_args(etcd_args: &[&str]) -> Result<Self> {
-        retry_on_port_clash("control plane", || Self::start_once(None, etcd_args)).await
+        retry_on_port_clash("control plane", || Self::start_once(None, etcd_args, None)).await
     }
 
-    async fn start_once(admission_config: Option<&Path>, etcd_args: &[&str]) -> Result<Self> {
+    async fn start_once(
+        admission_config: Option<&Path>,
+        etcd_args: &[&str],
+        node_ip: Option<Ipv4Addr>,
+    ) -> Result<Self> {
         init_tracing();
         ensure_crypto_provider();
         let started = Instant::now();
@@ -115,6 +139,7 @@ impl ControlPlane {
             port,
             &etcd_url,
             admission_config,
+            node_ip,
         )?;
         let mut apiserver = apiserver_spec.spawn()?;
         let https = https_client(&pki.ca_pem())?;
@@ -141,8 +166,28 @@ impl ControlPlane {
         clusterversion::set_release(&client, DEFAULT_RELEASE).await?;
         let crds_ready = started.elapsed();
         // After the CRDs, so the garbage collector's first discovery already monitors them.
-        let controller_manager =
-            start_garbage_collector(&bins.kube_controller_manager, dir.path(), &kubeconfig).await?;
+        let extra: Vec<OsString> = match node_ip {
+            Some(_) => workloads::controller_manager_args(pki.ca_path()),
+            None => Vec::new(),
+        };
+        let controller_manager = start_controller_manager(
+            &bins.kube_controller_manager,
+            dir.path(),
+            &kubeconfig,
+            &extra,
+        )
+        .await?;
+        let scheduler = match node_ip {
+            Some(_) => {
+                let node_bins =
+                    tokio::task::spawn_blocking(crate::binaries::node_binaries).await??;
+                Some(
+                    workloads::start_scheduler(&node_bins.kube_scheduler, dir.path(), &kubeconfig)
+                        .await?,
+                )
+            }
+            None => None,
+        };
         let startup = started.elapsed();
         tracing::info!(
             "control plane ready at {server} in {startup:.2?} (etcd {etcd_ready:.2?}, \
@@ -152,6 +197,7 @@ impl ControlPlane {
             startup - crds_ready
         );
         Ok(Self {
+            _scheduler: scheduler,
             _controller_manager: controller_manager,
             apiserver: Mutex::new(apiserver),
             etcd: Mutex::new(etcd),

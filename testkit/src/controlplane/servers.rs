@@ -1,6 +1,7 @@
-//! How the control plane's three servers are started (and started again, for chaos tests):
-//! etcd, kube-apiserver with client-certificate auth, RBAC and service-account tokens, and
-//! kube-controller-manager running only its garbage collector.
+//! How the control plane's servers are started (and started again, for chaos tests): etcd,
+//! kube-apiserver with client-certificate auth, RBAC and service-account tokens, and
+//! kube-controller-manager running only its garbage collector (or, for a real node, the
+//! controllers of [`super::workloads`]).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -92,7 +93,8 @@ pub(super) async fn wait_apiserver_ready(
 }
 
 /// kube-apiserver on `port` with client-certificate auth and RBAC: how to start it (its
-/// serving certificate and service-account keys are written now, once).
+/// serving certificate and service-account keys are written now, once). With `node_ip` it
+/// serves a real node ([`super::workloads::apiserver_args`]), else 127.0.0.1 alone.
 pub(super) fn apiserver_spec(
     bin: &Path,
     dir: &Path,
@@ -100,6 +102,7 @@ pub(super) fn apiserver_spec(
     port: u16,
     etcd_url: &str,
     admission_config: Option<&Path>,
+    node_ip: Option<std::net::Ipv4Addr>,
 ) -> Result<Respawn> {
     let serving = pki.server_cert(
         "kube-apiserver",
@@ -123,8 +126,6 @@ pub(super) fn apiserver_spec(
 
     let mut cmd = Command::new(bin);
     cmd.arg(format!("--etcd-servers={etcd_url}"))
-        .arg("--bind-address=127.0.0.1")
-        .arg("--advertise-address=127.0.0.1")
         .arg(format!("--secure-port={port}"))
         .arg(format!("--cert-dir={}", cert_dir.display()))
         .arg(format!("--tls-cert-file={}", serving.cert.display()))
@@ -139,14 +140,25 @@ pub(super) fn apiserver_spec(
             sa_private.display()
         ))
         .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-        .arg("--service-cluster-ip-range=10.0.0.0/24")
-        .arg("--authorization-mode=RBAC")
-        // No service-account token controller runs (the controller-manager runs only the GC).
-        .arg("--disable-admission-plugins=ServiceAccount")
+        .arg(format!("--service-cluster-ip-range={SERVICE_CIDR}"))
         .arg("--allow-privileged=true")
-        // The API server's own Endpoints reconciler rejects a loopback advertise address.
-        .arg("--endpoint-reconciler-type=none")
         .arg("--v=1");
+    match node_ip {
+        Some(ip) => {
+            let admin = pki.client_cert("kube-apiserver-kubelet-client", &["system:masters"])?;
+            cmd.args(super::workloads::apiserver_args(ip, &admin));
+        }
+        None => {
+            cmd.arg("--bind-address=127.0.0.1")
+                .arg("--advertise-address=127.0.0.1")
+                .arg("--authorization-mode=RBAC")
+                // No pod runs, so no pod needs a token volume (the controller-manager runs only
+                // the GC).
+                .arg("--disable-admission-plugins=ServiceAccount")
+                // The API server's own Endpoints reconciler rejects a loopback advertise address.
+                .arg("--endpoint-reconciler-type=none");
+        }
+    }
     if let Some(config) = admission_config {
         cmd.arg(format!(
             "--admission-control-config-file={}",
@@ -161,22 +173,28 @@ pub(super) fn apiserver_spec(
     })
 }
 
+/// The Services' ClusterIP range (the `kubernetes` Service is its first address, 10.0.0.1).
+pub(super) const SERVICE_CIDR: &str = "10.0.0.0/24";
+
 /// Log line of kube-controller-manager once the garbage collector watches every resource.
 const GC_SYNCED: &str = "Garbage collector: all resource monitors have synced";
 
-/// Starts kube-controller-manager with only the garbage collector, as the admin, on a free
-/// loopback port, and waits until its resource monitors have synced (before that, owner
+/// Starts kube-controller-manager with only the garbage collector (and `extra` flags: more
+/// controllers for a real node, [`super::workloads::controller_manager_args`]), as the admin, on
+/// a free loopback port, and waits until its resource monitors have synced (before that, owner
 /// references and `foregroundDeletion` would go unnoticed for a moment).
-pub(super) async fn start_garbage_collector(
+pub(super) async fn start_controller_manager(
     bin: &Path,
     dir: &Path,
     kubeconfig: &Path,
+    extra: &[OsString],
 ) -> Result<ChildProcess> {
     let cert_dir = dir.join("controller-manager-certs");
     std::fs::create_dir_all(&cert_dir)?;
     let mut cmd = Command::new(bin);
     cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg("--controllers=garbagecollector")
+        .args(extra)
         .arg("--leader-elect=false")
         .arg("--bind-address=127.0.0.1")
         .arg(format!("--secure-port={}", free_port()?))
@@ -186,22 +204,7 @@ pub(super) async fn start_garbage_collector(
     let log = dir.join("kube-controller-manager.log");
     let mut process = ChildProcess::spawn("kube-controller-manager", cmd, &log)?;
     process
-        .wait_ready(
-            "garbage collector synced",
-            Duration::from_secs(60),
-            Duration::from_millis(100),
-            || {
-                let log = log.clone();
-                async move {
-                    let text = std::fs::read_to_string(&log).unwrap_or_default();
-                    if text.contains(GC_SYNCED) {
-                        Ok(())
-                    } else {
-                        Err(format!("no {GC_SYNCED:?} in its log yet").into())
-                    }
-                }
-            },
-        )
+        .wait_log_line("garbage collector synced", GC_SYNCED)
         .await?;
     Ok(process)
 }

@@ -72,6 +72,16 @@ impl Cluster {
         push_spec(self.registry.host())
     }
 
+    /// The push spec of the MOSC of `pool`: [`Cluster::push_spec`] for `worker`, a tag named
+    /// after the pool for any other (MCO deletes a build's image by its tag, so two pools
+    /// pushing to one tag would delete each other's images).
+    pub fn push_spec_of(&self, pool: &str) -> String {
+        match pool {
+            "worker" => self.push_spec(),
+            other => format!("{}/{OCB_REPO}:{other}", self.registry.host()),
+        }
+    }
+
     /// `mosc-guard ARGS --kubeconfig <admin>` (`bin`), run as [`crate::cli`] runs it.
     pub fn run_cli(&self, bin: &GuardBin, args: &[&str]) -> CliRun {
         bin.cli().args(args).kubeconfig(self.cp.kubeconfig()).run()

@@ -1,14 +1,22 @@
-//! Creating what the scenario runs on: pools, nodes, MachineOSConfigs, MCO's namespace.
+//! Creating what the scenario runs on: pools and their rendered MachineConfigs (what MCO's
+//! render controller makes), nodes (as MCO and the kubelet leave them), MachineOSConfigs, MCO's
+//! namespace.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Namespace, Node};
-use kube::api::{Api, DynamicObject, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use super::cluster::rendered_config;
 use crate::Result;
-use crate::mco::{self, CURRENT_CONFIG, DESIRED_CONFIG, STATE, STATE_DONE};
+use crate::mco::{
+    self, CONTROL_PLANE_TOPOLOGY, CURRENT_CONFIG, DESIRED_CONFIG, DESIRED_DRAIN,
+    LAST_APPLIED_DRAIN, STATE, STATE_DONE, TOPOLOGY_HIGHLY_AVAILABLE, TOPOLOGY_SINGLE_REPLICA,
+    uncordon_request,
+};
 use crate::simulator::MCO_NAMESPACE;
 
 /// Creates a MachineConfigPool selecting nodes labelled `<role_label>: ""`.
@@ -51,6 +59,7 @@ pub async fn create_pool_selecting(
     mco::mcps(client)
         .create(&PostParams::default(), &pool)
         .await?;
+    create_rendered_config(client, name, &rendered_config(name)).await?;
     tracing::info!(
         "scenario: created MachineConfigPool {name} (nodeSelector {node_selector}, maxUnavailable \
          {max_unavailable})"
@@ -71,7 +80,9 @@ pub async fn create_nodes(
 
 /// Creates plain Linux Node objects carrying `labels` (e.g. several role labels), settled on
 /// `rendered_config` as MCO leaves them (state Done, current = desired config, no image
-/// annotations).
+/// annotations, uncordoned after the daemon's last update: `desiredDrain` = `lastAppliedDrain`
+/// = `uncordon-<config>`, on a multi-node cluster) and Ready with a boot ID, as the kubelet
+/// reports it ([`crate::kubelet`]).
 pub async fn create_labelled_nodes(
     client: &kube::Client,
     names: &[String],
@@ -99,18 +110,78 @@ pub async fn create_labelled_nodes(
                     CURRENT_CONFIG: rendered_config,
                     DESIRED_CONFIG: rendered_config,
                     STATE: STATE_DONE,
+                    DESIRED_DRAIN: uncordon_request(rendered_config),
+                    LAST_APPLIED_DRAIN: uncordon_request(rendered_config),
+                    CONTROL_PLANE_TOPOLOGY: TOPOLOGY_HIGHLY_AVAILABLE,
                 },
             },
         }))?;
         mco::nodes(client)
             .create(&PostParams::default(), &node)
             .await?;
+        crate::kubelet::report_boot(client, name).await?;
     }
     tracing::info!(
         "scenario: created {} nodes: {}",
         names.len(),
         names.join(", ")
     );
+    Ok(())
+}
+
+/// Makes `node` a single-node cluster's (`controlPlaneTopology: SingleReplica`, as MCO's node
+/// controller copies it from the cluster's infrastructure): its daemon never drains it.
+pub async fn set_single_node(client: &kube::Client, node: &str) -> Result<()> {
+    let patch =
+        json!({"metadata": {"annotations": {CONTROL_PLANE_TOPOLOGY: TOPOLOGY_SINGLE_REPLICA}}});
+    mco::nodes(client)
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Creates the rendered MachineConfig `name` of pool `pool` unless it exists, shaped as MCO's
+/// render controller writes one (`generateRenderedMachineConfig`): owned by the pool (a
+/// controller reference, so it goes with the pool), its Ignition config, the base OS image of the
+/// release (`osImageURL`, what a node leaving image mode rebases to).
+pub async fn create_rendered_config(client: &kube::Client, pool: &str, name: &str) -> Result<()> {
+    let api = mco::mcs(client);
+    if api.get_opt(name).await?.is_some() {
+        return Ok(());
+    }
+    let owner = mco::mcps(client).get(pool).await?;
+    let digest: String = Sha256::digest(name.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut config = DynamicObject::new(name, &mco::mc_resource()).data(json!({
+        "spec": {
+            "config": {"ignition": {"version": "3.5.0"}, "passwd": {"users": [{"name": "core"}]}},
+            "osImageURL": format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:{digest}"),
+            "extensions": [],
+            "fips": false,
+            "kernelArguments": [],
+            "kernelType": "default",
+        }
+    }));
+    config.metadata.annotations = Some(BTreeMap::from([(
+        "machineconfiguration.openshift.io/generated-by-controller-version".to_owned(),
+        "5b1d6a1e0a7c3f2b9e8d4c6a1f0b2e3d4c5a6b7e".to_owned(),
+    )]));
+    config.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: format!("{}/v1", mco::GROUP),
+        kind: "MachineConfigPool".to_owned(),
+        name: pool.to_owned(),
+        uid: owner.metadata.uid.unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    match api.create(&PostParams::default(), &config).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!("scenario: created rendered MachineConfig {name} of pool {pool}");
     Ok(())
 }
 

@@ -2,8 +2,9 @@
 //! Node objects opted into image mode by a MachineOSConfig whose images live on the kit's
 //! registry ([`Cluster`]), the guard registered in front of it ([`guarded`]), creating the
 //! objects ([`create`]), waiting for MCO and the pools ([`wait`]), reading what happened
-//! ([`read`]), MCO's paths beyond the report's ([`paths`]), and machines joining a pool
-//! ([`machines`]). Everything is re-exported here.
+//! ([`read`]), MCO's paths beyond the report's ([`paths`]), machines joining a pool
+//! ([`machines`]), and a node the bug hurt brought back by hand ([`way_back`]). Everything is
+//! re-exported here.
 //!
 //! A cluster plays one OpenShift release, or one side of a z-stream fix
 //! ([`Cluster::seed_on`]; 4.20's late z-stream by default): its ClusterVersion says it and the
@@ -18,6 +19,7 @@ pub mod paths;
 pub mod pipeline;
 pub mod read;
 pub mod wait;
+pub mod way_back;
 
 pub use cluster::*;
 pub use create::*;
@@ -26,6 +28,7 @@ pub use paths::*;
 pub use pipeline::*;
 pub use read::*;
 pub use wait::*;
+pub use way_back::*;
 
 use std::time::{Duration, Instant};
 
@@ -53,10 +56,28 @@ impl Cluster {
         nodes: usize,
         sim: SimConfig,
     ) -> Result<Self> {
-        let z_stream = z_stream.into();
+        Self::seed_with(z_stream.into(), None, nodes, sim).await
+    }
+
+    /// [`Cluster::seed`] on a control plane for a real node at `node_ip`
+    /// ([`ControlPlane::start_for_node`]; the node tier's [`crate::node::NodeCluster`]).
+    pub async fn seed_for_node(
+        node_ip: std::net::Ipv4Addr,
+        nodes: usize,
+        sim: SimConfig,
+    ) -> Result<Self> {
+        Self::seed_with(Release::V4_20.into(), Some(node_ip), nodes, sim).await
+    }
+
+    async fn seed_with(
+        z_stream: ZStream,
+        node_ip: Option<std::net::Ipv4Addr>,
+        nodes: usize,
+        sim: SimConfig,
+    ) -> Result<Self> {
         let release = z_stream.release;
         let started = Instant::now();
-        let (cp, registry, client) = start_servers(z_stream).await?;
+        let (cp, registry, client) = start_servers(z_stream, node_ip).await?;
         let names = node_names(nodes);
         create_pool(&client, "worker", WORKER_ROLE_LABEL, 1).await?;
         create_nodes(
@@ -92,7 +113,7 @@ impl Cluster {
     /// it rolls).
     pub async fn bare_on(z_stream: impl Into<ZStream>, sim: SimConfig) -> Result<Self> {
         let z_stream = z_stream.into();
-        let (cp, registry, client) = start_servers(z_stream).await?;
+        let (cp, registry, client) = start_servers(z_stream, None).await?;
         let sim = Simulator::start_on(z_stream, &cp, registry.host(), sim).await?;
         Ok(Self {
             sim,
@@ -116,8 +137,9 @@ impl Cluster {
         self.start_rollout("worker", &node, timeout).await
     }
 
-    /// Holds `node`'s daemon, creates MOSC `pool` (named as its pool), waits for the build to
-    /// succeed and `node` to be Working with desiredImage = the new image.
+    /// Holds `node`'s daemon, creates MOSC `pool` (named as its pool, pushing to
+    /// [`Cluster::push_spec_of`] it), waits for the build to succeed and `node` to be Working
+    /// with desiredImage = the new image.
     pub async fn start_rollout(
         &self,
         pool: &str,
@@ -125,7 +147,7 @@ impl Cluster {
         timeout: Duration,
     ) -> Result<Rollout> {
         self.sim.hold(node);
-        create_mosc(&self.client, pool, &self.push_spec()).await?;
+        create_mosc(&self.client, pool, &self.push_spec_of(pool)).await?;
         let build = wait_for_build(&self.client, pool, timeout).await?;
         let client = &self.client;
         let image = &build.image;
@@ -146,10 +168,19 @@ impl Cluster {
     }
 }
 
-/// Control plane and registry (started in parallel), the ClusterVersion saying `z_stream`, and
-/// MCO's namespace.
-async fn start_servers(z_stream: ZStream) -> Result<(ControlPlane, Registry, kube::Client)> {
-    let (cp, registry) = tokio::try_join!(ControlPlane::start(), Registry::start())?;
+/// Control plane (for a real node at `node_ip`, if given) and registry (started in parallel),
+/// the ClusterVersion saying `z_stream`, and MCO's namespace.
+async fn start_servers(
+    z_stream: ZStream,
+    node_ip: Option<std::net::Ipv4Addr>,
+) -> Result<(ControlPlane, Registry, kube::Client)> {
+    let control_plane = async {
+        match node_ip {
+            Some(ip) => ControlPlane::start_for_node(ip).await,
+            None => ControlPlane::start().await,
+        }
+    };
+    let (cp, registry) = tokio::try_join!(control_plane, Registry::start())?;
     if z_stream.version() != crate::controlplane::DEFAULT_RELEASE {
         cp.set_release(z_stream.version()).await?;
     }

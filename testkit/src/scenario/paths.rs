@@ -2,15 +2,12 @@
 //! change rendered, a new build, the first node caught mid-update, a guard registered in
 //! front (with the mutating webhook too in defer mode).
 
-use kube::api::{Patch, PatchParams};
-use serde_json::json;
-
 use super::cluster::{Build, Cluster, STEP_TIMEOUT};
 use super::create::{create_mosc, create_pool};
 use super::read::{node_annotations, pool_condition};
 use super::wait::{DegradedWatch, wait_for, wait_for_build, wait_rolled_out};
 use crate::guard::{Guard, GuardBin};
-use crate::mco::{self, DESIRED_IMAGE, STATE, STATE_WORKING};
+use crate::mco::{DESIRED_IMAGE, STATE, STATE_WORKING};
 use crate::webhooks::register_webhooks;
 
 /// The `serve` arguments of defer mode; the Lease lives in `default` (the kit's control plane
@@ -55,14 +52,9 @@ pub async fn layered_and_settled(cluster: &Cluster) -> Build {
 }
 
 /// Points pool `worker` at another rendered MachineConfig (what the render controller does
-/// when a MachineConfig changes).
+/// when a MachineConfig changes): [`super::render_pool`].
 pub async fn render(cluster: &Cluster, rendered: &str) {
-    mco::mcps(&cluster.client)
-        .patch(
-            "worker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"configuration": {"name": rendered}}})),
-        )
+    super::render_pool(cluster, "worker", rendered)
         .await
         .expect("change the pool's rendered config");
 }

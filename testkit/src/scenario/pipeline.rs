@@ -37,10 +37,11 @@ pub fn z_stream_of(version: &str) -> Option<ZStream> {
     })
 }
 
-/// Sets pool `pool`'s `spec.configuration` to the rendered MachineConfig `rendered` (what the
-/// render controller does when a MachineConfig changes; it is not simulated). A layered pool's
-/// MOSC then gets a new build; its nodes wait for it.
+/// Sets pool `pool`'s `spec.configuration` to the rendered MachineConfig `rendered`, created
+/// first unless it exists (what the render controller does when a MachineConfig changes; it is
+/// not simulated). A layered pool's MOSC then gets a new build; its nodes wait for it.
 pub async fn render_pool(cluster: &Cluster, pool: &str, rendered: &str) -> Result<()> {
+    super::create::create_rendered_config(&cluster.client, pool, rendered).await?;
     mco::mcps(&cluster.client)
         .patch(
             pool,

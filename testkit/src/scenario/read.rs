@@ -187,3 +187,35 @@ pub async fn dry_run_delete(client: &kube::Client, name: &str) -> Result<(), Str
         Err(_) => Err("no answer within 30 s".into()),
     }
 }
+
+/// How the API server relays the guard's refusal of a deletion (its validating webhook's name).
+pub const REFUSED_BY_GUARD: &str =
+    "admission webhook \"deletions.mosc-guard.dev\" denied the request";
+
+/// Whether kubectl's `delete machineosconfig worker` (`out`) was refused by the guard because
+/// `rollout`'s node is mid-update: the webhook's refusal, the MachineOSConfig's message and the
+/// node's name. `Err` says what is missing.
+pub fn refused_mid_rollout(out: &KubectlOutput, rollout: &Rollout) -> Result<(), String> {
+    if out.success() {
+        return Err(format!("the delete was not refused: {out:?}"));
+    }
+    for want in [
+        REFUSED_BY_GUARD,
+        "machineosconfig \"worker\" cannot be deleted yet",
+        rollout.node.as_str(),
+    ] {
+        if !out.stderr.contains(want) {
+            return Err(format!("missing {want:?} in {}", out.stderr));
+        }
+    }
+    Ok(())
+}
+
+/// The warning defer mode's webhook gives when it admits MachineOSConfig `worker`'s deletion and
+/// defers it while `rollout`'s node still needs the image.
+pub fn deferral_warning(rollout: &Rollout) -> String {
+    format!(
+        "Warning: mosc-guard: deletion of machineosconfig \"worker\" deferred: 1 node still needs an image built from it ({}); it completes when the rollout settles",
+        rollout.node
+    )
+}

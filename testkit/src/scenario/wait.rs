@@ -68,6 +68,12 @@ pub async fn wait_for_build(client: &kube::Client, mosc: &str, timeout: Duration
 /// Waits until MCO (the simulator) deleted the build's image from the registry and the
 /// MachineOSBuilds of MOSC `worker`.
 pub async fn wait_image_and_builds_gone(cluster: &Cluster, image: &ImageRef) {
+    wait_image_and_builds_of_gone(cluster, "worker", image).await;
+}
+
+/// Waits until MCO (the simulator) deleted the build's image from the registry and the
+/// MachineOSBuilds of MOSC `mosc`.
+pub async fn wait_image_and_builds_of_gone(cluster: &Cluster, mosc: &str, image: &ImageRef) {
     let digest = image.digest.clone().expect("image has a digest");
     let (registry, client) = (&cluster.registry, &cluster.client);
     wait_for(
@@ -76,11 +82,11 @@ pub async fn wait_image_and_builds_gone(cluster: &Cluster, image: &ImageRef) {
                 .manifest_status(&image.repo, &digest)
                 .await?
                 .is_some();
-            let builds = mosbs_of(client, "worker").await?;
+            let builds = mosbs_of(client, mosc).await?;
             Ok((gone && builds.is_empty()).then_some(()))
         },
         STEP_TIMEOUT,
-        "the build's image and the MachineOSBuilds to be deleted",
+        &format!("the image and the MachineOSBuilds of {mosc} to be deleted"),
     )
     .await
     .expect("image and builds deleted");
@@ -121,18 +127,16 @@ pub async fn wait_node_degraded(cluster: &Cluster) -> PoolCondition {
 }
 
 /// Waits until the rollout's node, released after MCO deleted its image, fails to pull it: the
-/// node Degraded with rpm-ostree's "manifest unknown", pool worker NodeDegraded, the other
-/// workers never told to use the image. Returns the node's reason.
+/// node Degraded with the reason its release writes for the lost image
+/// ([`super::lost_image_reason`]), pool worker NodeDegraded naming it, the other workers never
+/// told to use the image. Returns the node's reason.
 pub async fn wait_node_fails_pull(cluster: &Cluster, rollout: &Rollout) -> String {
     let degraded = wait_node_degraded(cluster).await;
     assert_eq!(
         degraded.reason,
         "1 nodes are reporting degraded status on sync"
     );
-    assert!(
-        degraded.message.contains("manifest unknown"),
-        "{degraded:?}"
-    );
+    assert!(degraded.message.contains(&rollout.node), "{degraded:?}");
     let annotations = node_annotations(&cluster.client, &rollout.node)
         .await
         .expect("read node");
@@ -141,12 +145,11 @@ pub async fn wait_node_fails_pull(cluster: &Cluster, rollout: &Rollout) -> Strin
         Some(STATE_DEGRADED)
     );
     let reason = annotations.get(REASON).cloned().unwrap_or_default();
-    assert!(
-        reason.starts_with(&format!(
-            "error running rpm-ostree rebase --experimental ostree-unverified-registry:{}",
-            rollout.build.image
-        )) && reason.contains("manifest unknown"),
-        "reason: {reason}"
+    assert_eq!(
+        reason,
+        super::lost_image_reason(cluster, &rollout.build.image),
+        "{}'s reason",
+        cluster.z_stream
     );
     for node in &cluster.nodes[1..] {
         assert_eq!(

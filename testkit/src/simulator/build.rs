@@ -18,6 +18,10 @@
 //!   image tag is gone is deleted and built again;
 //! - the rebuild annotation deletes the current build (image first, under the in-use check)
 //!   and builds again;
+//! - no build is created or reused for a MOSC whose pool is NodeDegraded
+//!   (`createNewMachineOSBuildOrReuseExisting`'s `shouldPreventBuildDueToDegradation`; 4.19
+//!   checks `Degraded`, which the simulated pool status sets exactly when NodeDegraded): the
+//!   build waits until the pool is no longer degraded;
 //! - 4.21 on, a MOSC annotated with a pre-built image gets a synthetic build ([`prebuilt`]);
 //! - the two delete handlers ([`deletes`]), which are where the releases differ most.
 //!
@@ -63,6 +67,8 @@ pub(super) struct BuildController {
     /// MOSBs (uids) this process created for a rebuild annotation still on their MOSC: the
     /// build that replaces the deleted one, not the one to delete.
     rebuilt: HashSet<String>,
+    /// MOSCs whose build is refused while their pool is NodeDegraded (logged once each time).
+    refused: HashSet<String>,
 }
 
 /// One pass's view of the cluster (MCO's informer caches).
@@ -90,6 +96,7 @@ impl BuildController {
             queue: Vec::new(),
             builds: HashMap::new(),
             rebuilt: HashSet::new(),
+            refused: HashSet::new(),
         }
     }
 
@@ -140,6 +147,11 @@ impl BuildController {
         if rebuild && self.rebuild_pending(mosc, existing, world).await? {
             return Ok(());
         }
+        let current =
+            existing.is_some_and(|b| b.metadata.name.as_deref() == current_build_annotation(mosc));
+        if self.refused_while_degraded(&name, pool, existing.is_none() || !current) {
+            return Ok(());
+        }
         match existing {
             None => {
                 self.create_mosb(mosc, pool_name, &rendered, &mosb_name, rebuild, world)
@@ -154,6 +166,26 @@ impl BuildController {
             Some(mosb) if label(mosb, LABEL_PRE_BUILT).as_deref() == Some("true") => Ok(()),
             Some(mosb) => self.progress(mosc, mosb, world).await,
         }
+    }
+}
+
+impl BuildController {
+    /// Whether MOSC `name`'s build (`new`: one to create or reuse, not the one it names) is
+    /// refused because `pool` is NodeDegraded (`shouldPreventBuildDueToDegradation`). A build
+    /// the MOSC already names carries on (its status is still reported).
+    fn refused_while_degraded(&mut self, name: &str, pool: &DynamicObject, new: bool) -> bool {
+        let refused = new && condition_true(pool, "NodeDegraded");
+        let pool_name = pool.metadata.name.as_deref().unwrap_or_default();
+        if refused && self.refused.insert(name.to_owned()) {
+            tracing::info!(
+                "sim build: no build for MachineOSConfig {name}: pool {pool_name} is NodeDegraded"
+            );
+        } else if !refused && self.refused.remove(name) {
+            tracing::info!(
+                "sim build: pool {pool_name} is no longer NodeDegraded; MachineOSConfig {name} may build"
+            );
+        }
+        refused
     }
 }
 

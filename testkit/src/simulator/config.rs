@@ -7,12 +7,15 @@ use std::time::Duration;
 /// [`SimConfig::fast`] for suites that run many rollouts or faults (soak, chaos).
 #[derive(Debug, Clone)]
 pub struct SimConfig {
-    /// How long a daemon waits (drain, reboot prep) before its first pull of a new image.
+    /// How long a daemon takes, once drained, to prepare an update before it pulls the image.
     pub pull_delay: Duration,
     /// Extra pull attempts after the first failed one (MCO: about 5 over ~75 s).
     pub pull_retries: u32,
-    /// Pause between pull attempts.
+    /// Pause between pull attempts, and the first back-off after a failed update pass.
     pub retry_interval: Duration,
+    /// The longest back-off between two update passes of a node whose update failed (MCO's
+    /// daemon queue: from 1 s, doubling, at most 60 s; here from [`SimConfig::retry_interval`]).
+    pub retry_cap: Duration,
     /// How often each loop reads the API server.
     pub poll_interval: Duration,
     /// How long a build runs between MOSB creation and its image being pushed (at least until
@@ -59,6 +62,7 @@ impl SimConfig {
             pull_delay: Duration::from_millis(200),
             pull_retries: 3,
             retry_interval: Duration::from_millis(200),
+            retry_cap: Duration::from_secs(1),
             poll_interval: Duration::from_millis(100),
             build_delay: Duration::from_millis(300),
             delete_delay: Duration::from_millis(100),

@@ -45,6 +45,8 @@ pub(super) struct Knobs {
     /// Images (digested) the in-use check kept from deletion: on 4.23 once the MOSC is gone,
     /// leaked.
     pub(super) kept: Vec<String>,
+    /// Node name -> how many of its daemon's update passes failed (each wrote Degraded).
+    pub(super) failed_updates: BTreeMap<String, usize>,
 }
 
 /// What every loop shares.

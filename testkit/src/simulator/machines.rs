@@ -386,6 +386,19 @@ async fn register_node(
         (DESIRED_CONFIG.to_owned(), served.config.clone()),
         (STATE.to_owned(), STATE_DONE.to_owned()),
         (MACHINE_ANNOTATION.to_owned(), format!("{namespace}/{name}")),
+        // The daemon's first run (`completeUpdate`) and the node controller's topology.
+        (
+            mco::DESIRED_DRAIN.to_owned(),
+            mco::uncordon_request(&served.config),
+        ),
+        (
+            mco::LAST_APPLIED_DRAIN.to_owned(),
+            mco::uncordon_request(&served.config),
+        ),
+        (
+            mco::CONTROL_PLANE_TOPOLOGY.to_owned(),
+            mco::TOPOLOGY_HIGHLY_AVAILABLE.to_owned(),
+        ),
     ]);
     if let Some(image) = &served.image {
         annotations.insert(CURRENT_IMAGE.to_owned(), image.clone());
@@ -408,6 +421,7 @@ async fn register_node(
         Err(e) if is_conflict(&e) => nodes.get(&instance.hostname).await?,
         Err(e) => return Err(e.into()),
     };
+    crate::kubelet::report_boot(&ctx.client, &instance.hostname).await?;
     let node_ref = json!({
         "kind": "Node",
         "name": instance.hostname,

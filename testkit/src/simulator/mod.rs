@@ -12,7 +12,7 @@
 //! as invalid or forbidden by RBAC ([`Simulator::rejected_writes`]: a faithful simulator makes
 //! none) or by an admission webhook ([`Simulator::refused_by_webhook`]).
 //!
-//! Five polling loops, each level-triggered from what the API server shows:
+//! Six polling loops, each level-triggered from what the API server shows:
 //! - [`build`]: the machine-os-builder. Builds (MOSB, its Job, ConfigMaps and Secrets in
 //!   `openshift-machine-config-operator` ([`jobs`]), and the pushed image) for each MOSC, shaped as
 //!   the played release writes them; the MOSC's current build named when a build starts, its image when it
@@ -25,9 +25,15 @@
 //!   by tag; the cleanup by label (4.19, early 4.20-4.22 z-streams) and 4.23's in-use check on
 //!   the build's pool;
 //! - [`nodes`]: the node controller, targeting nodes only while the build of the pool's
-//!   `spec.configuration` has Succeeded with the MOSC's image (`canLayeredContinue`), honouring
-//!   maxUnavailable, never reverting a node that is mid-update (the 4.20 bug);
-//! - [`daemon`]: one machine-config-daemon per node, pulling the desired image from the registry;
+//!   `spec.configuration` has Succeeded with the MOSC's image (`canLayeredContinue`), counting
+//!   unavailable nodes against maxUnavailable and skipping unschedulable ones as MCO does
+//!   ([`node_state`]), so a node mid-update is never reverted (the 4.20 bug) and a node stuck
+//!   cordoned freezes its pool;
+//! - [`daemon`]: one machine-config-daemon per node: Working, drained, the desired image pulled
+//!   from the registry, rebooted (a new bootID), uncordoned and Done; or cordoned and Degraded
+//!   with the played release's reason, retried until its target changes, and a target
+//!   cancelled by hand completed with no reboot;
+//! - [`drain`]: the drain controller, cordoning and uncordoning nodes as their daemons ask;
 //! - [`pools`]: MachineConfigPool status as MCO computes it, build waits and failures included;
 //! - [`machines`]: the Machine API provisioning Machines (Provisioning, Provisioned, Running) and
 //!   their first boot: the Ignition the Machine Config Server serves ([`mcs`]: on 4.21 and later
@@ -48,15 +54,18 @@ mod build;
 mod config;
 mod ctx;
 mod daemon;
+mod drain;
 mod jobs;
 mod machines;
 mod mcs;
+mod node_state;
 mod nodes;
 mod pools;
 mod reconcile;
 
 pub use boot::{BootOutcome, FirstBoot};
 pub use config::SimConfig;
+pub use daemon::rpm_ostree_error;
 pub use jobs::{JOB_UID_ANNOTATION, MCO_NAMESPACE, digest_configmap_name, job_name};
 
 use std::path::{Path, PathBuf};
@@ -140,6 +149,11 @@ impl Simulator {
                 daemon::Daemons::new(ctx.acting_as("machine-config-daemon", cp.client())),
             ),
             spawn_loop(
+                "drain-controller",
+                ctx.clone(),
+                drain::DrainController::new(ctx.clone()),
+            ),
+            spawn_loop(
                 "pool-status",
                 ctx.clone(),
                 pools::PoolStatus::new(ctx.clone()),
@@ -220,8 +234,11 @@ impl Simulator {
         }
     }
 
-    /// Freezes `node`'s daemon: it does nothing (no pull, no state change) until released. The
-    /// node controller still treats the node normally, so a held node can be caught mid-update.
+    /// Freezes `node`'s daemon before it changes anything on the machine: it may start an
+    /// update (Working, and the node drained), then waits (no pull, no reboot, no Done or
+    /// Degraded) until released; released, it starts over if the node's target changed
+    /// meanwhile. The node controller still treats the node normally, so a held node can be
+    /// caught mid-update, cordoned, as MCO's would be.
     pub fn hold(&self, node: &str) {
         self.knobs(|k| {
             k.held.insert(node.to_owned());
@@ -317,6 +334,12 @@ impl Simulator {
     /// Machine `name`'s first boot, once it fetched its Ignition.
     pub fn first_boot(&self, name: &str) -> Option<FirstBoot> {
         self.read(|k| k.boots.get(name).cloned())
+    }
+
+    /// How many update passes of `node`'s daemon failed so far (each set it Degraded; the daemon
+    /// tries again after a back-off, re-reading the node's annotations).
+    pub fn failed_updates(&self, node: &str) -> usize {
+        self.read(|k| k.failed_updates.get(node).copied().unwrap_or(0))
     }
 
     /// The digested images MCO's in-use check kept from deletion so far (on 4.23, after the

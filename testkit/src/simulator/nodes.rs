@@ -1,5 +1,9 @@
 //! The node controller: rolls each pool's nodes to the pool's target (rendered config and, while
-//! the pool's MOSC exists, its image), one batch of at most maxUnavailable at a time. A layered
+//! the pool's MOSC exists, its image) by their desiredConfig and desiredImage annotations (the
+//! daemons do the rest), as `getAllCandidateMachines` allows: nodes unavailable for an update
+//! ([`node_state::is_unavailable`]: unschedulable, not Ready, or not Done unless failing a config)
+//! use up `maxUnavailable`, so a node stuck cordoned freezes its pool; unschedulable candidates
+//! are skipped, so a node mid-update is never sent elsewhere (the 4.20 bug). A layered
 //! pool's nodes are sent to the image only while `canLayeredContinue` (node_controller.go)
 //! holds: the pool's build ([`pool_build`]: the MOSB whose `spec.machineOSConfig` is the pool's
 //! MOSC and `spec.machineConfig` the pool's `spec.configuration`) has Succeeded and its
@@ -12,12 +16,10 @@ use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::ctx::Ctx;
+use super::node_state::{self, Target};
 use super::reconcile::Reconciler;
 use crate::Result;
-use crate::mco::{
-    self, CURRENT_CONFIG, CURRENT_IMAGE, CURRENT_MOSB, DESIRED_CONFIG, DESIRED_IMAGE, STATE,
-    STATE_DONE, STATE_WORKING, node_annotation, str_at,
-};
+use crate::mco::{self, CURRENT_MOSB, DESIRED_CONFIG, DESIRED_IMAGE, str_at};
 use crate::release::Release;
 
 pub(super) struct NodeController {
@@ -25,13 +27,6 @@ pub(super) struct NodeController {
     /// Passes so far: which of several builds for one config a pass finds first (see
     /// [`pool_build`]).
     turn: usize,
-}
-
-/// What a pool's nodes should run.
-pub(super) struct Target {
-    pub config: String,
-    /// `None`: not layered (no MOSC), so no desiredImage.
-    pub image: Option<String>,
 }
 
 impl NodeController {
@@ -69,22 +64,19 @@ impl NodeController {
         let Some(target) = pool_target(release, pool, moscs, mosbs, turn) else {
             return Ok(()); // No succeeded build of the current config yet: nodes wait.
         };
-        let max_unavailable = max_unavailable(pool, members.len());
-        let unavailable = members.iter().filter(|n| is_unavailable(n)).count();
+        let Some(capacity) = capacity(pool, members, &target) else {
+            return Ok(()); // maxUnavailable used up: the pool waits.
+        };
         let mut candidates: Vec<&&Node> = members
             .iter()
-            .filter(|n| !is_unavailable(n) && needs_update(n, &target))
+            .filter(|n| node_state::is_candidate(n, &target) && node_state::is_ready(n))
             .collect();
         candidates.sort_by_key(|n| n.metadata.name.clone());
-        for node in candidates
-            .into_iter()
-            .take(max_unavailable.saturating_sub(unavailable))
-        {
+        for node in candidates.into_iter().take(capacity) {
             let name = node.metadata.name.clone().unwrap_or_default();
             let patch = json!({"metadata": {"annotations": {
                 DESIRED_IMAGE: target.image,
                 DESIRED_CONFIG: target.config,
-                STATE: STATE_WORKING,
             }}});
             self.ctx
                 .write(
@@ -260,18 +252,22 @@ pub(super) fn pool_mosc<'a>(
 /// controller's in-use check all use this one function.
 pub(super) use crate::mco::pool_members;
 
-/// A node is unavailable for a new update while its daemon works, is degraded, or has not
-/// reached what it was told to run.
-pub(super) fn is_unavailable(node: &Node) -> bool {
-    let state = node_annotation(node, STATE);
-    (state.is_some() && state != Some(STATE_DONE))
-        || node_annotation(node, DESIRED_CONFIG) != node_annotation(node, CURRENT_CONFIG)
-        || node_annotation(node, DESIRED_IMAGE) != node_annotation(node, CURRENT_IMAGE)
-}
-
-fn needs_update(node: &Node, target: &Target) -> bool {
-    node_annotation(node, DESIRED_IMAGE) != target.image.as_deref()
-        || node_annotation(node, DESIRED_CONFIG) != Some(target.config.as_str())
+/// How many nodes of the pool may be targeted now (`getAllCandidateMachines`): `None` while
+/// the unavailable nodes ([`node_state::is_unavailable`]) use up maxUnavailable, or the nodes
+/// failing with the pool's target already ([`node_state::is_failing`]) use up the rest.
+fn capacity(pool: &DynamicObject, members: &[&Node], target: &Target) -> Option<usize> {
+    let max = max_unavailable(pool, members.len());
+    let unavailable = members
+        .iter()
+        .filter(|n| node_state::is_unavailable(n))
+        .count();
+    let failing = members
+        .iter()
+        .filter(|n| !node_state::is_candidate(n, target) && node_state::is_failing(n))
+        .count();
+    max.checked_sub(unavailable)
+        .and_then(|c| c.checked_sub(failing))
+        .filter(|c| *c > 0)
 }
 
 /// `spec.maxUnavailable` as a node count (int or "N%", default 1, at least 1).

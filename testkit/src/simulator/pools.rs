@@ -1,12 +1,15 @@
-//! MachineConfigPool status as MCO's node controller computes it: machine counts and the
-//! Updated / Updating / NodeDegraded / Degraded conditions.
+//! MachineConfigPool status as MCO's node controller computes it (`calculateStatus`, status.go):
+//! machine counts (ready: updated and schedulable; unavailable as [`is_unavailable`] counts) and
+//! the Updated / Updating / NodeDegraded / Degraded conditions (a paused pool "will not update";
+//! a layered pool that reported NodeDegraded is not "waiting for a build").
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::ctx::Ctx;
-use super::nodes::{is_unavailable, pool_build, pool_members, pool_mosc};
+use super::node_state::{is_ready, is_unavailable};
+use super::nodes::{pool_build, pool_members, pool_mosc};
 use super::reconcile::{Reconciler, now_rfc3339};
 use crate::Result;
 use crate::mco::{
@@ -76,6 +79,7 @@ fn calculate(
             && node_annotation(n, CURRENT_IMAGE) == target_image
     };
     let updated: Vec<&&Node> = members.iter().filter(done).collect();
+    let ready = updated.iter().filter(|n| is_ready(n)).count();
     let degraded: Vec<&&Node> = members
         .iter()
         .filter(|n| node_annotation(n, DESIRED_CONFIG).is_some())
@@ -88,7 +92,8 @@ fn calculate(
         .collect();
     let unavailable = members.iter().filter(|n| is_unavailable(n)).count();
     let machine_count = members.len();
-    let all_updated = updated.len() == machine_count && unavailable == 0;
+    let all_updated = updated.len() == machine_count && ready == machine_count && unavailable == 0;
+    let paused = pool.data.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
 
     let update_line = match target_image {
         Some(image) if layered => format!("MachineConfig {target_config} / Image {image}"),
@@ -103,6 +108,14 @@ fn calculate(
             format!("All nodes are updated with {update_line}"),
         ));
         conds.push(("Updating", false, String::new(), String::new()));
+    } else if paused {
+        conds.push(("Updated", false, String::new(), String::new()));
+        conds.push((
+            "Updating",
+            false,
+            String::new(),
+            format!("Pool is paused; will not update to {update_line}"),
+        ));
     } else {
         conds.push(("Updated", false, String::new(), String::new()));
         conds.push((
@@ -112,7 +125,18 @@ fn calculate(
             format!("All nodes are updating to {update_line}"),
         ));
     }
-    if let Some(mosc) = mosc {
+    // While the pool reported NodeDegraded (or RenderDegraded), MCO reports no build wait.
+    let was_degraded = ["NodeDegraded", "RenderDegraded"]
+        .iter()
+        .any(|t| mco::condition_true(pool, t));
+    if mosc.is_some() && was_degraded && !paused {
+        conds.push((
+            "Updating",
+            false,
+            String::new(),
+            "Pool update paused due to degraded condition".to_owned(),
+        ));
+    } else if let Some(mosc) = mosc.filter(|_| !paused) {
         let mosc_name = mosc.metadata.name.as_deref().unwrap_or_default();
         match pool_build(release, pool, mosc, mosbs, 0).build {
             None => conds.push((
@@ -222,7 +246,7 @@ fn calculate(
         "configuration": configuration,
         "machineCount": machine_count,
         "updatedMachineCount": updated.len(),
-        "readyMachineCount": updated.len(),
+        "readyMachineCount": ready,
         "unavailableMachineCount": unavailable,
         "degradedMachineCount": degraded.len(),
         "conditions": conditions,

@@ -26,7 +26,9 @@ pub fn admin_kubeconfig_via(cp: &ControlPlane, dir: &Path, server: &str) -> Resu
     kubeconfig_with_groups(cp, "e2e-admin-rerouted", &["system:masters"], dir, server)
 }
 
-fn kubeconfig_with_groups(
+/// Writes `<dir>/<user>.kubeconfig` for user `user` in `groups` (e.g. a kubelet's
+/// `system:node:<name>` in `system:nodes`) reaching the API server at `server`; returns its path.
+pub fn kubeconfig_with_groups(
     cp: &ControlPlane,
     user: &str,
     groups: &[&str],

@@ -23,6 +23,8 @@ pub(super) struct FloodCounts {
     /// Connections the server closed after their handshake (to make room, or at the
     /// first-request deadline).
     pub(super) closed: std::sync::atomic::AtomicUsize,
+    /// The longest any of those was held from its handshake to its close, in milliseconds.
+    pub(super) held_max_ms: std::sync::atomic::AtomicU64,
     /// Connections that failed to connect or were closed during their handshake.
     pub(super) not_served: std::sync::atomic::AtomicUsize,
     /// HTTP/2 preface connections whose SETTINGS announced the expected stream cap, and ones
@@ -72,11 +74,12 @@ impl Flood {
                     tasks.spawn(async move {
                         while !stop.load(Ordering::SeqCst) {
                             let o = stall(&addr, &connector, h2, &counts.handshakes).await;
-                            if o.handshake_done.is_none() {
-                                counts.not_served.fetch_add(1, Ordering::SeqCst);
-                                // Do not spin on a refused connect.
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                            } else {
+                            if let Some(done) = o.handshake_done {
+                                let held = o.closed.duration_since(done).as_millis();
+                                counts.held_max_ms.fetch_max(
+                                    u64::try_from(held).unwrap_or(u64::MAX),
+                                    Ordering::SeqCst,
+                                );
                                 counts.closed.fetch_add(1, Ordering::SeqCst);
                                 match o.max_streams {
                                     Some(n) if n == expected_streams => {
@@ -87,6 +90,10 @@ impl Flood {
                                     }
                                     None => {}
                                 }
+                            } else {
+                                counts.not_served.fetch_add(1, Ordering::SeqCst);
+                                // Do not spin on a refused connect.
+                                tokio::time::sleep(Duration::from_millis(10)).await;
                             }
                             if !reconnect {
                                 break;
@@ -131,6 +138,21 @@ impl Flood {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         true
+    }
+
+    /// Waits until the server has closed every connection that finished its handshake, or
+    /// `within` passed; returns how many it had not.
+    pub(super) async fn wait_all_closed(&self, within: Duration) -> usize {
+        let until = std::time::Instant::now() + within;
+        loop {
+            // Closes first: each one's handshake was counted before it.
+            let closed = count(&self.counts.closed);
+            let open = count(&self.counts.handshakes).saturating_sub(closed);
+            if open == 0 || std::time::Instant::now() >= until {
+                return open;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Stops the flood: its connections are dropped from this side.

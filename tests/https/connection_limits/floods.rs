@@ -1,7 +1,7 @@
 //! Floods of stalled connections beside real requests: against the in-process server (connecting
 //! once, reconnecting) and against the `mosc-guard serve` binary (`make stalled`).
 
-use super::real_requests::flood_beside_real_requests;
+use super::real_requests::{Deadline, Plan, flood_beside_real_requests};
 use super::*;
 
 /// The in-process server with a first-request deadline (and HTTP/1 header timeout) of 60 s,
@@ -22,16 +22,15 @@ async fn flood_the_in_process_server(stalled: usize, reconnect: bool) {
     })
     .await;
     let ca = s.pki.ca_pem();
-    let run = flood_beside_real_requests(
-        &s.server.url,
-        ca.as_bytes(),
+    let plan = Plan {
         stalled,
         reconnect,
-        5,
-        Duration::from_millis(100),
-        false,
-    )
-    .await;
+        reviews: 5,
+        pause: Duration::from_millis(100),
+        allowed: false,
+        closes: None,
+    };
+    let run = flood_beside_real_requests(&s.server.url, ca.as_bytes(), &plan).await;
     run.print("in-process server (debug build)");
     run.assert_held_up();
 }
@@ -55,8 +54,10 @@ async fn stalled_connections_that_reconnect_do_not_stop_a_real_request() {
 /// The same against the real `mosc-guard serve` process (release build under `make soak`;
 /// allow-all: `--from-dir` over an empty directory) with its default limits: first
 /// `MOSC_GUARD_STALLED` connections (5,000) each connecting once, reviews every 250 ms for 5 s
-/// (within the 10 s first-request deadline); then as many reconnecting as soon as they are
-/// closed, reviews for `MOSC_GUARD_STALLED_SECONDS` (20). RELIABILITY.md has the figures.
+/// (within the 10 s first-request deadline), then every connection the server kept closed by
+/// its deadline, none of their file descriptors left in the guard; then as many reconnecting
+/// as soon as they are closed, reviews for `MOSC_GUARD_STALLED_SECONDS` (20). RELIABILITY.md
+/// has the figures.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "thousands of connections for half a minute: make soak runs it"]
 async fn thousands_of_stalled_connections_against_the_serve_binary() {
@@ -82,16 +83,18 @@ async fn thousands_of_stalled_connections_against_the_serve_binary() {
     let pause = Duration::from_millis(250);
     let ca = pki.ca_pem();
     for (reconnect, reviews) in [(false, 20), (true, (seconds * 4).max(1))] {
-        let run = flood_beside_real_requests(
-            &guard.base_url(),
-            ca.as_bytes(),
+        let plan = Plan {
             stalled,
             reconnect,
             reviews,
             pause,
-            true,
-        )
-        .await;
+            allowed: true,
+            closes: (!reconnect).then(|| Deadline {
+                first_request: ConnectionLimits::default().first_request,
+                guard_pid: guard.pid(),
+            }),
+        };
+        let run = flood_beside_real_requests(&guard.base_url(), ca.as_bytes(), &plan).await;
         run.print("mosc-guard serve");
         guard.check_running().expect("the guard is still running");
         run.assert_held_up();

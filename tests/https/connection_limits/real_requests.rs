@@ -105,6 +105,72 @@ fn summary(mut took: Vec<Duration>) -> String {
     )
 }
 
+/// A flood beside real requests: `stalled` connections, each connecting once or reconnecting
+/// when closed, and `reviews` real reviews `pause` apart, each expected to be `allowed`.
+pub(super) struct Plan {
+    pub(super) stalled: usize,
+    pub(super) reconnect: bool,
+    pub(super) reviews: usize,
+    pub(super) pause: Duration,
+    pub(super) allowed: bool,
+    /// Connecting once: after the reviews, wait for the server to close every connection it
+    /// kept, and count the guard's open files before the flood and after.
+    pub(super) closes: Option<Deadline>,
+}
+
+/// The server's first-request deadline, and its process (for its open files).
+pub(super) struct Deadline {
+    pub(super) first_request: Duration,
+    pub(super) guard_pid: u32,
+}
+
+/// How the server closed the connections it kept (connecting once).
+struct Closes {
+    first_request: Duration,
+    /// Connections that finished TLS and were still open at the deadline.
+    left_open: usize,
+    /// The longest the server held one after its handshake.
+    held_max: Duration,
+    /// The guard's open files before the flood and after every stalled connection was
+    /// closed (the established connection open both times).
+    guard_files: (usize, usize),
+}
+
+/// A deadline's slack: the server starts it at accept, before the client's handshake ends, but
+/// the client's runtime may notice the close late.
+const MARGIN: Duration = Duration::from_secs(3);
+
+/// The open file descriptors of process `pid` (each connection is one).
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+}
+
+impl Closes {
+    /// Waits out the deadline of every connection `flood` has open against the guard.
+    async fn wait(flood: &Flood, deadline: &Deadline, files_before: usize) -> Self {
+        let left_open = flood.wait_all_closed(deadline.first_request + MARGIN).await;
+        // The reviews' own connections close a moment after their clients drop them.
+        let mut files_after = open_files(deadline.guard_pid);
+        for _ in 0..40 {
+            if files_after <= files_before {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            files_after = open_files(deadline.guard_pid);
+        }
+        let held_ms = flood
+            .counts
+            .held_max_ms
+            .load(std::sync::atomic::Ordering::SeqCst);
+        Self {
+            first_request: deadline.first_request,
+            left_open,
+            held_max: Duration::from_millis(held_ms),
+            guard_files: (files_before, files_after),
+        }
+    }
+}
+
 /// What a flood run measured.
 pub(super) struct FloodRun {
     stalled: usize,
@@ -119,6 +185,7 @@ pub(super) struct FloodRun {
     established: Vec<Duration>,
     counts: Arc<FloodCounts>,
     established_kept: bool,
+    closes: Option<Closes>,
 }
 
 impl FloodRun {
@@ -146,11 +213,25 @@ impl FloodRun {
             summary(self.established.clone()),
             if self.established_kept { "yes" } else { "NO" },
         );
+        if let Some(c) = &self.closes {
+            println!(
+                "stalled: {server}, after the reviews: every connection kept closed by the server \
+                 within {:.2} s of its handshake (deadline {:?}), {} left open; the guard's open \
+                 files {} before the flood, {} after",
+                c.held_max.as_secs_f64(),
+                c.first_request,
+                c.left_open,
+                c.guard_files.0,
+                c.guard_files.1,
+            );
+        }
     }
 
     /// What every run must show, whatever the timings: every review answered (asserted as it
     /// ran), the connection that carried a request never closed, stalled connections closed
-    /// to make room, and no other stream cap announced to the HTTP/2 ones.
+    /// to make room, and no other stream cap announced to the HTTP/2 ones. With the closes
+    /// waited for: every connection closed by its deadline, and none of its file descriptors
+    /// left in the guard.
     pub(super) fn assert_held_up(&self) {
         assert!(
             self.established_kept,
@@ -166,23 +247,37 @@ impl FloodRun {
         // (Whether they read the SETTINGS before the close depends on timing; the deadline
         // test checks that each gets them.)
         assert_eq!(count(&self.counts.h2_cap_wrong), 0);
+        if let Some(c) = &self.closes {
+            assert_eq!(c.left_open, 0, "connections left open past their deadline");
+            assert!(
+                c.held_max <= c.first_request + MARGIN,
+                "a stalled connection was held {:?} after its handshake, deadline {:?}",
+                c.held_max,
+                c.first_request
+            );
+            assert!(
+                c.guard_files.1 <= c.guard_files.0,
+                "the guard holds no more files than before the flood: {:?}",
+                c.guard_files
+            );
+        }
     }
 }
 
-/// Floods `url` with `stalled` connections and, once the server holds as many as it keeps
-/// without requests (the rest still arriving, or reconnecting), sends `reviews` real reviews,
-/// each over a new connection, and a GET over an established HTTP/2 connection after each,
-/// `pause` apart.
-pub(super) async fn flood_beside_real_requests(
-    url: &str,
-    ca_pem: &[u8],
-    stalled: usize,
-    reconnect: bool,
-    reviews: usize,
-    pause: Duration,
-    allowed: bool,
-) -> FloodRun {
+/// Floods `url` as `plan` says and, once the server holds as many as it keeps without requests
+/// (the rest still arriving, or reconnecting), sends the real reviews, each over a new
+/// connection, and a GET over an established HTTP/2 connection after each.
+pub(super) async fn flood_beside_real_requests(url: &str, ca_pem: &[u8], plan: &Plan) -> FloodRun {
+    let &Plan {
+        stalled,
+        reconnect,
+        reviews,
+        pause,
+        allowed,
+        ..
+    } = plan;
     let mut established = Established::open(url, ca_pem).await;
+    let files_before = plan.closes.as_ref().map(|d| open_files(d.guard_pid));
     let addr = url.trim_start_matches("https://");
     let h2_max_streams = ConnectionLimits::default().h2_max_streams;
     let started = std::time::Instant::now();
@@ -217,6 +312,12 @@ pub(super) async fn flood_beside_real_requests(
     }
     let handshake_rate = (count(&flood.counts.handshakes) - handshakes_before) as f64
         / reviewing.elapsed().as_secs_f64();
+    let closes = match (&plan.closes, files_before) {
+        (Some(deadline), Some(before)) if !reconnect => {
+            Some(Closes::wait(&flood, deadline, before).await)
+        }
+        _ => None,
+    };
     let established_kept = !established.closed();
     let counts = flood.stop().await;
     // Still the same connection, and it still answers.
@@ -232,5 +333,6 @@ pub(super) async fn flood_beside_real_requests(
         established: over_established,
         counts,
         established_kept: established_kept && !established.closed(),
+        closes,
     }
 }

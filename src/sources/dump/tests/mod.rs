@@ -2,6 +2,7 @@
 
 mod copies;
 mod gaps;
+mod recovery;
 mod shapes;
 
 use std::fs;

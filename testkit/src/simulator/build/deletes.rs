@@ -22,7 +22,6 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 
 use super::super::jobs;
@@ -31,7 +30,9 @@ use super::super::reconcile::is_not_found;
 use super::{BuildController, World, controlled_by, label};
 use crate::Result;
 use crate::image_ref::ImageRef;
-use crate::mco::{self, CURRENT_IMAGE, DESIRED_IMAGE, LABEL_MOSC, LABEL_POOL, str_at};
+use crate::mco::{
+    self, CURRENT_IMAGE, DESIRED_IMAGE, LABEL_MOSC, LABEL_POOL, raw_annotation, str_at,
+};
 use crate::release::ZStream;
 
 /// Rate-limited requeues of a failing queue item before the builder drops it from the rate
@@ -400,15 +401,6 @@ pub(super) fn by_name(objects: &[DynamicObject]) -> HashMap<String, DynamicObjec
 /// Whether `live` is the object `seen` (same uid), not a new one of the same name or none.
 fn same_object(live: Option<&DynamicObject>, seen: &DynamicObject) -> bool {
     live.is_some_and(|l| l.metadata.uid == seen.metadata.uid)
-}
-
-/// A node annotation as Go's map index reads it: "" when absent.
-fn raw_annotation<'a>(node: &'a Node, key: &str) -> &'a str {
-    node.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map_or("", String::as_str)
 }
 
 #[cfg(test)]

@@ -24,6 +24,19 @@
 //! may go yet, new connections wait in the kernel's queue; so do they while
 //! [`MAX_HANDSHAKES`] handshakes run. The loop thus accepts as fast as handshakes finish or
 //! clients fall silent, never faster.
+//!
+//! **What is a crate's, and why the rest is not.** One connection is served by hyper-util's
+//! `auto::Builder` (HTTP/1 header-read timeout, HTTP/2 keep-alive, stream cap) over
+//! tokio-rustls, drained by hyper-util's `GracefulShutdown`; the open-files limit is `rlimit`'s.
+//! Tried for the rest: `tls-listener` 0.12 (since 0.10) accepts every queued connection with no
+//! bound on handshakes in flight and forgets a connection once its handshake ends, so it can
+//! neither leave newcomers in the kernel's queue nor close a silent connection for one;
+//! `axum-server` 0.8 accepts and spawns every connection (no cap; its handshake timeout and
+//! `Handle` are tokio's `timeout` and hyper-util's shutdown here); tower's limits count requests
+//! inside a service, which a connection that sends none never reaches. hyper closes no HTTP/2
+//! connection that never sends a request or idles (PINGs only catch a vanished peer), and
+//! `auto` reads the protocol preface with no timeout: hence one first-request and one idle
+//! deadline for both protocols in [`connection`].
 
 mod connection;
 mod silence;
@@ -133,34 +146,10 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// containers) would make accept fail long before [`MAX_CONNECTIONS`] plus the accept queue,
 /// the watches and the API client are open. `None` if the limit cannot be read.
 pub fn raise_open_files_limit() -> Option<u64> {
-    #[cfg(unix)]
-    {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit only writes the struct it is given.
-        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } != 0 {
-            return None;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            // SAFETY: setrlimit only reads the struct it is given; raising the soft limit up
-            // to the hard one needs no privilege (it fails harmlessly above the kernel's
-            // nr_open, and then the old limit stays).
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const raised) } == 0 {
-                return Some(raised.rlim_cur);
-            }
-        }
-        Some(limit.rlim_cur)
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
+    // Raising it fails harmlessly above the kernel's nr_open; then the old limit stays.
+    rlimit::increase_nofile_limit(u64::MAX)
+        .or_else(|_| rlimit::Resource::NOFILE.get().map(|(soft, _)| soft))
+        .ok()
 }
 
 /// Serves `app` over TLS on `listener` until `shutdown` resolves, then stops accepting
@@ -245,20 +234,11 @@ pub async fn serve(
 mod tests {
     use super::*;
 
-    #[cfg(unix)]
     #[test]
     fn the_open_files_limit_is_at_its_hard_limit() {
         let limit = raise_open_files_limit().expect("readable");
         assert!(limit >= 256, "{limit}");
-        let mut now = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit only writes the struct it is given.
-        assert_eq!(
-            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut now) },
-            0
-        );
-        assert_eq!(now.rlim_cur, limit);
+        let (soft, _) = rlimit::Resource::NOFILE.get().expect("readable");
+        assert_eq!(soft, limit, "the limit in force");
     }
 }

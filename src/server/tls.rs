@@ -1,4 +1,4 @@
-//! Serving certificate, reloaded from disk without a restart.
+//! Serving certificate, reloaded from disk without a restart, and its expiry gauge.
 //!
 //! The files are re-read on a timer by path, not watched by inode: kubelet updates a
 //! Secret volume by swapping the `..data` symlink, which inotify on the old target
@@ -6,6 +6,10 @@
 //! established keep theirs, so rotation drops no in-flight request. A pair that does
 //! not parse (e.g. read between the two writes of a rotation) is logged and the last
 //! good pair stays in service.
+//!
+//! The same timer sets `mosc_guard_serving_certificate_expiry_timestamp_seconds` from the
+//! certificate handshakes get (not the file), so an alert can say days ahead that a renewal
+//! by service-ca or cert-manager did not reach the guard (docs/metrics.md, "Alerts").
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -17,6 +21,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{ServerConfig, version};
+
+use crate::telemetry::metrics::Metrics;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -81,9 +87,15 @@ impl ReloadingResolver {
         Ok(true)
     }
 
-    /// Reloads every `interval` until the task is dropped.
-    pub fn spawn_reloader(self: &Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
+    /// Sets the expiry gauge now, then reloads every `interval` until the task is dropped,
+    /// setting the gauge again whenever a new pair goes into service.
+    pub fn spawn_reloader(
+        self: &Arc<Self>,
+        interval: Duration,
+        metrics: Arc<Metrics>,
+    ) -> tokio::task::JoinHandle<()> {
         let this = Arc::clone(self);
+        this.set_expiry(&metrics);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -91,7 +103,8 @@ impl ReloadingResolver {
                 tick.tick().await;
                 match this.reload() {
                     Ok(true) => {
-                        tracing::info!(cert = %this.files.cert.display(), "serving certificate reloaded")
+                        tracing::info!(cert = %this.files.cert.display(), "serving certificate reloaded");
+                        this.set_expiry(&metrics);
                     }
                     Ok(false) => {}
                     Err(e) => {
@@ -102,23 +115,41 @@ impl ReloadingResolver {
         })
     }
 
-    /// A server configuration (TLS 1.2 and 1.3, HTTP/2 and HTTP/1.1) using this resolver.
-    pub fn server_config(self: &Arc<Self>) -> Result<ServerConfig, TlsError> {
-        let mut config = ServerConfig::builder_with_provider(Arc::clone(&self.provider))
-            .with_protocol_versions(&[&version::TLS13, &version::TLS12])?
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::clone(self) as Arc<dyn ResolvesServerCert>);
+    /// Sets the expiry gauge from the certificate handshakes get now; 0 when it cannot be
+    /// read, which the alert reports as expiring.
+    fn set_expiry(&self, metrics: &Metrics) {
+        let expiry = self
+            .read_current(|c| c.key.cert.first().cloned())
+            .and_then(|der| not_after(der.as_ref()));
+        if expiry.is_none() {
+            tracing::warn!("cannot read the serving certificate's expiry; reporting 0");
+        }
+        metrics.set_certificate_expiry(expiry.unwrap_or(0));
+    }
+
+    /// A server configuration (TLS 1.2 and 1.3, HTTP/2 and HTTP/1.1) using this resolver. With
+    /// `client_ca` (PEM, read once) a client must present a certificate that CA signed, or its
+    /// handshake fails.
+    pub fn server_config(
+        self: &Arc<Self>,
+        client_ca: Option<&Path>,
+    ) -> Result<ServerConfig, TlsError> {
+        let builder = ServerConfig::builder_with_provider(Arc::clone(&self.provider))
+            .with_protocol_versions(&[&version::TLS13, &version::TLS12])?;
+        let builder = match client_ca {
+            Some(ca) => builder.with_client_cert_verifier(self.client_verifier(ca)?),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config =
+            builder.with_cert_resolver(Arc::clone(self) as Arc<dyn ResolvesServerCert>);
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
     }
 
-    /// [`ReloadingResolver::server_config`] that requires a client certificate signed by a CA
-    /// in `client_ca` (PEM, read once): a client presenting none, or one the CA did not sign,
-    /// fails the handshake.
-    pub fn server_config_with_client_ca(
-        self: &Arc<Self>,
+    fn client_verifier(
+        &self,
         client_ca: &Path,
-    ) -> Result<ServerConfig, TlsError> {
+    ) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
         let pem = std::fs::read(client_ca).map_err(|source| TlsError::Read {
             path: client_ca.to_path_buf(),
             source,
@@ -137,23 +168,12 @@ impl ReloadingResolver {
         if roots.is_empty() {
             return Err(parse_err("no CA certificate found".into()));
         }
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        rustls::server::WebPkiClientVerifier::builder_with_provider(
             Arc::new(roots),
             Arc::clone(&self.provider),
         )
         .build()
-        .map_err(|e| parse_err(format!("cannot verify clients with it: {e}")))?;
-        let mut config = ServerConfig::builder_with_provider(Arc::clone(&self.provider))
-            .with_protocol_versions(&[&version::TLS13, &version::TLS12])?
-            .with_client_cert_verifier(verifier)
-            .with_cert_resolver(Arc::clone(self) as Arc<dyn ResolvesServerCert>);
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(config)
-    }
-
-    /// The end-entity certificate handshakes get now (DER), for its expiry gauge.
-    pub fn serving_certificate(&self) -> Option<CertificateDer<'static>> {
-        self.read_current(|c| c.key.cert.first().cloned())
+        .map_err(|e| parse_err(format!("cannot verify clients with it: {e}")))
     }
 
     fn read_current<T>(&self, f: impl FnOnce(&Loaded) -> T) -> T {
@@ -168,6 +188,14 @@ impl ResolvesServerCert for ReloadingResolver {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.read_current(|c| Arc::clone(&c.key)))
     }
+}
+
+/// The notAfter of a DER certificate, in seconds since the Unix epoch; `None` if it does not
+/// parse (rustls accepted it, so that would be a certificate rustls reads and x509-parser not).
+pub fn not_after(der: &[u8]) -> Option<i64> {
+    x509_parser::parse_x509_certificate(der)
+        .ok()
+        .map(|(_, cert)| cert.validity().not_after.timestamp())
 }
 
 fn read_pair(files: &CertFiles) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
@@ -200,4 +228,62 @@ fn certified_key(
     let certified = CertifiedKey::from_der(chain, key, provider)
         .map_err(|e| parse_err(&files.key, format!("key does not fit the certificate: {e}")))?;
     Ok(Arc::new(certified))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reload timer sets the gauge at once and again when a renewed pair goes into
+    /// service.
+    #[tokio::test(start_paused = true)]
+    async fn the_expiry_gauge_follows_the_certificate_in_service() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |month: u8| {
+            let mut params =
+                rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+            let not_after = rcgen::date_time_ymd(2030, month, 1);
+            params.not_after = not_after;
+            let key = rcgen::KeyPair::generate().expect("key");
+            let cert = params.self_signed(&key).expect("cert");
+            std::fs::write(dir.path().join("tls.crt"), cert.pem()).expect("write");
+            std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).expect("write");
+            not_after.unix_timestamp()
+        };
+        let first = write(1);
+        let resolver = ReloadingResolver::load(CertFiles {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+        })
+        .expect("load");
+        let metrics = Arc::new(Metrics::default());
+        let gauge = |m: &Metrics| {
+            m.render(&[], &[], true)
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("mosc_guard_serving_certificate_expiry_timestamp_seconds ")
+                        .map(str::to_string)
+                })
+                .expect("gauge rendered")
+        };
+        let interval = Duration::from_secs(10);
+        let reloader = resolver.spawn_reloader(interval, Arc::clone(&metrics));
+        assert_eq!(
+            gauge(&metrics),
+            first.to_string(),
+            "set before the first tick"
+        );
+        // The first tick, at once, finds the same pair.
+        tokio::task::yield_now().await;
+        let second = write(2);
+        assert_eq!(gauge(&metrics), first.to_string());
+        tokio::time::sleep(interval + Duration::from_millis(1)).await;
+        assert_eq!(
+            gauge(&metrics),
+            second.to_string(),
+            "renewed on the next tick"
+        );
+        reloader.abort();
+        assert_eq!(not_after(b"not a certificate"), None);
+    }
 }

@@ -6,13 +6,13 @@
 //! [`crate::scenario::Cluster::seed_on`]: the control plane's ClusterVersion says it, and the
 //! simulator behaves as it.
 //!
-//! | release | MOSC-delete cleanup | image-delete error | in-use check after the MOSC is gone | MCS serves the layered image | pre-built images, `status.machineOSBuild` | node controller's build |
-//! |---|---|---|---|---|---|---|
-//! | 4.19 | by label, every z-stream | logged, the build deleted anyway | no | no | no | the first for the pool's config |
-//! | 4.20 | by label before #6305 (2026-07-27), by controller after | fails the item (retried) | no | no | no | as 4.19 |
-//! | 4.21 | by label before #6138 (2026-06-08), by controller after | as 4.20 | no | yes | yes | the annotated one first |
-//! | 4.22 | by label before #6115 (2026-06-07), by controller after | as 4.20 | no | yes | yes | as 4.21, and clears a stale annotation |
-//! | 4.23 | by controller (`IsControlledBy`), every z-stream | as 4.20 | yes, nodes of the build's pool (#6348) | yes | yes | as 4.22 |
+//! | release | MOSC-delete cleanup | image-delete error | in-use check after the MOSC is gone | MCS serves the layered image | pre-built images, `status.machineOSBuild` | node controller's build | a failed rebase's `reason` |
+//! |---|---|---|---|---|---|---|---|
+//! | 4.19 | by label, every z-stream | logged, the build deleted anyway | no | no | no | the first for the pool's config | `Failed to update OS to <image> after retries: timed out ...` |
+//! | 4.20 | by label before #6305 (2026-07-27), by controller after | fails the item (retried) | no | no | no | as 4.19 | rpm-ostree's error, "manifest unknown" (the report's) |
+//! | 4.21 | by label before #6138 (2026-06-08), by controller after | as 4.20 | no | yes | yes | the annotated one first | as 4.19 |
+//! | 4.22 | by label before #6115 (2026-06-07), by controller after | as 4.20 | no | yes | yes | as 4.21, and clears a stale annotation | `failed to update OS to <image> after retries: <rpm-ostree's error>: timed out ...` |
+//! | 4.23 | by controller (`IsControlledBy`), every z-stream | as 4.20 | yes, nodes of the build's pool (#6348) | yes | yes | as 4.22 | as 4.22 |
 //!
 //! **The z-stream numbers are stand-ins.** Which 4.20.z, 4.21.z and 4.22.z were built after the
 //! cleanup fix merged into their branch cannot be known from the sources (a version string alone
@@ -21,9 +21,18 @@
 //! late one's by controller. [`Release::version`] is the late one, the behaviour every test
 //! before z-streams were modelled expected.
 //!
+//! The rebase reason is one per row too ([`RebaseReason`]), chosen from each branch's
+//! `updateLayeredOS`: its retry wrapper (OCPBUGS-43406) is on release-4.19 to 4.21 since
+//! 2025-07-22, and keeps the last error on release-4.22 and main since 2026-08-17
+//! (OCPBUGS-109739); 4.20 plays the text the report shows, rpm-ostree's own.
+//!
 //! The MOSC and MOSB schemas are the same in all of them (`tests/crds/` serves every release).
 
 use std::fmt;
+
+mod reason;
+
+pub use reason::RebaseReason;
 
 /// An OpenShift release with image mode GA (its minor version).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,6 +92,8 @@ pub struct Row {
     /// The node controller removes a `current-machine-os-build` annotation that names a build
     /// that is gone or for another config.
     pub node_controller_clears_stale_annotation: bool,
+    /// What a node's daemon writes in its `reason` when the rebase to its desiredImage fails.
+    pub rebase_reason: RebaseReason,
 }
 
 /// Every release the harness plays, oldest first.
@@ -99,6 +110,7 @@ pub const TABLE: [Row; 5] = [
         writes_mosc_build_reference: false,
         node_controller_prefers_annotated_build: false,
         node_controller_clears_stale_annotation: false,
+        rebase_reason: RebaseReason::AfterRetries,
     },
     Row {
         release: Release::V4_20,
@@ -115,6 +127,7 @@ pub const TABLE: [Row; 5] = [
         writes_mosc_build_reference: false,
         node_controller_prefers_annotated_build: false,
         node_controller_clears_stale_annotation: false,
+        rebase_reason: RebaseReason::RpmOstree,
     },
     Row {
         release: Release::V4_21,
@@ -131,6 +144,7 @@ pub const TABLE: [Row; 5] = [
         writes_mosc_build_reference: true,
         node_controller_prefers_annotated_build: true,
         node_controller_clears_stale_annotation: false,
+        rebase_reason: RebaseReason::AfterRetries,
     },
     Row {
         release: Release::V4_22,
@@ -147,6 +161,7 @@ pub const TABLE: [Row; 5] = [
         writes_mosc_build_reference: true,
         node_controller_prefers_annotated_build: true,
         node_controller_clears_stale_annotation: true,
+        rebase_reason: RebaseReason::AfterRetriesWithLastError,
     },
     Row {
         release: Release::V4_23,
@@ -160,6 +175,7 @@ pub const TABLE: [Row; 5] = [
         writes_mosc_build_reference: true,
         node_controller_prefers_annotated_build: true,
         node_controller_clears_stale_annotation: true,
+        rebase_reason: RebaseReason::AfterRetriesWithLastError,
     },
 ];
 

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::*;
-use crate::webhook::listener::silence::ClientWait;
+use crate::server::listener::silence::ClientWait;
 
 const SILENCE: Duration = Duration::from_millis(250);
 

@@ -144,7 +144,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::webhook::listener::bind;
+    use crate::server::listener::bind;
 
     #[tokio::test]
     async fn a_pending_read_marks_the_client_silent_until_its_data_arrives() {

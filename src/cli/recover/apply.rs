@@ -1,0 +1,241 @@
+//! `recover --apply`: the plan carried out on the live cluster, one node at a time. For each
+//! node: re-read it and what its plan rests on and re-plan it from that read; record its
+//! annotations (a progress line, and an Event on the node); apply the conditional patch; wait
+//! for its daemon's no-op update ([`super::wait`]). Anything unexpected stops the run with a
+//! report: the node changed since the plan, the patch was refused, the node rebooted, the wait
+//! timed out. Nothing is ever escalated: no force file, no uncordon, no write of `state`,
+//! `reason`, `currentConfig`, `currentImage` or the drain annotations.
+//!
+//! Ctrl-C leaves nothing half-done: the patch is one request that carries its own marker, so a
+//! node is either untouched or cancelled and recognised as such by the next run.
+//!
+//! If the Event cannot be written (RBAC, a full namespace quota) the run says so and continues:
+//! the Event is a convenience for `oc describe node`; the durable record of the annotations is
+//! the marker the patch itself writes, in the same request as the change.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::Client;
+
+use crate::cli::args::RecoverArgs;
+use crate::core::recovery::{self, Plan, Verdict, words};
+use crate::sources::recovery::{self as live, PatchError};
+use crate::telemetry::events::{self, REASON_RECOVERY};
+
+use super::outcome::{Applied, Clock, Outcome, minutes};
+use super::wait::{self, PoolWait};
+
+/// What the run did.
+#[derive(Default)]
+pub(super) struct Done {
+    pub(super) nodes: Vec<Applied>,
+    pub(super) pools: Vec<PoolWait>,
+    /// `--wait` was given and reached.
+    pub(super) waited: bool,
+    pub(super) failed: bool,
+    pub(super) interrupted: bool,
+}
+
+/// Carries out `plan`'s recoverable (and already cancelled) nodes, in the plan's order.
+pub(super) async fn run(client: &Client, plan: &Plan, args: &RecoverArgs) -> Done {
+    let clock = Clock::start();
+    let todo: Vec<(&str, Option<&str>)> = plan
+        .nodes
+        .iter()
+        .filter(|n| {
+            matches!(
+                n.verdict,
+                Verdict::Recoverable(_) | Verdict::Cancelled { .. }
+            )
+        })
+        .map(|n| (n.node.as_str(), n.pool.as_deref()))
+        .collect();
+    let mut done = Done::default();
+    if todo.is_empty() {
+        clock.line("nothing to apply: no node is recoverable or waiting for its daemon");
+        return done;
+    }
+    let mut current: Option<(&str, Option<&str>)> = None;
+    let interrupted = {
+        let work = async {
+            for (i, &(node, pool)) in todo.iter().enumerate() {
+                current = Some((node, pool));
+                let applied = one(client, &clock, node, pool, args.timeout).await;
+                current = None;
+                let goes_on = applied.goes_on();
+                done.failed |= applied.outcome == Outcome::Failed;
+                done.nodes.push(applied);
+                if !goes_on {
+                    for &(node, pool) in &todo[i + 1..] {
+                        done.nodes.push(Applied::new(node, pool));
+                    }
+                    return;
+                }
+            }
+            if args.wait {
+                done.waited = true;
+                done.pools = wait::pools(client, &clock, &done.nodes, args.timeout).await;
+            }
+        };
+        tokio::select! {
+            () = work => false,
+            _ = tokio::signal::ctrl_c() => true,
+        }
+    };
+    if interrupted {
+        done.interrupted = true;
+        if let Some((node, pool)) = current {
+            let why =
+                "interrupted (Ctrl-C): nothing is half-done (a patch is one request with its \
+                 marker, or none); run recover --apply again: it recognises a node it cancelled \
+                 and waits for it instead of patching it twice"
+                    .to_string();
+            done.nodes
+                .push(Applied::new(node, pool).end(&clock, Outcome::Interrupted, why));
+        }
+    }
+    done
+}
+
+/// One node: re-read, re-plan, record, patch, wait.
+async fn one(
+    client: &Client,
+    clock: &Clock,
+    node: &str,
+    pool: Option<&str>,
+    timeout: Duration,
+) -> Applied {
+    let a = Applied::new(node, pool);
+    clock.line(format!(
+        "node {node}: re-reading it and what its plan rests on (MachineOSConfigs, \
+         MachineOSBuilds, pools, MachineConfigs)"
+    ));
+    let fresh = match live::fresh_for(client, node).await {
+        Ok(fresh) => fresh,
+        Err(e) => return a.end(clock, Outcome::Failed, format!("could not re-read it: {e}")),
+    };
+    let uid = fresh.nodes.first().and_then(|n| n.uid.clone());
+    let (marker, mut a) = match recovery::plan_node(&fresh, node).map(|p| p.verdict) {
+        None => {
+            let why = "no longer stuck on a lost image: nothing written".to_string();
+            return a.end(clock, Outcome::NothingToDo, why);
+        }
+        Some(Verdict::Cancelled { marker, .. }) => {
+            clock.line(format!(
+                "node {node}: already cancelled by an earlier run (annotation \
+                 mosc-guard.dev/recovery): not patched again; waiting for its daemon"
+            ));
+            (marker, a)
+        }
+        Some(Verdict::Recoverable(r)) => {
+            let mut a = a;
+            clock.line(format!(
+                "node {node}: still recoverable; its annotations before the patch: {}",
+                shown(&r.marker.annotations)
+            ));
+            a.recorded = Some(r.marker.annotations.clone());
+            let note = words::event_note(node, &r);
+            a.event = Some(
+                match events::node_event(
+                    client.clone(),
+                    node,
+                    uid.as_deref(),
+                    REASON_RECOVERY,
+                    &note,
+                )
+                .await
+                {
+                    Ok(name) => {
+                        clock.line(format!("node {node}: recorded Event default/{name}"));
+                        format!("default/{name}")
+                    }
+                    Err(e) => {
+                        clock.line(format!(
+                            "node {node}: could not record the Event ({e}); continuing: the patch \
+                             records the same annotations in mosc-guard.dev/recovery"
+                        ));
+                        format!("not written: {e}")
+                    }
+                },
+            );
+            clock.line(format!("node {node}: patching: {}", r.patch.command(node)));
+            match live::patch_node(client, node, &r.patch).await {
+                Ok(_) => clock.line(format!(
+                    "node {node}: patched; waiting up to {} for its daemon's no-op update",
+                    minutes(timeout)
+                )),
+                Err(PatchError::Refused(message)) => {
+                    let why = format!(
+                        "the API server refused the patch: the node changed between the read and \
+                         the patch ({message}); nothing was written"
+                    );
+                    return a.stop(clock, "patchRefused", why, RERUN);
+                }
+                Err(e @ PatchError::Failed(_)) => {
+                    return a.end(clock, Outcome::Failed, format!("{e}; nothing was written"));
+                }
+            }
+            (r.marker.clone(), a)
+        }
+        Some(other) => {
+            let why = format!(
+                "changed since the plan, so not patched: now {}",
+                words::verdict(&other)
+            );
+            return a.stop(clock, "changedSincePlan", why, RERUN);
+        }
+    };
+    a.pool = pool.map(str::to_string);
+    wait::node(client, clock, a, &marker, timeout).await
+}
+
+const RERUN: &str = "run recover again: it re-reads and re-plans every node";
+
+/// Annotations on one line (`key=value, ...`), values abbreviated where long.
+fn shown(annotations: &BTreeMap<String, String>) -> String {
+    annotations
+        .iter()
+        .map(|(k, v)| {
+            let v: String = if v.chars().count() > 120 {
+                v.chars().take(117).chain("...".chars()).collect()
+            } else {
+                v.clone()
+            };
+            format!("{k}={v}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The text summary of a run.
+pub(super) fn summary(done: &Done) -> String {
+    let mut out = String::from("\nApplied:\n");
+    for a in &done.nodes {
+        let outcome = match a.outcome {
+            Outcome::Recovered => "RECOVERED",
+            Outcome::MovedOn => "RECOVERED",
+            Outcome::NothingToDo => "NOTHING TO DO",
+            Outcome::Stopped(_) => "STOPPED",
+            Outcome::Failed => "FAILED",
+            Outcome::Interrupted => "INTERRUPTED",
+            Outcome::NotAttempted => "NOT ATTEMPTED",
+        };
+        let why = if a.why.is_empty() {
+            "the run stopped before this node".to_string()
+        } else {
+            a.why.clone()
+        };
+        out.push_str(&format!(
+            "  {outcome} node {} ({:.1}s): {why}\n",
+            a.node, a.elapsed_seconds
+        ));
+        if !a.to_do.is_empty() {
+            out.push_str(&format!("    do: {}\n", a.to_do));
+        }
+    }
+    for p in &done.pools {
+        out.push_str(&format!("  pool {}: {}\n", p.pool, p.why));
+    }
+    out
+}

@@ -1,0 +1,193 @@
+//! `recover [POOL]`: the recovery plan ([`crate::core::recovery`]) from the live cluster or a
+//! must-gather, as text or JSON; with `--apply` ([`apply`]) the plan carried out on the live
+//! cluster one node at a time, and with `--wait` ([`wait`]) the pools followed to the end.
+//!
+//! Exit status: 0 nothing needs a person, 1 some node does (`needsAttention` is not empty, which
+//! includes a node `--apply` stopped at), 2 the input could not be read (as `check`) or a write
+//! failed, 130 interrupted (Ctrl-C).
+
+mod apply;
+mod outcome;
+mod wait;
+
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use crate::cli::args::{Output, RecoverArgs};
+use crate::cli::dump::read_dump;
+use crate::cli::error::CliError;
+use crate::cli::notes;
+use crate::core::recovery::report::{Attention, Report};
+use crate::core::recovery::{self, Plan, RecoverySnapshot, words};
+use crate::sources::dump::Want;
+use crate::sources::recovery as live;
+
+use outcome::{Applied, Outcome};
+use wait::PoolWait;
+
+/// Runs `recover`; returns the exit status.
+pub async fn recover(args: RecoverArgs) -> ExitCode {
+    match run(&args).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
+    if args.apply && args.dump.from_dir.is_some() {
+        return Err(CliError::Usage(
+            "--apply writes to the live cluster, and --from-dir is a copy of one: plan from the \
+             dump, then run recover --apply against the cluster (it re-reads every node right \
+             before its patch)"
+                .to_string(),
+        ));
+    }
+    let (snapshots, warnings, place) = gather(args).await?;
+    if let Some(pool) = &args.pool {
+        check_pool(&snapshots, pool, place)?;
+    }
+    let pool = args.pool.as_deref();
+    let plan = recovery::most_cautious(snapshots.iter().map(|s| recovery::plan(s, pool)).collect());
+    let mut report = Report::new(&plan, pool, warnings);
+    if !args.apply {
+        print(args.output, &report, None, &plan)?;
+        if matches!(args.output, Output::Text) && plan.recoverable().next().is_some() {
+            println!(
+                "Nothing was written: run again with --apply to cancel the recoverable nodes' targets."
+            );
+        }
+        return Ok(exit_status(&report, false));
+    }
+    if matches!(args.output, Output::Text) {
+        print!("{}", words::text(&plan));
+    }
+    let client = args.cluster.client().await?;
+    let done = apply::run(&client, &plan, args).await;
+    report
+        .needs_attention
+        .extend(done.nodes.iter().filter_map(stopped));
+    print(args.output, &report, Some(&done), &plan)?;
+    Ok(match done.failed {
+        true => ExitCode::from(2),
+        false if done.interrupted => ExitCode::from(130),
+        false => exit_status(&report, done.pools.iter().any(|p| !p.finished)),
+    })
+}
+
+/// The readings to plan from (one, or one per combination of a dump's disagreeing copies), the
+/// notes about the source (also on stderr), and the source's name.
+async fn gather(
+    args: &RecoverArgs,
+) -> Result<(Vec<RecoverySnapshot>, Vec<String>, String), CliError> {
+    let (snapshots, notes, place) = match &args.dump.from_dir {
+        Some(dir) => {
+            let loaded = read_dump(dir, args.dump.allow_incomplete, Want::Recovery)?;
+            let notes = notes::of_dump(&loaded);
+            let extra = loaded.recovery.as_ref();
+            let snapshots = loaded
+                .snapshots()
+                .map(|objects| RecoverySnapshot {
+                    objects: objects.clone(),
+                    nodes: extra.map(|e| e.nodes.clone()).unwrap_or_default(),
+                    machine_configs: extra.and_then(|e| e.machine_configs.clone()),
+                    disagreeing: extra.map(|e| e.disagreeing.clone()).unwrap_or_default(),
+                })
+                .collect();
+            (snapshots, notes, dir.display().to_string())
+        }
+        None => {
+            let client = args.cluster.client().await?;
+            let (snapshot, missing) = live::snapshot(&client).await?;
+            (
+                vec![snapshot],
+                notes::of_live(&missing),
+                "the cluster".to_string(),
+            )
+        }
+    };
+    notes::warn(&notes);
+    Ok((snapshots, notes, place))
+}
+
+/// `recover POOL` names a pool the source holds.
+fn check_pool(snapshots: &[RecoverySnapshot], pool: &str, place: String) -> Result<(), CliError> {
+    let pools: Vec<String> = snapshots
+        .first()
+        .map(|s| {
+            s.objects
+                .pools
+                .iter()
+                .map(|p| p.name().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    if pools.iter().any(|p| p == pool) {
+        return Ok(());
+    }
+    Err(CliError::PoolNotFound {
+        name: pool.to_string(),
+        place,
+        pools,
+    })
+}
+
+/// What `--output json` prints: the plan's report, and with `--apply` what was done.
+#[derive(Serialize)]
+struct Printed<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    applied: Option<&'a [Applied]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pools: Option<&'a [PoolWait]>,
+}
+
+fn print(
+    output: Output,
+    report: &Report,
+    done: Option<&apply::Done>,
+    plan: &Plan,
+) -> Result<(), CliError> {
+    match output {
+        Output::Json => {
+            let printed = Printed {
+                report,
+                applied: done.map(|d| d.nodes.as_slice()),
+                pools: done.filter(|d| d.waited).map(|d| d.pools.as_slice()),
+            };
+            println!("{}", serde_json::to_string_pretty(&printed)?);
+        }
+        Output::Text => match done {
+            None => print!("{}", words::text(plan)),
+            Some(done) => print!("{}", apply::summary(done)),
+        },
+    }
+    Ok(())
+}
+
+/// A node `--apply` stopped at, as a needsAttention entry.
+fn stopped(a: &Applied) -> Option<Attention> {
+    let Outcome::Stopped(problem) = a.outcome else {
+        return None;
+    };
+    Some(Attention {
+        node: a.node.clone(),
+        pool: a.pool.clone(),
+        why: a.why.clone(),
+        to_do: vec![a.to_do.clone()],
+        problems: vec![problem],
+    })
+}
+
+/// 1 when a person is needed (a node needs attention, or a pool did not finish), else 0.
+fn exit_status(report: &Report, pool_unfinished: bool) -> ExitCode {
+    if report.needs_attention.is_empty() && !pool_unfinished {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,202 @@
+//! Recovery's functional core: from a snapshot of cluster objects to a plan that says, for every
+//! node the lost-image bug left behind, whether cancelling its failed target is safe (and the
+//! exact patch), or what a person must do first, or why it is not this tool's to touch.
+//!
+//! What MCO does on this path is in `docs/runbooks.md` ("A pool already degraded") and the
+//! facts it rests on: a node whose `desiredImage` no build carries any more stays `Degraded` and
+//! cordoned forever; cancelling the target (`desiredImage` back to `currentImage`, or removed,
+//! and `desiredConfig` back to `currentConfig`) makes its daemon find nothing to change, uncordon
+//! the node and report `Done` without a reboot, after which MCO finishes the pool as usual.
+//!
+//! Pure: `recover` (live or `--from-dir`) and its `--apply` loop gather the inputs and act on
+//! the plan; nothing here performs I/O. One file per concern: [`node`] (the node recovery
+//! reads), [`rules`] (which nodes qualify and why), [`patch`] (the JSON patch and its `oc`
+//! command), [`marker`] (what makes a re-run idempotent), [`progress`] (the way back after the
+//! cancel), [`stuck`] (the definition the gauge shares), [`words`] and [`report`] (text, JSON).
+
+pub mod marker;
+pub mod node;
+pub mod patch;
+pub mod progress;
+pub mod report;
+mod rules;
+pub mod stuck;
+pub mod words;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+
+use crate::core::policy::Membership;
+use crate::core::snapshot::Snapshot;
+
+pub use marker::Marker;
+pub use node::MARKER;
+pub use node::RecoveryNode;
+pub use patch::NodePatch;
+pub use progress::{Progress, progress};
+pub use rules::{Drain, Problem, Scope};
+
+/// What a recovery plan reads.
+#[derive(Clone, Debug, Default)]
+pub struct RecoverySnapshot {
+    /// MachineOSConfigs, MachineOSBuilds and pools (its lean `nodes` are not read).
+    pub objects: Snapshot,
+    /// Every node, as recovery reads it.
+    pub nodes: Vec<RecoveryNode>,
+    /// The names of the MachineConfigs (`machineconfigs.machineconfiguration.openshift.io`);
+    /// `None` when the source does not show them (a dump without them).
+    pub machine_configs: Option<BTreeSet<String>>,
+    /// Nodes whose copies in a dump disagree with nothing to choose between them.
+    pub disagreeing: BTreeSet<String>,
+}
+
+/// The plan: one entry per node the tool has something to say about, by pool then name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    pub nodes: Vec<NodePlan>,
+}
+
+/// One node's entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodePlan {
+    pub node: String,
+    /// The node's pool as MCO places it (`None`: in no pool).
+    pub pool: Option<String>,
+    pub verdict: Verdict,
+}
+
+/// What to do with one node.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Stuck on a lost image, and cancelling its target is safe: the patch does it.
+    Recoverable(Box<Recovery>),
+    /// Cancelled by an earlier run (its marker matches); its daemon has not finished the no-op
+    /// update yet. Nothing to patch again: wait for it.
+    Cancelled {
+        marker: Marker,
+        waiting: Vec<String>,
+    },
+    /// Stuck on a lost image, but something must be done by a person first (or it is not lost).
+    NeedsAttention(Vec<Problem>),
+    /// Degraded or failing for a reason this tool does not handle; nothing is patched.
+    OutOfScope(Scope),
+}
+
+/// A recoverable node: why it qualifies and the patch that cancels its target.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recovery {
+    /// The `desiredImage` no build carries.
+    pub image: String,
+    pub current_image: Option<String>,
+    pub desired_config: String,
+    pub current_config: String,
+    pub drain: Drain,
+    /// A MachineOSConfig that targets the node's pool, which is paused.
+    pub paused_for: Option<String>,
+    /// What the patch records in the marker (MCO's annotations as read, the boot ID).
+    pub marker: Marker,
+    pub patch: NodePatch,
+}
+
+impl Plan {
+    pub fn recoverable(&self) -> impl Iterator<Item = (&NodePlan, &Recovery)> {
+        self.nodes.iter().filter_map(|n| match &n.verdict {
+            Verdict::Recoverable(r) => Some((n, r.as_ref())),
+            _ => None,
+        })
+    }
+
+    pub fn cancelled(&self) -> impl Iterator<Item = (&NodePlan, &Marker)> {
+        self.nodes.iter().filter_map(|n| match &n.verdict {
+            Verdict::Cancelled { marker, .. } => Some((n, marker)),
+            _ => None,
+        })
+    }
+
+    /// Whether some node needs a person (the command's exit status 1).
+    pub fn needs_attention(&self) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| matches!(n.verdict, Verdict::NeedsAttention(_)))
+    }
+}
+
+/// Plans the recovery of every node (of `pool` only, when given).
+pub fn plan(snapshot: &RecoverySnapshot, pool: Option<&str>) -> Plan {
+    let members = Membership::new(&snapshot.objects.pools);
+    let mut nodes: Vec<NodePlan> = snapshot
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let node_pool = members.primary(node);
+            if pool.is_some() && node_pool != pool {
+                return None;
+            }
+            let verdict = rules::verdict(snapshot, node, node_pool)?;
+            Some(NodePlan {
+                node: node.name.clone(),
+                pool: node_pool.map(str::to_string),
+                verdict,
+            })
+        })
+        .collect();
+    nodes.sort_by(|a, b| (&a.pool, &a.node).cmp(&(&b.pool, &b.node)));
+    Plan { nodes }
+}
+
+/// Plans one node from a fresh read (`--apply` re-plans each node right before its patch);
+/// `None` when the node is not in the snapshot or there is nothing to say about it.
+pub fn plan_node(snapshot: &RecoverySnapshot, name: &str) -> Option<NodePlan> {
+    let node = snapshot.nodes.iter().find(|n| n.name == name)?;
+    let members = Membership::new(&snapshot.objects.pools);
+    let pool = members.primary(node);
+    Some(NodePlan {
+        node: node.name.clone(),
+        pool: pool.map(str::to_string),
+        verdict: rules::verdict(snapshot, node, pool)?,
+    })
+}
+
+/// The most cautious plan over several readings of the same source (a dump whose copies of an
+/// object disagree): a node is recoverable only when every reading makes it recoverable with
+/// the same patch; a reading that needs a person decides; readings that otherwise differ need a
+/// person too, since the copies cannot tell which is true.
+pub fn most_cautious(plans: Vec<Plan>) -> Plan {
+    let mut plans = plans.into_iter();
+    let Some(mut merged) = plans.next() else {
+        return Plan::default();
+    };
+    for other in plans {
+        let mut unseen: BTreeSet<String> = merged.nodes.iter().map(|n| n.node.clone()).collect();
+        for theirs in other.nodes {
+            unseen.remove(&theirs.node);
+            match merged.nodes.iter_mut().find(|n| n.node == theirs.node) {
+                Some(ours) if *ours == theirs => {}
+                Some(ours) => ours.verdict = cautious(&ours.verdict, Some(theirs.verdict)),
+                None => {
+                    let verdict = cautious(&theirs.verdict, None);
+                    merged.nodes.push(NodePlan { verdict, ..theirs });
+                }
+            }
+        }
+        for ours in merged.nodes.iter_mut().filter(|n| unseen.contains(&n.node)) {
+            ours.verdict = cautious(&ours.verdict, None);
+        }
+    }
+    merged
+        .nodes
+        .sort_by(|a, b| (&a.pool, &a.node).cmp(&(&b.pool, &b.node)));
+    merged
+}
+
+/// Of two readings of a node that differ (`None`: the other reading has nothing to say about
+/// it), the one to keep: a reading that needs a person, else "the copies disagree".
+fn cautious(ours: &Verdict, theirs: Option<Verdict>) -> Verdict {
+    match (ours, theirs) {
+        (Verdict::NeedsAttention(_), _) => ours.clone(),
+        (_, Some(Verdict::NeedsAttention(p))) => Verdict::NeedsAttention(p),
+        _ => Verdict::NeedsAttention(vec![Problem::CopiesDisagree]),
+    }
+}

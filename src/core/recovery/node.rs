@@ -1,0 +1,253 @@
+//! A node as recovery reads it: more than the policy's lean node ([`crate::core::node::NodeMeta`],
+//! kept small for 50,000-node caches) and decoded from the full Node (a live list or a
+//! must-gather), because a recovery plan needs the drain annotations, `spec.unschedulable` and
+//! the boot ID as well as the image annotations, and records every annotation MCO wrote.
+//!
+//! Only MCO's annotations (`machineconfiguration.openshift.io/...`) and mosc-guard's own
+//! recovery marker are kept; the others (OVN's, the machine API's JSON) are dropped at decoding.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::model::node_annotations::{
+    CONTROL_PLANE_TOPOLOGY, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_DRAIN,
+    DESIRED_IMAGE, LAST_APPLIED_DRAIN, PREFIX, REASON, STATE,
+};
+use crate::core::model::trimmed;
+use crate::core::selector::Labels;
+
+/// The annotation of mosc-guard's recovery marker ([`super::marker`]), kept with MCO's.
+pub const MARKER: &str = "mosc-guard.dev/recovery";
+
+/// The node recovery plans for. Built from a Node object by its `Deserialize`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "WireNode", into = "WireNode")]
+pub struct RecoveryNode {
+    pub name: String,
+    /// `metadata.uid`: what the Event about the node names.
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    /// MCO's annotations and mosc-guard's marker, as written.
+    pub annotations: BTreeMap<String, String>,
+    /// `spec.unschedulable`: cordoned (by the drain controller, or by hand).
+    pub unschedulable: bool,
+    /// `status.nodeInfo.bootID`: changes with every boot, so it tells a no-op update from a reboot.
+    pub boot_id: Option<String>,
+}
+
+impl RecoveryNode {
+    /// An annotation's value, trimmed; `None` when absent or empty.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        trimmed(self.annotations.get(key).map(String::as_str))
+    }
+
+    pub fn state(&self) -> Option<&str> {
+        self.annotation(STATE)
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        self.annotation(REASON)
+    }
+
+    pub fn desired_image(&self) -> Option<&str> {
+        self.annotation(DESIRED_IMAGE)
+    }
+
+    pub fn current_image(&self) -> Option<&str> {
+        self.annotation(CURRENT_IMAGE)
+    }
+
+    pub fn desired_config(&self) -> Option<&str> {
+        self.annotation(DESIRED_CONFIG)
+    }
+
+    pub fn current_config(&self) -> Option<&str> {
+        self.annotation(CURRENT_CONFIG)
+    }
+
+    pub fn desired_drain(&self) -> Option<&str> {
+        self.annotation(DESIRED_DRAIN)
+    }
+
+    pub fn last_applied_drain(&self) -> Option<&str> {
+        self.annotation(LAST_APPLIED_DRAIN)
+    }
+
+    /// Whether the daemon skips the drain on this node: MCO's `getControlPlaneTopology` reads
+    /// `SingleReplica` as single-node and every other value (or none) as highly available.
+    pub fn single_node(&self) -> bool {
+        self.annotation(CONTROL_PLANE_TOPOLOGY) == Some("SingleReplica")
+    }
+
+    /// MCO's annotations as read (without mosc-guard's marker): what a recovery records.
+    pub fn mco_annotations(&self) -> BTreeMap<String, String> {
+        self.annotations
+            .iter()
+            .filter(|(k, _)| k.starts_with(PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+impl Labels for RecoveryNode {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+}
+
+/// A Node as the API server sends it, reduced to what [`RecoveryNode`] keeps.
+#[derive(Default, Deserialize, Serialize)]
+struct WireNode {
+    #[serde(default)]
+    metadata: WireMeta,
+    #[serde(default)]
+    spec: WireSpec,
+    #[serde(default)]
+    status: WireStatus,
+}
+
+#[derive(Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resource_version: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Default, Deserialize, Serialize)]
+struct WireSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unschedulable: Option<bool>,
+}
+
+#[derive(Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    node_info: Option<WireNodeInfo>,
+}
+
+#[derive(Default, Deserialize, Serialize)]
+struct WireNodeInfo {
+    #[serde(default, rename = "bootID")]
+    boot_id: Option<String>,
+}
+
+impl From<WireNode> for RecoveryNode {
+    fn from(wire: WireNode) -> Self {
+        let annotations = wire
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(PREFIX) || k == MARKER)
+            .collect();
+        RecoveryNode {
+            name: wire.metadata.name.unwrap_or_default(),
+            uid: wire.metadata.uid.filter(|u| !u.is_empty()),
+            resource_version: wire.metadata.resource_version,
+            labels: wire.metadata.labels.unwrap_or_default(),
+            annotations,
+            unschedulable: wire.spec.unschedulable == Some(true),
+            boot_id: wire
+                .status
+                .node_info
+                .and_then(|i| i.boot_id)
+                .filter(|b| !b.is_empty()),
+        }
+    }
+}
+
+impl From<RecoveryNode> for WireNode {
+    fn from(node: RecoveryNode) -> Self {
+        WireNode {
+            metadata: WireMeta {
+                name: Some(node.name),
+                uid: node.uid,
+                resource_version: node.resource_version,
+                labels: Some(node.labels),
+                annotations: Some(node.annotations),
+            },
+            spec: WireSpec {
+                unschedulable: node.unschedulable.then_some(true),
+            },
+            status: WireStatus {
+                node_info: node.boot_id.map(|b| WireNodeInfo { boot_id: Some(b) }),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keeps_mco_annotations_the_marker_spec_and_boot_id_only() {
+        let node: RecoveryNode = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "w0", "uid": "u-1", "resourceVersion": "7",
+                "labels": {"node-role.kubernetes.io/worker": ""},
+                "annotations": {STATE: "Degraded", DESIRED_DRAIN: "drain-rendered-a",
+                    MARKER: "{}", "k8s.ovn.org/node-subnets": "{\"default\":[]}"},
+                "managedFields": [{"manager": "kubelet"}]},
+            "spec": {"unschedulable": true, "providerID": "aws:///x"},
+            "status": {"nodeInfo": {"bootID": "b-1", "kernelVersion": "5.14"}}
+        }))
+        .expect("decodes");
+        assert_eq!(node.name, "w0");
+        assert_eq!(node.uid.as_deref(), Some("u-1"));
+        assert_eq!(node.state(), Some("Degraded"));
+        assert_eq!(node.desired_drain(), Some("drain-rendered-a"));
+        assert_eq!(
+            node.annotations.keys().collect::<Vec<_>>(),
+            [DESIRED_DRAIN, STATE, MARKER]
+        );
+        assert_eq!(node.mco_annotations().len(), 2, "the marker is not MCO's");
+        assert!(node.unschedulable);
+        assert_eq!(node.boot_id.as_deref(), Some("b-1"));
+        assert_eq!(node.label("node-role.kubernetes.io/worker"), Some(""));
+        let again: RecoveryNode =
+            serde_json::from_value(serde_json::to_value(&node).expect("encodes")).expect("decodes");
+        assert_eq!(again, node);
+    }
+
+    #[test]
+    fn a_bare_node_decodes_schedulable_without_annotations() {
+        let node: RecoveryNode =
+            serde_json::from_value(json!({"metadata": {"name": "n"}})).expect("decodes");
+        assert!(!node.unschedulable);
+        assert_eq!(node.state(), None);
+        assert!(!node.single_node());
+        let wrong = json!({"metadata": {"name": "n", "annotations": {STATE: 3}}});
+        assert!(serde_json::from_value::<RecoveryNode>(wrong).is_err());
+    }
+
+    #[test]
+    fn only_single_replica_is_single_node() {
+        let with = |v: &str| RecoveryNode {
+            annotations: [(CONTROL_PLANE_TOPOLOGY.to_string(), v.to_string())].into(),
+            ..Default::default()
+        };
+        assert!(with("SingleReplica").single_node());
+        for other in [
+            "HighlyAvailable",
+            "HighlyAvailableArbiter",
+            "DualReplica",
+            "External",
+            "",
+        ] {
+            assert!(!with(other).single_node(), "{other}");
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Which nodes qualify for the cancel, decided from the objects (never from the `reason` text,
+//! which differs by z-stream), and what a person must do first where one does not.
+//!
+//! A node qualifies when all of these hold:
+//! 1. its `state` is `Degraded`;
+//! 2. its `desiredImage` is present and differs from its `currentImage`;
+//! 3. no MachineOSBuild carries that image ([`super::stuck`]): registry or credential trouble
+//!    with an image MCO still has is the daemon's to retry, not ours to cancel;
+//! 4. it is drained as the daemon leaves a failed update: `desiredDrain` = `lastAppliedDrain` =
+//!    `drain-<desiredConfig>` and `spec.unschedulable`, unless the node is single-node (MCO's
+//!    `controlPlaneTopology` annotation says `SingleReplica`: the daemon does not drain);
+//! 5. the rendered MachineConfigs it names (`desiredConfig`, `currentConfig`) exist: the daemon
+//!    reads both to work out the (empty) update;
+//! 6. no MachineOSConfig targets its pool, unless the pool is paused (otherwise the node
+//!    controller sends the node straight back to that config's image);
+//! 7. the source shows one version of it (a dump's disagreeing copies cannot be trusted).
+
+use std::sync::Arc;
+
+use crate::core::model::MachineOSConfig;
+use crate::core::model::node_annotations::{CURRENT_CONFIG, DESIRED_CONFIG};
+use crate::core::node::NodeImages;
+
+use super::marker::Marker;
+use super::node::RecoveryNode;
+use super::patch::NodePatch;
+use super::progress::{Progress, cancel_holds, progress};
+use super::stuck::carrier;
+use super::{Recovery, RecoverySnapshot, Verdict};
+
+/// How the drain rule was met.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Drain {
+    /// `desiredDrain` = `lastAppliedDrain` = this value, and the node is cordoned.
+    Drained(String),
+    /// Single-node (`controlPlaneTopology=SingleReplica`): the daemon does not drain.
+    SingleNode,
+}
+
+/// Why a node stuck on a lost image (or one that looks like it) is not patched: each says what
+/// to do instead (see [`super::words`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// A build still carries the image: the pull failed for another reason (registry, its
+    /// credentials); the daemon retries by itself.
+    ImageCarried { image: String, build: String },
+    /// A MachineOSConfig targets the pool and the pool is not paused.
+    PoolTargeted { pool: String, config: String },
+    /// `lastAppliedDrain` says drained but the node is schedulable: uncordoned by hand.
+    UncordonedByHand { drain: String },
+    /// The daemon asked for the drain and the drain controller has not finished it.
+    DrainNotFinished {
+        want: String,
+        applied: Option<String>,
+    },
+    /// The drain annotations are not what the daemon leaves after a failed update of this
+    /// config (it failed before asking for the drain, or someone edited them).
+    NotDrained {
+        want: String,
+        desired: Option<String>,
+        applied: Option<String>,
+        unschedulable: bool,
+    },
+    /// A MachineConfig the node names is gone.
+    ConfigGone {
+        annotation: &'static str,
+        config: String,
+    },
+    /// The source does not show MachineConfigs, so rule 5 cannot be checked.
+    ConfigsUnknown,
+    /// The node lacks `desiredConfig` or `currentConfig`.
+    NoConfig { annotation: &'static str },
+    /// The dump holds copies of the objects that disagree.
+    CopiesDisagree,
+}
+
+/// Why a node is listed but not this tool's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// `Unreconcilable`: MCO cannot apply the config at all; not an image problem.
+    Unreconcilable,
+    /// `Degraded` with no image to cancel (`desiredImage` absent or equal to `currentImage`):
+    /// configuration drift or another failure. `earlier_recovery` when it carries mosc-guard's
+    /// marker from a cancel it has moved on from (a reboot or a new target since).
+    NoImageDifference { earlier_recovery: bool },
+    /// Not `Degraded` (yet) while its `desiredImage` is lost: the daemon is still trying.
+    StillTrying {
+        state: Option<String>,
+        image: String,
+    },
+    /// MCO places the node in no pool, so it manages it not at all.
+    NoPool,
+}
+
+/// The verdict for `node` in `pool`, or `None` when there is nothing to say about it.
+pub(super) fn verdict(
+    snapshot: &RecoverySnapshot,
+    node: &RecoveryNode,
+    pool: Option<&str>,
+) -> Option<Verdict> {
+    let builds = &snapshot.objects.machine_os_builds;
+    let marker = Marker::read(node);
+    if let Some(marker) = marker.as_ref().filter(|m| cancel_holds(node, m)) {
+        return match progress(node, marker) {
+            Progress::Waiting(waiting) => Some(Verdict::Cancelled {
+                marker: marker.clone(),
+                waiting,
+            }),
+            _ => None,
+        };
+    }
+    let images = NodeImages {
+        desired: node.desired_image(),
+        current: node.current_image(),
+        state: node.state(),
+    };
+    let lost = images
+        .desired
+        .filter(|d| images.current != Some(*d))
+        .filter(|d| carrier(d, builds).is_none());
+    // MCO manages no node it places in no pool: only one that looks stuck is worth a word.
+    let Some(pool) = pool else {
+        let stuck = node.state() == Some("Degraded") && lost.is_some();
+        return stuck.then_some(Verdict::OutOfScope(Scope::NoPool));
+    };
+    match node.state() {
+        Some("Degraded") => {}
+        Some("Unreconcilable") => return Some(Verdict::OutOfScope(Scope::Unreconcilable)),
+        state => {
+            return lost.map(|image| {
+                Verdict::OutOfScope(Scope::StillTrying {
+                    state: state.map(str::to_string),
+                    image: image.to_string(),
+                })
+            });
+        }
+    }
+    let Some(desired) = images.desired.filter(|d| images.current != Some(*d)) else {
+        return Some(Verdict::OutOfScope(Scope::NoImageDifference {
+            earlier_recovery: marker.is_some(),
+        }));
+    };
+    if let Some(build) = carrier(desired, builds) {
+        return Some(Verdict::NeedsAttention(vec![Problem::ImageCarried {
+            image: desired.to_string(),
+            build: build.name().to_string(),
+        }]));
+    }
+    Some(lost_image_verdict(snapshot, node, pool, desired))
+}
+
+/// Rules 4 to 7 for a node stuck on `image` (rules 1 to 3 hold).
+fn lost_image_verdict(
+    snapshot: &RecoverySnapshot,
+    node: &RecoveryNode,
+    pool: &str,
+    image: &str,
+) -> Verdict {
+    let mut problems = Vec::new();
+    let paused_for = match pool_config(snapshot, pool) {
+        Some((config, true)) => Some(config.name().to_string()),
+        Some((config, false)) => {
+            problems.push(Problem::PoolTargeted {
+                pool: pool.to_string(),
+                config: config.name().to_string(),
+            });
+            None
+        }
+        None => None,
+    };
+    let drain = drain(node, &mut problems);
+    let configs = configs(snapshot, node, &mut problems);
+    if snapshot.disagreeing.contains(&node.name) {
+        problems.push(Problem::CopiesDisagree);
+    }
+    match (drain, configs) {
+        (Some(drain), Some((desired_config, current_config))) if problems.is_empty() => {
+            let marker = Marker::for_node(node);
+            Verdict::Recoverable(Box::new(Recovery {
+                image: image.to_string(),
+                current_image: node.current_image().map(str::to_string),
+                desired_config: desired_config.to_string(),
+                current_config: current_config.to_string(),
+                drain,
+                paused_for,
+                patch: NodePatch::cancel(node, &marker, !node.single_node()),
+                marker,
+            }))
+        }
+        _ => Verdict::NeedsAttention(problems),
+    }
+}
+
+/// The MachineOSConfig that targets `pool` (MCO's `getConfigAndBuild`: by
+/// `spec.machineConfigPool.name`), and whether the pool is paused.
+fn pool_config<'s>(
+    snapshot: &'s RecoverySnapshot,
+    pool: &str,
+) -> Option<(&'s MachineOSConfig, bool)> {
+    let config = snapshot
+        .objects
+        .machine_os_configs
+        .iter()
+        .map(Arc::as_ref)
+        .find(|m| m.pool_name() == pool)?;
+    let paused = snapshot
+        .objects
+        .pools
+        .iter()
+        .any(|p| p.name() == pool && p.is_paused());
+    Some((config, paused))
+}
+
+/// Rule 4: how the node is drained, or the problem.
+fn drain(node: &RecoveryNode, problems: &mut Vec<Problem>) -> Option<Drain> {
+    if node.single_node() {
+        return Some(Drain::SingleNode);
+    }
+    let Some(config) = node.desired_config() else {
+        // Reported by the config rule.
+        return None;
+    };
+    let want = format!("drain-{config}");
+    let desired = node.desired_drain();
+    let applied = node.last_applied_drain();
+    let asked = desired == Some(want.as_str());
+    let problem = match (asked, applied == Some(want.as_str()), node.unschedulable) {
+        (true, true, true) => return Some(Drain::Drained(want)),
+        (true, true, false) => Problem::UncordonedByHand { drain: want },
+        (true, false, _) => Problem::DrainNotFinished {
+            want,
+            applied: applied.map(str::to_string),
+        },
+        (false, _, unschedulable) => Problem::NotDrained {
+            want,
+            desired: desired.map(str::to_string),
+            applied: applied.map(str::to_string),
+            unschedulable,
+        },
+    };
+    problems.push(problem);
+    None
+}
+
+/// Rule 5: the node's desired and current configs, both existing, or the problems.
+fn configs<'n>(
+    snapshot: &RecoverySnapshot,
+    node: &'n RecoveryNode,
+    problems: &mut Vec<Problem>,
+) -> Option<(&'n str, &'n str)> {
+    let mut named = |annotation: &'static str, value: Option<&'n str>| {
+        let Some(config) = value else {
+            problems.push(Problem::NoConfig { annotation });
+            return None;
+        };
+        match &snapshot.machine_configs {
+            Some(known) if known.contains(config) => Some(config),
+            Some(_) => {
+                problems.push(Problem::ConfigGone {
+                    annotation,
+                    config: config.to_string(),
+                });
+                None
+            }
+            None => None,
+        }
+    };
+    let desired = named(DESIRED_CONFIG, node.desired_config());
+    let current = named(CURRENT_CONFIG, node.current_config());
+    if snapshot.machine_configs.is_none() {
+        problems.push(Problem::ConfigsUnknown);
+    }
+    Some((desired?, current?))
+}

@@ -1,0 +1,336 @@
+//! The words of a recovery plan: why a node qualifies, what a person must do instead, why a
+//! node is not this tool's; and the plan as text. [`super::report`] puts the same words in JSON.
+
+use std::fmt::Write as _;
+
+use crate::core::image::abbreviate;
+use crate::core::model::node_annotations::{
+    CONTROL_PLANE_TOPOLOGY, DESIRED_DRAIN, LAST_APPLIED_DRAIN,
+};
+use crate::core::report::columns;
+
+use super::rules::{Drain, Problem, Scope};
+use super::{NodePlan, Plan, Recovery, Verdict};
+
+/// Why a recoverable node qualifies, one line per rule, then what the patch does.
+pub fn why_recoverable(plan: &NodePlan, r: &Recovery) -> Vec<String> {
+    let pool = plan.pool.as_deref().unwrap_or_default();
+    let first = match &r.current_image {
+        Some(c) => format!(
+            "state=Degraded, desiredImage {} differs from its currentImage {}",
+            abbreviate(&r.image),
+            abbreviate(c)
+        ),
+        None => format!(
+            "state=Degraded, desiredImage {} while the node has no currentImage (its first \
+             layered image)",
+            abbreviate(&r.image)
+        ),
+    };
+    let mut lines = vec![
+        first,
+        "no MachineOSBuild carries that image: no MCO object can rebuild or serve it, and MCO \
+         never retargets the node by itself"
+            .to_string(),
+        match &r.drain {
+            Drain::Drained(value) => format!(
+                "drained as the daemon leaves a failed update: desiredDrain = lastAppliedDrain = \
+                 {value}, node cordoned"
+            ),
+            Drain::SingleNode => format!(
+                "single-node ({CONTROL_PLANE_TOPOLOGY}=SingleReplica): the daemon does not drain; \
+                 not required"
+            ),
+        },
+        format!(
+            "the rendered MachineConfigs it names exist: {} (desired), {} (current)",
+            r.desired_config, r.current_config
+        ),
+        match &r.paused_for {
+            Some(config) => format!(
+                "MachineOSConfig {config} targets pool {pool}, which is paused: the node \
+                 controller does not send the node back to its image while paused; unpause the \
+                 pool once it is no longer degraded and the build is current"
+            ),
+            None => format!("no MachineOSConfig targets pool {pool}"),
+        },
+    ];
+    let image = match &r.current_image {
+        Some(_) => "sets desiredImage back to currentImage",
+        None => "removes desiredImage (the node has no currentImage)",
+    };
+    lines.push(format!(
+        "the patch {image}, sets desiredConfig back to {} and records what it read (annotation \
+         mosc-guard.dev/recovery); the daemon then finds nothing to change, asks for the uncordon \
+         and reports Done, without a reboot; MCO then sends the node the pool's target as usual",
+        r.current_config
+    ));
+    lines
+}
+
+/// What is wrong, in one sentence.
+pub fn problem(p: &Problem) -> String {
+    match p {
+        Problem::ImageCarried { image, build } => format!(
+            "its desiredImage {} is still carried by MachineOSBuild {build}: the pull failed for \
+             another reason (the registry, its credentials), and the daemon retries by itself",
+            abbreviate(image)
+        ),
+        Problem::PoolTargeted { pool, config } => format!(
+            "MachineOSConfig {config} targets pool {pool} and the pool is not paused: once Done \
+             and schedulable, the node would be sent straight back to that config's image"
+        ),
+        Problem::UncordonedByHand { drain } => format!(
+            "the node was uncordoned by hand: {LAST_APPLIED_DRAIN} says {drain} but the node is \
+             schedulable; the daemon skips a drain it finds done, so its next update of this \
+             config would reboot the node with workloads running"
+        ),
+        Problem::DrainNotFinished { want, applied } => format!(
+            "the drain has not finished: {DESIRED_DRAIN}={want}, {LAST_APPLIED_DRAIN}={}",
+            applied.as_deref().unwrap_or("<none>")
+        ),
+        Problem::NotDrained {
+            want,
+            desired,
+            applied,
+            unschedulable,
+        } => format!(
+            "not drained as the daemon leaves a failed update (want {DESIRED_DRAIN} = \
+             {LAST_APPLIED_DRAIN} = {want} and cordoned; it has {}, {} and is {}): the update \
+             failed before its drain, or the annotations were edited",
+            desired.as_deref().unwrap_or("<none>"),
+            applied.as_deref().unwrap_or("<none>"),
+            if *unschedulable {
+                "cordoned"
+            } else {
+                "schedulable"
+            }
+        ),
+        Problem::ConfigGone { annotation, config } => format!(
+            "the rendered MachineConfig {config} its {} names is gone: the daemon cannot work out \
+             the update without it",
+            short(annotation)
+        ),
+        Problem::ConfigsUnknown => "the source holds no MachineConfigs, so whether the rendered \
+             MachineConfigs the node names exist cannot be told"
+            .to_string(),
+        Problem::NoConfig { annotation } => {
+            format!("the node has no {} annotation", short(annotation))
+        }
+        Problem::CopiesDisagree => "the dump holds copies of the objects that disagree, with \
+             nothing to choose between them"
+            .to_string(),
+    }
+}
+
+/// What to do about it: commands where there is one.
+pub fn remedy(p: &Problem, node: &str) -> String {
+    match p {
+        Problem::ImageCarried { .. } => format!(
+            "do not cancel: fix the pull (oc describe node {node}; the machine-config-daemon's \
+             log on it: oc -n openshift-machine-config-operator logs -l \
+             k8s-app=machine-config-daemon --field-selector spec.nodeName={node} -c \
+             machine-config-daemon)"
+        ),
+        Problem::PoolTargeted { pool, .. } => format!(
+            "pause the pool first: oc patch mcp {pool} --type=merge -p '{{\"spec\":{{\"paused\":true}}}}' \
+             (unpause once the pool is no longer degraded and its build is current), then run \
+             recover again"
+        ),
+        Problem::UncordonedByHand { .. } => format!(
+            "cordon it again first (oc adm cordon {node}), so the node is as the daemon left \
+             it and no retry of the failed update can reboot it under workloads, then run \
+             recover again"
+        ),
+        Problem::DrainNotFinished { .. } => "wait for the drain controller (a PodDisruptionBudget \
+             may hold it: oc -n openshift-machine-config-operator logs deploy/machine-config-controller \
+             -c machine-config-controller), then run recover again"
+            .to_string(),
+        Problem::NotDrained { .. } => "this is not the state the tool recovers: find out why \
+             (oc describe node, the daemon's log) and contact support"
+            .to_string(),
+        Problem::ConfigGone { .. } | Problem::NoConfig { .. } => "cancelling is not safe without \
+             it: contact support with a must-gather"
+            .to_string(),
+        Problem::ConfigsUnknown => "plan against the live cluster, or a must-gather that holds \
+             cluster-scoped-resources/machineconfiguration.openshift.io/machineconfigs/"
+            .to_string(),
+        Problem::CopiesDisagree => {
+            "collect the objects again (oc adm must-gather), or plan against the live cluster"
+                .to_string()
+        }
+    }
+}
+
+/// A stable name for a problem, for scripts (`problems` in the JSON).
+pub fn problem_code(p: &Problem) -> &'static str {
+    match p {
+        Problem::ImageCarried { .. } => "imageStillCarried",
+        Problem::PoolTargeted { .. } => "poolTargetedNotPaused",
+        Problem::UncordonedByHand { .. } => "uncordonedByHand",
+        Problem::DrainNotFinished { .. } => "drainNotFinished",
+        Problem::NotDrained { .. } => "notDrained",
+        Problem::ConfigGone { .. } => "machineConfigGone",
+        Problem::ConfigsUnknown => "machineConfigsUnknown",
+        Problem::NoConfig { .. } => "configAnnotationMissing",
+        Problem::CopiesDisagree => "copiesDisagree",
+    }
+}
+
+/// Why a node is not this tool's.
+pub fn scope(s: &Scope) -> String {
+    match s {
+        Scope::Unreconcilable => "Unreconcilable: MCO cannot apply the config at all; not a lost \
+             image (see its reason annotation); nothing patched"
+            .to_string(),
+        Scope::NoImageDifference { earlier_recovery } => {
+            let earlier = if *earlier_recovery {
+                " (mosc-guard cancelled a target of it earlier; it has rebooted or been sent a new \
+                 target since, so that cancel is over)"
+            } else {
+                ""
+            };
+            format!(
+                "Degraded with no image to cancel (desiredImage absent or equal to currentImage): \
+                 configuration drift or another failure, see its reason annotation; nothing \
+                 patched{earlier}"
+            )
+        }
+        Scope::StillTrying { state, image } => format!(
+            "state {} toward {}, an image no MachineOSBuild carries: its daemon is still trying \
+             (it reports Degraded once its retries run out); run recover again then",
+            state.as_deref().unwrap_or("<none>"),
+            abbreviate(image)
+        ),
+        Scope::NoPool => "MCO places the node in no pool, so it does not manage it; nothing \
+             patched"
+            .to_string(),
+    }
+}
+
+/// A verdict in one line (what `--apply` says of a node that changed since the plan).
+pub fn verdict(v: &Verdict) -> String {
+    match v {
+        Verdict::Recoverable(_) => "recoverable".to_string(),
+        Verdict::Cancelled { waiting, .. } => cancelled(waiting),
+        Verdict::NeedsAttention(problems) => format!(
+            "it needs attention: {}",
+            problems.iter().map(problem).collect::<Vec<_>>().join("; ")
+        ),
+        Verdict::OutOfScope(s) => format!("not this tool's: {}", scope(s)),
+    }
+}
+
+/// The waiting line of a cancelled node.
+pub fn cancelled(waiting: &[String]) -> String {
+    format!(
+        "cancelled by mosc-guard recover earlier (annotation mosc-guard.dev/recovery); waiting \
+         for its daemon's no-op update: {}",
+        waiting.join(", ")
+    )
+}
+
+/// The last part of an MCO annotation key (`desiredConfig`).
+fn short(annotation: &str) -> &str {
+    annotation.rsplit('/').next().unwrap_or(annotation)
+}
+
+/// The plan as text: one block per node, recoverable ones with their `oc patch` command.
+pub fn text(plan: &Plan) -> String {
+    let mut out = String::new();
+    if plan.nodes.is_empty() {
+        out.push_str("No node is stuck on a lost image: nothing to recover.\n");
+        return out;
+    }
+    for n in &plan.nodes {
+        let pool = n.pool.as_deref().unwrap_or("<no pool>");
+        let _ = match &n.verdict {
+            Verdict::Recoverable(r) => {
+                let _ = writeln!(out, "RECOVERABLE node {} (pool {pool})", n.node);
+                for line in why_recoverable(n, r) {
+                    let _ = writeln!(out, "  - {line}");
+                }
+                writeln!(out, "  {}", r.patch.command(&n.node))
+            }
+            Verdict::Cancelled { waiting, .. } => writeln!(
+                out,
+                "CANCELLED node {} (pool {pool})\n  - {}",
+                n.node,
+                cancelled(waiting)
+            ),
+            Verdict::NeedsAttention(problems) => {
+                let _ = writeln!(out, "NEEDS ATTENTION node {} (pool {pool})", n.node);
+                for p in problems {
+                    let _ = writeln!(out, "  - {}\n    do: {}", problem(p), remedy(p, &n.node));
+                }
+                Ok(())
+            }
+            Verdict::OutOfScope(s) => writeln!(
+                out,
+                "NOT THIS TOOL'S node {} (pool {pool})\n  - {}",
+                n.node,
+                scope(s)
+            ),
+        };
+    }
+    out
+}
+
+/// The note of the Event `recover --apply` records on a node right before its patch.
+pub fn event_note(node: &str, r: &Recovery) -> String {
+    let back = match &r.current_image {
+        Some(c) => format!("back to currentImage {}", abbreviate(c)),
+        None => "removed (no currentImage)".to_string(),
+    };
+    let before: Vec<String> = r
+        .marker
+        .annotations
+        .iter()
+        .map(|(k, v)| format!("{}={v}", short(k)))
+        .collect();
+    format!(
+        "mosc-guard recover is cancelling the failed target of node {node}: desiredImage {} (no \
+         MachineOSBuild carries it) {back}, desiredConfig {} back to {}. Before the patch (also in \
+         annotation mosc-guard.dev/recovery): bootID={}; {}",
+        abbreviate(&r.image),
+        r.desired_config,
+        r.current_config,
+        r.marker.boot_id.as_deref().unwrap_or("<none>"),
+        before.join("; ")
+    )
+}
+
+/// `check --all`'s list of nodes stuck on a lost image (empty when there is none).
+pub fn stuck_table(stuck: &[super::stuck::Stuck]) -> String {
+    if stuck.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<[String; 3]> = stuck
+        .iter()
+        .map(|s| {
+            [
+                s.node.clone(),
+                s.pool.clone().unwrap_or_else(|| "-".to_string()),
+                abbreviate(&s.image),
+            ]
+        })
+        .collect();
+    let mut out = format!(
+        "\n{} node(s) stuck on a lost image (Degraded; no MachineOSBuild carries their \
+         desiredImage); `mosc-guard recover` plans how to heal them:\n",
+        stuck.len()
+    );
+    out.push_str(&columns(["NODE", "POOL", "DESIRED IMAGE"], &rows));
+    out
+}
+
+/// One line per stuck node, for `check --all -o json`'s warnings on stderr.
+pub fn stuck_warning(s: &super::stuck::Stuck) -> String {
+    format!(
+        "node {} (pool {}) is stuck on a lost image: Degraded, and no MachineOSBuild carries its \
+         desiredImage {}; `mosc-guard recover` plans how to heal it",
+        s.node,
+        s.pool.as_deref().unwrap_or("-"),
+        abbreviate(&s.image)
+    )
+}

@@ -1,0 +1,179 @@
+//! What `recover` reads from and writes to a live cluster, with the admin's own credentials (the
+//! guard's ServiceAccount keeps no write on nodes): every Node whole (the drain annotations,
+//! `spec.unschedulable` and the boot ID are not in the metadata the policy lists), the
+//! MachineConfigs' names (metadata only: their contents are never held), one node re-read right
+//! before its patch, the conditional patch itself, and one pool's status for `--wait`.
+
+use std::collections::BTreeSet;
+
+use kube::Client;
+use kube::api::{GetParams, ListParams, Patch, PatchParams};
+use kube::core::{ObjectList, Request};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::core::model::MachineConfigPool;
+use crate::core::recovery::{NodePatch, RecoveryNode, RecoverySnapshot};
+use crate::sources::live::{self, LiveError, NODES};
+
+/// Page size of the full node list: a real Node is 10 to 20 KiB of JSON.
+const NODE_PAGE: u32 = 250;
+/// Page size of the MachineConfig list (metadata only).
+const MC_PAGE: u32 = 500;
+const MACHINE_CONFIGS: &str = "/apis/machineconfiguration.openshift.io/v1/machineconfigs";
+const POOLS: &str = "/apis/machineconfiguration.openshift.io/v1/machineconfigpools";
+
+/// Everything a recovery plan reads, listed now, and the APIs the cluster does not serve.
+pub async fn snapshot(client: &Client) -> Result<(RecoverySnapshot, Vec<&'static str>), LiveError> {
+    let ((objects, mut missing), nodes, machine_configs) = tokio::try_join!(
+        live::listed_objects(client),
+        nodes(client),
+        machine_configs(client),
+    )?;
+    if machine_configs.is_none() {
+        missing.push("machineconfigs.machineconfiguration.openshift.io");
+    }
+    let snapshot = RecoverySnapshot {
+        objects,
+        nodes,
+        machine_configs,
+        disagreeing: BTreeSet::new(),
+    };
+    Ok((snapshot, missing))
+}
+
+/// What one node's plan rests on, read now: the MCO objects, the MachineConfigs' names and the
+/// node itself (`--apply` re-plans each node from this right before its patch). The node is
+/// absent from the snapshot when it is gone.
+pub async fn fresh_for(client: &Client, node: &str) -> Result<RecoverySnapshot, LiveError> {
+    let ((objects, _), machine_configs, node) = tokio::try_join!(
+        live::listed_objects(client),
+        machine_configs(client),
+        get_node(client, node),
+    )?;
+    Ok(RecoverySnapshot {
+        objects,
+        nodes: node.into_iter().collect(),
+        machine_configs,
+        disagreeing: BTreeSet::new(),
+    })
+}
+
+/// One node now, or `None` when it does not exist.
+pub async fn get_node(client: &Client, name: &str) -> Result<Option<RecoveryNode>, LiveError> {
+    get(client, NODES, name, "nodes").await
+}
+
+/// One pool now, or `None` when it does not exist.
+pub async fn get_pool(client: &Client, name: &str) -> Result<Option<MachineConfigPool>, LiveError> {
+    get(client, POOLS, name, "machineconfigpools").await
+}
+
+/// Object `name` of the collection at `path`, or `None` when it does not exist.
+async fn get<T: DeserializeOwned>(
+    client: &Client,
+    path: &str,
+    name: &str,
+    what: &'static str,
+) -> Result<Option<T>, LiveError> {
+    let request = Request::new(path)
+        .get(name, &GetParams::default())
+        .map_err(|e| list_error(what, kube::Error::BuildRequest(e)))?;
+    match client.request::<T>(request).await {
+        Ok(object) => Ok(Some(object)),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(list_error(what, e)),
+    }
+}
+
+/// Why a patch was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    /// The API server refused it as invalid for the object it holds now: a `test` operation
+    /// failed (the node moved since it was read). Nothing was written.
+    #[error("the API server refused the patch: {0}")]
+    Refused(String),
+    #[error("patching the node: {}", live::chain(.0))]
+    Failed(#[source] kube::Error),
+}
+
+/// Applies `patch` to node `name` as one request (all its operations or none); returns the node
+/// as the API server stored it.
+pub async fn patch_node(
+    client: &Client,
+    name: &str,
+    patch: &NodePatch,
+) -> Result<RecoveryNode, PatchError> {
+    let ops: json_patch::Patch =
+        serde_json::from_value(serde_json::Value::Array(patch.ops.clone()))
+            .map_err(|e| PatchError::Failed(kube::Error::SerdeError(e)))?;
+    let request = Request::new(NODES)
+        .patch(name, &PatchParams::default(), &Patch::Json::<()>(ops))
+        .map_err(|e| PatchError::Failed(kube::Error::BuildRequest(e)))?;
+    match client.request::<RecoveryNode>(request).await {
+        Ok(node) => Ok(node),
+        // A failed `test` operation: 422 (Invalid) on current API servers; 409 is a conflict.
+        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => {
+            Err(PatchError::Refused(s.message))
+        }
+        Err(e) => Err(PatchError::Failed(e)),
+    }
+}
+
+/// Every node, whole, page by page (each page decoded into the lean [`RecoveryNode`]).
+async fn nodes(client: &Client) -> Result<Vec<RecoveryNode>, LiveError> {
+    let mut params = ListParams::default().limit(NODE_PAGE);
+    let mut out = Vec::new();
+    loop {
+        let request = Request::new(NODES)
+            .list(&params)
+            .map_err(|e| list_error("nodes", kube::Error::BuildRequest(e)))?;
+        let page: ObjectList<RecoveryNode> = client
+            .request(request)
+            .await
+            .map_err(|e| list_error("nodes", e))?;
+        out.extend(page.items);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// A MachineConfig's metadata, reduced to its name.
+#[derive(Clone, Deserialize)]
+struct Named {
+    #[serde(default)]
+    metadata: NameOnly,
+}
+
+#[derive(Clone, Default, Deserialize)]
+struct NameOnly {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// The MachineConfigs' names (metadata only), or `None` when the API is not served.
+async fn machine_configs(client: &Client) -> Result<Option<BTreeSet<String>>, LiveError> {
+    let mut params = ListParams::default().limit(MC_PAGE);
+    let mut out = BTreeSet::new();
+    loop {
+        let request = Request::new(MACHINE_CONFIGS)
+            .list_metadata(&params)
+            .map_err(|e| list_error("machineconfigs", kube::Error::BuildRequest(e)))?;
+        let page: ObjectList<Named> = match client.request(request).await {
+            Ok(page) => page,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+            Err(e) => return Err(list_error("machineconfigs", e)),
+        };
+        out.extend(page.items.into_iter().filter_map(|i| i.metadata.name));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(Some(out)),
+        }
+    }
+}
+
+fn list_error(what: &'static str, source: kube::Error) -> LiveError {
+    LiveError::List { what, source }
+}
