@@ -14,6 +14,7 @@ use crate::core::model::{LABEL_MACHINE_OS_CONFIG, LABEL_TARGET_POOL, MachineOSCo
 use crate::core::node::NodeMeta;
 use crate::core::release::ClusterRelease;
 use crate::core::snapshot::Snapshot;
+use crate::sources::error::NotReady;
 use crate::sources::view::{Fresh, FreshNodes};
 
 const IMAGE: &str =
@@ -131,8 +132,8 @@ impl ClusterView for Scripted {
         })
     }
 
-    fn ready(&self) -> bool {
-        true
+    fn readiness(&self) -> Result<(), NotReady> {
+        Ok(())
     }
 
     fn sizes(&self) -> Vec<(&'static str, usize)> {
