@@ -8,7 +8,7 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     // Before any thread starts: the arena limit applies to threads created afterwards.
-    mosc_guard::sources::memory::tune_allocator();
+    mosc_guard::access::memory::tune_allocator();
     let cli = Cli::parse();
     // Logs go to stderr; `check` keeps quiet unless asked (RUST_LOG), `serve` logs at info.
     // kube's client logs connection failures itself; `check` reports them as its error.

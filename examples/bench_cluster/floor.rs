@@ -3,10 +3,10 @@
 //! with the least any design that confirms by a consistent read could take.
 //!
 //! One sample makes the confirming read's requests exactly as `serve` makes them
-//! (`sources::caches`, `fresh_read`), from this process: the consistent lists of
+//! (`access::caches`, `fresh_read`), from this process: the consistent lists of
 //! MachineOSConfigs, MachineOSBuilds, pools, Machines and the ClusterVersion
-//! (`sources::live::decision_objects`) and, at the same time, the consistent one-node list
-//! whose resourceVersion is the node fence (`sources::live::node_revision`), then the wait for
+//! (`access::live::decision_objects`) and, at the same time, the consistent one-node list
+//! whose resourceVersion is the node fence (`access::live::node_revision`), then the wait for
 //! a node watch to deliver a change or bookmark at or past that revision, as the guard's node
 //! cache must before its nodes may confirm anything. The watch is [`NodeFence`]: one kept open
 //! for the whole run, as the guard's is. Left out: the admission round trip (the allow-all
@@ -21,7 +21,7 @@ use serde::Deserialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use mosc_guard::sources::live;
+use mosc_guard::access::live;
 use testkit::Result;
 
 /// Bound on one floor sample (the guard's `--confirm-timeout` is 5 s).

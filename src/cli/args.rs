@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::access::live;
 use crate::cli::certs::CertsArgs;
 use crate::core::model::MACHINE_OS_BUILDER_USER;
 use crate::core::policy::PolicyMode;
 use crate::decision::{DeletionMode, Enforcement};
-use crate::sources::live;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
+use crate::access::dump::DumpError;
+use crate::access::live::LiveError;
 use crate::core::policy::TargetKind;
 use crate::defer::uninstall::UninstallError;
 use crate::server::tls::TlsError;
-use crate::sources::dump::DumpError;
-use crate::sources::live::LiveError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::access::caches::Caches;
+use crate::access::view::{ClusterView, ReleaseOverride, StaticView};
 use crate::cli::args::{ClusterArgs, ServeArgs};
 use crate::cli::dump::load_static;
 use crate::cli::error::{CliError, ConfigError};
@@ -20,8 +22,6 @@ use crate::defer::leader::{self, LeaseSettings};
 use crate::server::listener::{self, ConnectionLimits, Limits};
 use crate::server::probes;
 use crate::server::tls::{CertFiles, ReloadingResolver};
-use crate::sources::caches::Caches;
-use crate::sources::view::{ClusterView, ReleaseOverride, StaticView};
 use crate::telemetry::events::Events;
 use crate::telemetry::metrics::Metrics;
 use crate::webhook::admission::{Admission, McoUsers};
@@ -38,7 +38,7 @@ pub enum Source {
     },
 }
 
-/// `serve`'s flags, validated: durations as durations, the sources seam chosen, and the
+/// `serve`'s flags, validated: durations as durations, the access seam chosen, and the
 /// combinations that cannot work refused before anything starts.
 #[derive(Debug)]
 pub struct ServeConfig {

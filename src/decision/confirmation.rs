@@ -5,8 +5,8 @@
 //! Freshness is the read's: a verdict is shared only among the requests one read serves, each
 //! of which arrived before that read started.
 
+use crate::access::view::Fresh;
 use crate::core::policy::{Deletion, Verdict};
-use crate::sources::view::Fresh;
 
 use super::sharing::SharedVerdicts;
 

@@ -15,9 +15,9 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::access::error::FreshError;
+use crate::access::view::ClusterView;
 use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
-use crate::sources::error::FreshError;
-use crate::sources::view::ClusterView;
 use crate::telemetry::metrics::Metrics;
 use coalesce::Coalesced;
 use confirmation::Confirmation;

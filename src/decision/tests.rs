@@ -10,12 +10,12 @@ use futures::future::{BoxFuture, join_all};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::access::error::NotReady;
+use crate::access::view::{Fresh, FreshNodes};
 use crate::core::model::{LABEL_MACHINE_OS_CONFIG, LABEL_TARGET_POOL, MachineOSConfig};
 use crate::core::node::NodeMeta;
 use crate::core::release::ClusterRelease;
 use crate::core::snapshot::Snapshot;
-use crate::sources::error::NotReady;
-use crate::sources::view::{Fresh, FreshNodes};
 
 const IMAGE: &str =
     "quay.example/ocb@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";

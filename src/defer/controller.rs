@@ -21,13 +21,13 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::view::ClusterView;
 use crate::core::finalizer::{self, Failure, RemovalReason, Step};
 use crate::core::message;
 use crate::core::model::MachineOSConfig;
 use crate::core::policy::{Deletion, TargetKind};
 use crate::decision::{Checked, Engine};
 use crate::defer::deferrals::{Deferral, Deferrals, Janitor};
-use crate::sources::view::ClusterView;
 use crate::telemetry::events::{self, Events};
 use crate::telemetry::metrics::Metrics;
 
@@ -51,7 +51,7 @@ pub const REASON_PATCH_FAILED: &str = "FinalizerUpdateFailed";
 pub enum Error {
     #[error(
         "patching machineosconfig {name}: {}",
-        crate::sources::live::chain(source)
+        crate::access::live::chain(source)
     )]
     Patch {
         name: String,

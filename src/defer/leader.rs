@@ -324,7 +324,7 @@ pub async fn run<F, Fut>(
 /// Why an attempt to hold the Lease failed (losing a race is not a failure).
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
-    #[error("{}", crate::sources::live::chain(.0))]
+    #[error("{}", crate::access::live::chain(.0))]
     Api(#[from] kube::Error),
     #[error("no answer from the API server within {0:?}")]
     Timeout(Duration),

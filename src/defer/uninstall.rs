@@ -8,12 +8,12 @@ use std::fmt::Write as _;
 
 use kube::api::{Api, Patch, PatchParams};
 
+use crate::access::live::{self, LiveError};
 use crate::core::finalizer::{self, Uninstall};
 use crate::core::message;
 use crate::core::model::MachineOSConfig;
 use crate::core::policy::{self, Deletion, PolicyMode};
 use crate::defer::controller::FIELD_MANAGER;
-use crate::sources::live::{self, LiveError};
 
 /// Attempts per object when its resourceVersion changes under us.
 const ATTEMPTS: usize = 3;

@@ -265,7 +265,7 @@ impl Metrics {
             .inc();
     }
 
-    /// `source` is "cache" or "list" (see [`crate::sources::view::Fresh::source`]).
+    /// `source` is "cache" or "list" (see [`crate::access::view::Fresh::source`]).
     pub fn confirmation_nodes(&self, source: &'static str) {
         self.confirmation_nodes
             .get_or_create(&SourceLabels { source })

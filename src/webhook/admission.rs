@@ -15,12 +15,12 @@ use axum::response::{IntoResponse, Json, Response};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
+use crate::access::view::ClusterView;
 use crate::core::finalizer;
 use crate::core::message;
 use crate::core::model::{GROUP, MachineOSBuild, MachineOSConfig};
 use crate::core::policy::{Deletion, TargetKind};
 use crate::decision::{DeletionMode, Enforcement, Engine};
-use crate::sources::view::ClusterView;
 use crate::telemetry::events::Events;
 use crate::webhook::answer::{self, Answers, Guarded, Ruling, Unreadable};
 

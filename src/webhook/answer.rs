@@ -10,11 +10,11 @@ use std::time::Instant;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 
+use crate::access::view::ClusterView;
 use crate::core::message::{self, Printable};
 use crate::core::outcome::Outcome;
 use crate::core::policy::{TargetKind, Verdict};
 use crate::decision::{Checked, Enforcement};
-use crate::sources::view::ClusterView;
 use crate::telemetry::events::{self, Events, Refusal};
 use crate::telemetry::metrics::Metrics;
 

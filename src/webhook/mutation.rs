@@ -12,10 +12,10 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Json, Response};
 use kube::core::admission::{AdmissionResponse, Operation};
 
+use crate::access::view::ClusterView;
 use crate::core::finalizer;
 use crate::core::model::GROUP;
 use crate::core::outcome::Mutation;
-use crate::sources::view::ClusterView;
 use crate::webhook::admission::{self, Admission, Request};
 use crate::webhook::answer;
 

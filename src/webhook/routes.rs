@@ -12,11 +12,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tower_http::timeout::TimeoutLayer;
 
+use crate::access::view::ClusterView;
 use crate::core::policy::Deletion;
 use crate::core::recovery::stuck::stuck_per_pool;
 use crate::decision::Engine;
 use crate::server::probes::{self, Readiness};
-use crate::sources::view::ClusterView;
 use crate::webhook::admission::{self, Admission};
 use crate::webhook::mutation;
 

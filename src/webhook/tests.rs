@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::access::view::StaticView;
 use crate::core::finalizer;
 use crate::core::message::Printable;
 use crate::core::model::{GROUP, MACHINE_OS_BUILDER_USER};
@@ -13,7 +14,6 @@ use crate::core::policy::{PolicyMode, TargetKind};
 use crate::core::release::ClusterRelease;
 use crate::core::snapshot::Snapshot;
 use crate::decision::Engine;
-use crate::sources::view::StaticView;
 use crate::telemetry::metrics::Metrics;
 use crate::webhook::admission::{
     Admission, Classified, DecodeError, McoUsers, Request, Subject, classify, decode,

@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use mosc_guard::access::view::{ClusterView, StaticView};
 use mosc_guard::core::model::{LABEL_MACHINE_OS_CONFIG, LABEL_TARGET_POOL, OVERRIDE_ANNOTATION};
 use mosc_guard::core::policy::PolicyMode;
 use mosc_guard::core::snapshot::Snapshot;
 use mosc_guard::decision::{DeletionMode, Engine};
 use mosc_guard::server::listener::{self, ConnectionLimits, Limits};
 use mosc_guard::server::tls::{CertFiles, ReloadingResolver};
-use mosc_guard::sources::view::{ClusterView, StaticView};
 use mosc_guard::telemetry::metrics::Metrics;
 use mosc_guard::webhook::admission::Admission;
 use mosc_guard::webhook::routes::{self, MAX_BODY_BYTES};

@@ -47,6 +47,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
 
+use mosc_guard::access::dump;
+use mosc_guard::access::view::{ClusterView, Fresh, FreshNodes, StaticView};
 use mosc_guard::core::finalizer;
 use mosc_guard::core::image::{ImageKey, same_image};
 use mosc_guard::core::message;
@@ -59,8 +61,6 @@ use mosc_guard::core::policy::NodeIndex;
 use mosc_guard::core::policy::{Deletion, PolicyMode, evaluate};
 use mosc_guard::core::snapshot::Snapshot;
 use mosc_guard::decision::Engine;
-use mosc_guard::sources::dump;
-use mosc_guard::sources::view::{ClusterView, Fresh, FreshNodes, StaticView};
 use mosc_guard::telemetry::metrics::Metrics;
 use mosc_guard::webhook::admission::{self, Admission, Classified};
 use mosc_guard::webhook::answer;

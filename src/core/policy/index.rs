@@ -13,7 +13,7 @@
 //! tell ([`super::pools`]: a pool rolling out a guarded image blocks through nodes that carry no
 //! guarded digest yet); [`evaluate_indexed`] then tries [`blocking_digests`]' candidates first,
 //! since a node that blocks by itself decides a denial whatever the pool rule adds
-//! ([`evaluate_blocked`]). The node cache keeps the index current (`sources::node_cache`).
+//! ([`evaluate_blocked`]). The node cache keeps the index current (`access::node_cache`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

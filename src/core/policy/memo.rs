@@ -3,7 +3,7 @@
 //! looks the answer up for the other nodes.
 //!
 //! Correct whatever the allocation: keys are equal when the text is. Fast when strings are
-//! shared: the node cache interns image references (`sources::node_cache` builds every node
+//! shared: the node cache interns image references (`access::node_cache` builds every node
 //! through one [`crate::core::node::Interner`]), so nodes on one image hold one allocation and
 //! the address comparison that comes first decides without reading the text; strings from
 //! anywhere else (a dump decodes each node on its own) are compared by text.

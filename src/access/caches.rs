@@ -24,16 +24,16 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
+use crate::access::error::{FreshError, NotReady};
+use crate::access::live;
+use crate::access::node_cache::NodeCache;
+use crate::access::view::{ClusterView, Fresh, FreshNodes};
+use crate::access::watch::{Retry, WatchHealth};
 use crate::core::cluster::{ClusterVersion, Machine};
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeMeta;
 use crate::core::policy::PolicyMode;
 use crate::core::snapshot::Snapshot;
-use crate::sources::error::{FreshError, NotReady};
-use crate::sources::live;
-use crate::sources::node_cache::NodeCache;
-use crate::sources::view::{ClusterView, Fresh, FreshNodes};
-use crate::sources::watch::{Retry, WatchHealth};
 
 /// A kind the caches hold: the name metrics, logs and `/readyz` give it, and whether the guard
 /// decides without it. An optional kind (absent on many clusters: no Machine API on
@@ -67,7 +67,7 @@ const BUILDS: Kind = Kind::required("machineosbuilds");
 const POOLS: Kind = Kind::required("machineconfigpools");
 const MACHINES: Kind = Kind::optional("machines");
 const VERSIONS: Kind = Kind::optional("clusterversions");
-/// The node cache, which is not a reflector (`sources::node_cache`).
+/// The node cache, which is not a reflector (`access::node_cache`).
 const NODES: Kind = Kind::required("nodes");
 
 /// What every cache reports (each kind's reflector, and the node cache), so readiness,

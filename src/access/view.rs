@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+use crate::access::error::{FreshError, NotReady};
 use crate::core::node::NodeMeta;
 use crate::core::policy::{self, Deletion, PolicyMode};
 use crate::core::snapshot::Snapshot;
-use crate::sources::error::{FreshError, NotReady};
 
 /// A source of snapshots for admission decisions.
 pub trait ClusterView: Send + Sync + 'static {
@@ -63,7 +63,7 @@ pub struct Fresh {
 #[derive(Debug, Default)]
 pub enum FreshNodes {
     /// In the view's node cache, which has applied every node change committed before the read
-    /// started (the fence, see [`crate::sources::node_cache`]): read them with [`ClusterView::nodes`].
+    /// started (the fence, see [`crate::access::node_cache`]): read them with [`ClusterView::nodes`].
     #[default]
     Cached,
     /// Listed now.
