@@ -49,7 +49,7 @@ pub fn matches<L: Labels + ?Sized>(selector: &LabelSelector, labels: &L) -> bool
 
 /// What `metav1.LabelSelectorAsSelector` makes of a selector.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Checked {
+pub enum Validity {
     /// No requirements: MCO's pools then select nothing (`selector.Empty()`).
     Empty,
     Valid,
@@ -59,12 +59,12 @@ pub enum Checked {
 }
 
 /// Checks a selector as `metav1.LabelSelectorAsSelector` does.
-pub fn check(selector: &LabelSelector) -> Checked {
+pub fn check(selector: &LabelSelector) -> Validity {
     let mut any = false;
     for (key, value) in selector.match_labels.iter().flatten() {
         any = true;
         if let Err(e) = valid_key(key).and_then(|()| valid_value(value)) {
-            return Checked::Invalid(e);
+            return Validity::Invalid(e);
         }
     }
     for e in selector.match_expressions.iter().flatten() {
@@ -77,15 +77,15 @@ pub fn check(selector: &LabelSelector) -> Checked {
             _ => Some("is not a known operator"),
         };
         if let Some(p) = problem {
-            return Checked::Invalid(format!("operator {:?} on {:?} {p}", e.operator, e.key));
+            return Validity::Invalid(format!("operator {:?} on {:?} {p}", e.operator, e.key));
         }
         if let Err(err) =
             valid_key(&e.key).and_then(|()| values.iter().try_for_each(|v| valid_value(v)))
         {
-            return Checked::Invalid(err);
+            return Validity::Invalid(err);
         }
     }
-    if any { Checked::Valid } else { Checked::Empty }
+    if any { Validity::Valid } else { Validity::Empty }
 }
 
 /// A label key: an optional DNS subdomain prefix and `/`, then a name of 1 to 63 characters.
@@ -210,20 +210,20 @@ mod tests {
             ..Default::default()
         };
         let cases = [
-            (LabelSelector::default(), Checked::Empty),
+            (LabelSelector::default(), Validity::Empty),
             (
                 LabelSelector {
                     match_labels: Some(BTreeMap::new()),
                     match_expressions: Some(vec![]),
                 },
-                Checked::Empty,
+                Validity::Empty,
             ),
-            (ml("node-role.kubernetes.io/worker", ""), Checked::Valid),
+            (ml("node-role.kubernetes.io/worker", ""), Validity::Valid),
             (
                 expr("node-role.kubernetes.io/infra", "Exists", &[]),
-                Checked::Valid,
+                Validity::Valid,
             ),
-            (expr("a", "In", &["x"]), Checked::Valid),
+            (expr("a", "In", &["x"]), Validity::Valid),
         ];
         for (i, (sel, want)) in cases.into_iter().enumerate() {
             assert_eq!(check(&sel), want, "case {i}");
@@ -238,7 +238,7 @@ mod tests {
             ml("Upper.Case/a", ""),
             ml(&"x".repeat(64), ""),
         ] {
-            assert!(matches!(check(&bad), Checked::Invalid(_)), "{bad:?}");
+            assert!(matches!(check(&bad), Validity::Invalid(_)), "{bad:?}");
         }
     }
 }

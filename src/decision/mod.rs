@@ -28,11 +28,10 @@ pub use modes::{DeletionMode, Enforcement};
 /// A verdict confirmed as far as the guard could.
 #[derive(Debug)]
 pub enum Checked {
-    /// Settled without a fresh read: an override lets it through, it is a build MCO deletes no
-    /// image for, or the cache refuses it and the read failed.
+    /// Decided: on a fresh read (the cache's verdict confirmed or overturned), or without one
+    /// when an override lets it through, it is a build MCO deletes no image for, or the cache
+    /// refuses it and the read failed.
     Decided(Verdict),
-    /// Decided on a fresh read (the cache's verdict confirmed or overturned).
-    Confirmed(Verdict),
     /// A would-be allow that the fresh read could not confirm.
     Unverified { cached: Verdict, why: FreshError },
 }
@@ -136,7 +135,7 @@ impl<V: ClusterView> Engine<V> {
                     (false, true) => "refusal-overturned",
                 };
                 self.metrics.confirmation(result);
-                Checked::Confirmed(verdict)
+                Checked::Decided(verdict)
             }
             failed => {
                 self.metrics.confirmation("failed");

@@ -154,8 +154,8 @@ fn engine(states: Vec<Snapshot>, window: Duration) -> Engine<Scripted> {
 
 fn confirmed(checked: Checked) -> Verdict {
     match checked {
-        Checked::Confirmed(v) => v,
-        other => panic!("not decided on a fresh read: {other:?}"),
+        Checked::Decided(v) => v,
+        other => panic!("not decided: {other:?}"),
     }
 }
 

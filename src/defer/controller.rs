@@ -227,7 +227,7 @@ async fn reconcile<V: ClusterView>(
         None
     };
     let verdict = match &checked {
-        Some(Checked::Decided(v) | Checked::Confirmed(v)) => Some(v),
+        Some(Checked::Decided(v)) => Some(v),
         Some(Checked::Unverified { why, .. }) => {
             tracing::warn!(%name, %why, "cannot verify a deferred deletion; keeping the finalizer");
             None

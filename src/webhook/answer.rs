@@ -235,7 +235,7 @@ impl Answer {
                 why_refused,
             } => {
                 let answer = match checked {
-                    Checked::Decided(verdict) | Checked::Confirmed(verdict) => {
+                    Checked::Decided(verdict) => {
                         Self::from_verdict(&verdict)
                     }
                     Checked::Unverified { cached, why } => {

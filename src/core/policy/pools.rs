@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::core::model::{LABEL_NODE_OS, MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeImages;
 use crate::core::node::NodeMeta;
-use crate::core::selector::{self, Checked, Labels};
+use crate::core::selector::{self, Validity, Labels};
 use crate::core::snapshot::Snapshot;
 
 use super::images::GuardedImages;
@@ -48,9 +48,9 @@ impl<'p> Membership<'p> {
                 continue; // nil selects nothing (`labels.Nothing()`)
             };
             match selector::check(sel) {
-                Checked::Invalid(_) => invalid = true,
-                Checked::Empty => {}
-                Checked::Valid => usable.push((pool.as_ref(), sel)),
+                Validity::Invalid(_) => invalid = true,
+                Validity::Empty => {}
+                Validity::Valid => usable.push((pool.as_ref(), sel)),
             }
         }
         Membership {
