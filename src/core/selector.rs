@@ -85,7 +85,11 @@ pub fn check(selector: &LabelSelector) -> Validity {
             return Validity::Invalid(err);
         }
     }
-    if any { Validity::Valid } else { Validity::Empty }
+    if any {
+        Validity::Valid
+    } else {
+        Validity::Empty
+    }
 }
 
 /// A label key: an optional DNS subdomain prefix and `/`, then a name of 1 to 63 characters.

@@ -2,11 +2,12 @@
 //! whichever way it went; concurrent requests share the read ([`coalesce`]) and, for the same
 //! target, the decisions: the cached one while it runs, and the one on the read
 //! ([`confirmation`], [`sharing`]). The admission review and the finalizer controller both
-//! decide through [`Engine::check`]; what they do with the verdict (answer a request, release a
-//! finalizer) is theirs.
+//! decide through [`Engine::check`]; what they do with the verdict (answer a request, remove a
+//! finalizer) is theirs. `/metrics`' cluster gauges are the engine's too ([`gauges`]).
 
 pub mod coalesce;
 pub mod confirmation;
+mod gauges;
 pub mod modes;
 pub mod sharing;
 #[cfg(test)]

@@ -13,8 +13,6 @@ use axum::routing::{get, post};
 use tower_http::timeout::TimeoutLayer;
 
 use crate::access::view::ClusterView;
-use crate::core::policy::Deletion;
-use crate::core::recovery::stuck::stuck_per_pool;
 use crate::decision::Engine;
 use crate::server::probes::{self, Readiness};
 use crate::webhook::admission::{self, Admission};
@@ -75,20 +73,7 @@ pub fn ops_router<V: ClusterView>(engine: Arc<Engine<V>>, readiness: Readiness) 
 }
 
 fn metrics<V: ClusterView>(engine: &Engine<V>, readiness: &Readiness) -> Response {
-    let view = &engine.view;
-    let mut objects = view.objects();
-    engine.metrics.release_rules(&objects.rules());
-    engine
-        .metrics
-        .deletion_blocked(objects.machine_os_configs.iter().map(|mosc| {
-            let v = engine.cached(Deletion::MachineOSConfig(mosc));
-            (mosc.name().to_string(), v.blocked_by())
-        }));
-    objects.nodes = view.unreached_nodes();
-    engine.metrics.nodes_stuck(stuck_per_pool(&objects));
-    let body = engine
-        .metrics
-        .render(&view.sizes(), &view.stale(), readiness.check().is_ok());
+    let body = engine.render_metrics(readiness.check().is_ok());
     (
         [(
             header::CONTENT_TYPE,
