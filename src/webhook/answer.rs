@@ -235,9 +235,7 @@ impl Answer {
                 why_refused,
             } => {
                 let answer = match checked {
-                    Checked::Decided(verdict) => {
-                        Self::from_verdict(&verdict)
-                    }
+                    Checked::Decided(verdict) => Self::from_verdict(&verdict),
                     Checked::Unverified { cached, why } => {
                         let why = why.to_string();
                         if let Some(reason) = cached.override_reason.as_deref() {

@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::core::model::{LABEL_NODE_OS, MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeImages;
 use crate::core::node::NodeMeta;
-use crate::core::selector::{self, Validity, Labels};
+use crate::core::selector::{self, Labels, Validity};
 use crate::core::snapshot::Snapshot;
 
 use super::images::GuardedImages;
