@@ -227,11 +227,13 @@ mod tests {
     }
 
     /// Applies a patch to an object whose metadata is `meta` and returns the finalizers after.
-    fn apply(meta: &ObjectMeta, patch: &json_patch::Patch) -> Result<Option<Vec<String>>, String> {
+    fn apply(
+        meta: &ObjectMeta,
+        patch: &json_patch::Patch,
+    ) -> Result<Option<Vec<String>>, Box<dyn std::error::Error>> {
         let mut doc = json!({"metadata": meta});
-        json_patch::patch(&mut doc, patch).map_err(|e| e.to_string())?;
-        let after: ObjectMeta =
-            serde_json::from_value(doc["metadata"].clone()).map_err(|e| e.to_string())?;
+        json_patch::patch(&mut doc, patch)?;
+        let after: ObjectMeta = serde_json::from_value(doc["metadata"].clone())?;
         Ok(after.finalizers)
     }
 
