@@ -19,10 +19,10 @@ use criterion::{BenchmarkId, Criterion};
 use mosc_guard::core::model::{MachineOSConfig, node_annotations};
 use mosc_guard::core::node::NodeMeta;
 use mosc_guard::core::node::{Interner, WireNode};
+use mosc_guard::core::policy::NodeIndex;
 use mosc_guard::core::policy::{Deletion, PolicyMode, Verdict, evaluate, evaluate_indexed};
 use mosc_guard::core::recovery::stuck::stuck_per_pool;
 use mosc_guard::core::snapshot::Snapshot;
-use mosc_guard::sources::node_index::NodeIndex;
 use serde_json::json;
 
 /// Counts live heap bytes so the bench can report what a snapshot holds.
@@ -174,7 +174,7 @@ fn indexed(
     mosc: &MachineOSConfig,
     mode: PolicyMode,
 ) -> Verdict {
-    // As `serve` does (`Reviewer::cached`): candidate names from the index, nodes from the
+    // As `serve` does (`Engine::cached`): candidate names from the index, nodes from the
     // store, or every node when the policy needs them all.
     evaluate_indexed(
         objects,

@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use mosc_guard::sources::dump::load_dir;
+use mosc_guard::access::dump::load_dir;
 use serde_json::{Value, json};
 
 /// Target size of each file (3 MB, the size the slow case was measured at).

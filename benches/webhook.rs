@@ -11,14 +11,14 @@ use axum::Router;
 use axum::response::Json;
 use axum::routing::post;
 use criterion::Criterion;
+use mosc_guard::access::view::StaticView;
 use mosc_guard::core::policy::PolicyMode;
 use mosc_guard::core::snapshot::Snapshot;
 use mosc_guard::decision::Engine;
 use mosc_guard::server::listener::{self, Limits};
 use mosc_guard::server::tls::{CertFiles, ReloadingResolver};
-use mosc_guard::sources::view::StaticView;
 use mosc_guard::telemetry::metrics::Metrics;
-use mosc_guard::webhook::review::Reviewer;
+use mosc_guard::webhook::admission::Admission;
 use mosc_guard::webhook::routes;
 use serde_json::{Value, json};
 use testkit::pki::Pki;
@@ -116,15 +116,15 @@ fn main() {
     })
     .expect("certificate");
     let tls = Arc::new(resolver.server_config(None).expect("tls"));
-    let reviewer = Reviewer::new(Engine::new(
+    let admission = Admission::new(Engine::new(
         StaticView(Arc::new(cluster())),
         PolicyMode::InFlight,
         Arc::new(Metrics::default()),
         Duration::from_secs(5),
     ));
-    let readiness = routes::readiness(&reviewer);
+    let readiness = routes::readiness(admission.engine());
     let guard_url = rt.block_on(serve(
-        routes::router(reviewer, Duration::from_secs(5), readiness),
+        routes::router(admission, Duration::from_secs(5), readiness),
         Arc::clone(&tls),
     ));
     let noop_url = rt.block_on(serve(Router::new().route("/validate", post(noop)), tls));

@@ -8,7 +8,7 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     // Before any thread starts: the arena limit applies to threads created afterwards.
-    mosc_guard::sources::memory::tune_allocator();
+    mosc_guard::access::memory::tune_allocator();
     let cli = Cli::parse();
     // Logs go to stderr; `check` keeps quiet unless asked (RUST_LOG), `serve` logs at info.
     // kube's client logs connection failures itself; `check` reports them as its error.
@@ -16,7 +16,7 @@ fn main() -> ExitCode {
         Command::Serve(_) => "info",
         Command::Check(_) => "warn,kube_client=off",
         Command::Certs(_) => "warn",
-        Command::ReleaseFinalizers(_) | Command::Recover(_) => "warn,kube_client=off",
+        Command::RemoveFinalizers(_) | Command::Recover(_) => "warn,kube_client=off",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let fmt = tracing_subscriber::fmt()
@@ -44,7 +44,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => cli::serve(args).await,
             Command::Check(args) => cli::check(args).await,
             Command::Certs(args) => cli::certs(args),
-            Command::ReleaseFinalizers(args) => cli::release_finalizers(args).await,
+            Command::RemoveFinalizers(args) => cli::remove_finalizers(args).await,
             Command::Recover(args) => cli::recover(args).await,
         }
     })

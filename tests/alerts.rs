@@ -16,7 +16,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use mosc_guard::telemetry::metrics::{Metrics, Outcome};
+use mosc_guard::core::outcome::Outcome;
+use mosc_guard::telemetry::metrics::Metrics;
 use testkit::manifests::render;
 use testkit::markdown::heading_anchors;
 
@@ -162,7 +163,7 @@ fn every_alert_is_tested_firing_and_quiet() {
 /// them first).
 fn exported_metrics() -> BTreeSet<String> {
     let metrics = Metrics::default();
-    metrics.decision("machineosconfigs", Outcome::unverified, 0.001);
+    metrics.decision("machineosconfigs", Outcome::Unverified, 0.001);
     for result in ["confirmed", "overturned", "failed"] {
         metrics.confirmation(result);
     }

@@ -15,7 +15,9 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use mosc_guard::telemetry::metrics::{Blocked, Metrics, Mutation, Outcome};
+use mosc_guard::core::outcome::{Mutation, Outcome};
+use mosc_guard::core::policy::Blocked;
+use mosc_guard::telemetry::metrics::Metrics;
 use testkit::manifests::render;
 
 /// The dashboard as each openshift overlay renders it (the same in all).
@@ -73,12 +75,12 @@ fn panels(board: &Value) -> Vec<&Value> {
 /// Sample names the guard's /metrics can carry (every family given a series first).
 fn exported() -> BTreeSet<String> {
     let m = Metrics::default();
-    m.decision("machineosconfigs", Outcome::would_deny, 0.001);
+    m.decision("machineosconfigs", Outcome::WouldDeny, 0.001);
     m.confirmation("failed");
     m.confirmation_nodes("list");
-    m.mutation(Mutation::added);
-    m.released(mosc_guard::core::finalizer::ReleaseReason::Settled, 5.0);
-    m.controller_error(mosc_guard::telemetry::metrics::Failure::conflict);
+    m.mutation(Mutation::Added);
+    m.finalizer_removed(mosc_guard::core::finalizer::RemovalReason::Settled, 5.0);
+    m.controller_error(mosc_guard::core::finalizer::Failure::Conflict);
     m.deletion_blocked([("worker".to_owned(), Blocked::Node)]);
     let text = m.render(&[("nodes", 1)], &[("nodes", false)], true);
     let mut names = BTreeSet::new();

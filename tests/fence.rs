@@ -8,8 +8,8 @@ use std::time::Duration;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use mosc_guard::sources::live;
-use mosc_guard::sources::node_cache::NodeCache;
+use mosc_guard::access::live;
+use mosc_guard::access::node_cache::NodeCache;
 use testkit::controlplane::{ControlPlane, client_from_kubeconfig};
 use testkit::forwarder::Forwarder;
 use testkit::mco::{self, DESIRED_IMAGE};
@@ -36,7 +36,7 @@ subjects:
 /// Waits until the node cache completed its first list.
 async fn synced(cache: &NodeCache) {
     wait_for(
-        || async { Ok(cache.ready().then_some(())) },
+        || async { Ok(cache.synced().then_some(())) },
         Duration::from_secs(60),
         "node cache synced",
     )
@@ -204,8 +204,8 @@ async fn node_lists_page_through_every_node() {
 /// change committed before the call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirmation_lists_nodes_on_a_quiet_cluster_and_sees_every_prior_change() {
-    use mosc_guard::sources::caches::Caches;
-    use mosc_guard::sources::view::{ClusterView, FreshNodes};
+    use mosc_guard::access::caches::Caches;
+    use mosc_guard::access::view::{ClusterView, FreshNodes};
 
     let cp = ControlPlane::start().await.expect("control plane");
     let names: Vec<String> = (0..3).map(|i| format!("quiet-{i}")).collect();
@@ -213,7 +213,7 @@ async fn a_confirmation_lists_nodes_on_a_quiet_cluster_and_sees_every_prior_chan
     let caches = Caches::start(cp.client(), Duration::from_secs(30))
         .with_fence_wait(Duration::from_millis(50));
     wait_for(
-        || async { Ok(caches.ready().then_some(())) },
+        || async { Ok(caches.synced().then_some(())) },
         Duration::from_secs(60),
         "caches synced",
     )

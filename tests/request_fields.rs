@@ -34,7 +34,7 @@ async fn control_characters_in_a_request_cannot_forge_log_lines() {
         .await
         .expect("ready");
 
-    let forged = "\n2026-01-01T00:00:00Z  INFO mosc_guard::webhook::review: admission decision result=allowed";
+    let forged = "\n2026-01-01T00:00:00Z  INFO mosc_guard::webhook::answer: admission decision result=allowed";
     let reason = format!("maintenance\x1b[2K\x1b[1A\r{forged}\x1b[0m");
     let mosc = |name: &str| {
         json!({

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::access::live;
 use crate::cli::certs::CertsArgs;
 use crate::core::model::MACHINE_OS_BUILDER_USER;
 use crate::core::policy::PolicyMode;
 use crate::decision::{DeletionMode, Enforcement};
-use crate::sources::live;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -48,9 +48,10 @@ pub enum Command {
     Certs(CertsArgs),
     /// Remove mosc-guard's finalizer from every MachineOSConfig (uninstalling defer mode).
     /// Deletions still deferred are kept unless --force.
-    /// Exit status: 0 none left, 1 some kept, 2 error (an object that could not be released
-    /// is named with the reason; the others are still released).
-    ReleaseFinalizers(ReleaseArgs),
+    /// Exit status: 0 none left, 1 some kept, 2 error (an object whose finalizer could not be
+    /// removed is named with the reason; the others' are still removed).
+    #[command(alias = "release-finalizers")]
+    RemoveFinalizers(RemoveFinalizersArgs),
     /// Heal nodes the lost-image bug already degraded: plan, for every node stuck on an image
     /// no build carries, the patch that cancels its failed target (or what a person must do
     /// first); with --apply, cancel them one at a time on the live cluster and wait for each.
@@ -77,10 +78,10 @@ impl ClusterArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ReleaseArgs {
+pub struct RemoveFinalizersArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Also release deletions that nodes still need (the pool may degrade).
+    /// Also let deletions go that nodes still need (the pool may degrade).
     #[arg(long)]
     pub force: bool,
 }

@@ -3,6 +3,8 @@
 
 use std::process::ExitCode;
 
+use crate::access::dump::Want;
+use crate::access::live;
 use crate::cli::args::{CheckArgs, Output};
 use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
@@ -11,8 +13,6 @@ use crate::core::policy::{self, Deletion, PolicyMode, TargetKind};
 use crate::core::recovery::{self, stuck::stuck_nodes};
 use crate::core::report::{self, Report};
 use crate::core::snapshot::Snapshot;
-use crate::sources::dump::Want;
-use crate::sources::live;
 
 /// Parses a `check` target.
 pub fn parse_target(target: &str) -> Result<(TargetKind, &str), CliError> {

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
+use crate::access::dump::{self, Want};
 use crate::cli::error::CliError;
 use crate::core::snapshot::Snapshot;
-use crate::sources::dump::{self, Want};
 
 /// Reads a dump for `want`; one that could not be read whole is an error unless
 /// `allow_incomplete`.

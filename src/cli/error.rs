@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
+use crate::access::dump::DumpError;
+use crate::access::live::LiveError;
 use crate::core::policy::TargetKind;
-use crate::defer::release::ReleaseError;
+use crate::defer::uninstall::UninstallError;
 use crate::server::tls::TlsError;
-use crate::sources::dump::DumpError;
-use crate::sources::live::LiveError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -63,7 +63,7 @@ pub enum CliError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Release(#[from] ReleaseError),
+    Uninstall(#[from] UninstallError),
     #[error("encoding the report: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -72,8 +72,8 @@ pub enum CliError {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
     #[error(
-        "--deletion-mode defer needs --policy in-flight: under in-use a settled pool's \
-         MachineOSConfig would never be released (its nodes run the image until it is deleted)"
+        "--deletion-mode defer needs --policy in-flight: under in-use the finalizer would never \
+         leave a settled pool's MachineOSConfig (its nodes run the image until it is deleted)"
     )]
     DeferNeedsInFlight,
     #[error(

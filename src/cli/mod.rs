@@ -8,12 +8,12 @@ mod dump;
 pub mod error;
 mod notes;
 pub mod recover;
-pub mod release;
 pub mod serve;
+pub mod uninstall;
 
 pub use args::{Cli, Command, LogFormat};
 pub use certs::certs;
 pub use check::check;
 pub use recover::recover;
-pub use release::release_finalizers;
 pub use serve::serve;
+pub use uninstall::remove_finalizers;

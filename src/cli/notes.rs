@@ -2,7 +2,7 @@
 //! a dump's skipped files, what could not be read whole and disagreeing copies; the APIs a live
 //! cluster does not serve.
 
-use crate::sources::dump::Loaded;
+use crate::access::dump::Loaded;
 
 /// A dump's notes.
 pub(super) fn of_dump(loaded: &Loaded) -> Vec<String> {

@@ -1,6 +1,6 @@
 //! `serve`: the flags validated into a [`ServeConfig`] (where the rules between flags live),
-//! then the webhook wired from it: TLS, listeners, the caches or a dump, the reviewer, and in
-//! both modes the Lease-holder's finalizer controller.
+//! then the webhook wired from it: TLS, listeners, the caches or a dump, one engine and the
+//! admission webhook over it, and in both modes the Lease-holder's finalizer controller.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::access::caches::Caches;
+use crate::access::view::{ClusterView, ReleaseOverride, StaticView};
 use crate::cli::args::{ClusterArgs, ServeArgs};
 use crate::cli::dump::load_static;
 use crate::cli::error::{CliError, ConfigError};
@@ -20,12 +22,9 @@ use crate::defer::leader::{self, LeaseSettings};
 use crate::server::listener::{self, ConnectionLimits, Limits};
 use crate::server::probes;
 use crate::server::tls::{CertFiles, ReloadingResolver};
-use crate::sources::caches::Caches;
-use crate::sources::view::{ClusterView, ReleaseOverride, StaticView};
 use crate::telemetry::events::Events;
 use crate::telemetry::metrics::Metrics;
-use crate::webhook::mco_users::McoUsers;
-use crate::webhook::review::Reviewer;
+use crate::webhook::admission::{Admission, McoUsers};
 use crate::webhook::routes;
 
 /// Where `serve` reads the cluster from.
@@ -39,7 +38,7 @@ pub enum Source {
     },
 }
 
-/// `serve`'s flags, validated: durations as durations, the sources seam chosen, and the
+/// `serve`'s flags, validated: durations as durations, the access seam chosen, and the
 /// combinations that cannot work refused before anything starts.
 #[derive(Debug)]
 pub struct ServeConfig {
@@ -193,64 +192,66 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
     match &config.source {
         Source::Live(cluster) => {
             let client = cluster.client().await?;
-            run_live(&config, client, metrics, listeners).await;
+            let events = Events::new(client.clone(), &config.identity);
+            let caches = Caches::start(client.clone(), config.stale_after)
+                .with_fence_wait(config.fence_wait);
+            let admission = admission(&config, caches, metrics).with_events(events.clone());
+            run_live(&config, client, events, admission, listeners).await;
         }
         Source::Dir {
             path,
             allow_incomplete,
         } => {
             let snapshot = load_static(path, *allow_incomplete)?;
-            let view = ReleaseOverride::new(StaticView(Arc::new(snapshot)), config.release.clone());
-            let engine = Engine::new(view, config.policy, metrics, config.confirm_timeout)
-                .with_confirm_batch_window(config.confirm_batch_window);
-            let reviewer = Reviewer::new(engine)
-                .with_enforcement(config.enforcement)
-                .with_mco_users(config.mco_users.clone());
-            serve_and_drain(Arc::new(reviewer), listeners, &config, shutdown_signal()).await;
+            let admission = admission(&config, StaticView(Arc::new(snapshot)), metrics);
+            serve_and_drain(Arc::new(admission), listeners, &config, shutdown_signal()).await;
         }
     }
     Ok(())
 }
 
-/// Serving from the caches, with the Lease holder's finalizer controller: in defer mode it adds
-/// and releases the finalizer; in deny mode it only releases finalizers left from defer mode,
-/// so switching modes strands no MachineOSConfig.
-async fn run_live(
+/// The admission webhook deciding from `view` as the flags say: its engine is the one the
+/// finalizer controller shares.
+fn admission<V: ClusterView>(
     config: &ServeConfig,
-    client: kube::Client,
+    view: V,
     metrics: Arc<Metrics>,
-    listeners: Listeners,
-) {
-    let events = Events::new(client.clone(), &config.identity);
-    let caches = ReleaseOverride::new(
-        Caches::start(client.clone(), config.stale_after).with_fence_wait(config.fence_wait),
-        config.release.clone(),
-    );
-    let engine = Engine::new(
-        caches,
-        config.policy,
-        Arc::clone(&metrics),
-        config.confirm_timeout,
-    )
-    .with_confirm_batch_window(config.confirm_batch_window);
-    let mut reviewer = Reviewer::new(engine)
+) -> Admission<ReleaseOverride<V>> {
+    let view = ReleaseOverride::new(view, config.release.clone());
+    let engine = Engine::new(view, config.policy, metrics, config.confirm_timeout)
+        .with_confirm_batch_window(config.confirm_batch_window);
+    let admission = Admission::new(engine)
         .with_deletion_mode(config.deletion_mode)
         .with_enforcement(config.enforcement)
-        .with_mco_users(config.mco_users.clone())
-        .with_events(events.clone());
+        .with_mco_users(config.mco_users.clone());
     if config.no_new_finalizers {
-        reviewer = reviewer.without_new_finalizers();
+        admission.without_new_finalizers()
+    } else {
+        admission
     }
-    let reviewer = Arc::new(reviewer);
+}
+
+/// Serving from the caches, with the Lease holder's finalizer controller: in defer mode it adds
+/// and removes the finalizer; in deny mode it only removes finalizers left from defer mode,
+/// so switching modes strands no MachineOSConfig.
+async fn run_live<V: ClusterView>(
+    config: &ServeConfig,
+    client: kube::Client,
+    events: Events,
+    admission: Admission<V>,
+    listeners: Listeners,
+) {
+    let admission = Arc::new(admission);
     let shutdown = CancellationToken::new();
     let settings = LeaseSettings::new(
         config.lease_namespace.clone(),
         config.lease_name.clone(),
         config.identity.clone(),
     );
-    let add = reviewer.adds_finalizers();
+    let add = admission.adds_finalizers();
     let election = {
-        let (engine, metrics) = (Arc::clone(reviewer.engine()), Arc::clone(&metrics));
+        let engine = Arc::clone(admission.engine());
+        let metrics = Arc::clone(&engine.metrics);
         tokio::spawn(leader::run(
             client.clone(),
             settings,
@@ -269,7 +270,7 @@ async fn run_live(
         ))
     };
     let signal = shutdown.clone();
-    serve_and_drain(reviewer, listeners, config, async move {
+    serve_and_drain(admission, listeners, config, async move {
         shutdown_signal().await;
         // The controller stops and gives the Lease up at once; serving goes on.
         signal.cancel();
@@ -289,7 +290,7 @@ async fn run_live(
 /// shutdown delay, in-flight requests finished). The ops listener answers until the webhook
 /// server has stopped.
 async fn serve_and_drain<V: ClusterView>(
-    reviewer: Arc<Reviewer<V>>,
+    admission: Arc<Admission<V>>,
     listeners: Listeners,
     config: &ServeConfig,
     signal: impl std::future::Future<Output = ()>,
@@ -299,19 +300,16 @@ async fn serve_and_drain<V: ClusterView>(
         ops: (ops_listener, ops_tls),
     } = listeners;
     let limits = &config.limits;
-    let readiness = routes::readiness(&reviewer);
+    let engine = Arc::clone(admission.engine());
+    let readiness = routes::readiness(&engine);
     let ops_stop = CancellationToken::new();
     let ops = async {
         if let Some(ops_listener) = ops_listener {
-            let app = routes::ops_router(Arc::clone(&reviewer), readiness.clone());
+            let app = routes::ops_router(engine, readiness.clone());
             listener::serve(ops_listener, ops_tls, app, limits, ops_stop.cancelled()).await;
         }
     };
-    let app = routes::router(
-        Arc::clone(&reviewer),
-        limits.request_timeout,
-        readiness.clone(),
-    );
+    let app = routes::router(admission, limits.request_timeout, readiness.clone());
     let drained = probes::drain_after(signal, readiness.clone(), config.shutdown_delay);
     let main = async {
         listener::serve(listener, tls, app, limits, drained).await;

@@ -1,7 +1,7 @@
 //! Deferred deletion's functional core: the finalizer, the JSON patches that add or remove
 //! exactly it, and what the finalizer controller should do with one MachineOSConfig.
 //!
-//! Pure: the mutating webhook, the controller and `release-finalizers` apply these plans;
+//! Pure: the mutating webhook, the controller and `remove-finalizers` apply these plans;
 //! nothing here performs I/O.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::core::model::OVERRIDE_ANNOTATION;
 use crate::core::policy::Verdict;
 
-/// Held on every MachineOSConfig in defer mode; released once no node still needs its images.
+/// Held on every MachineOSConfig in defer mode; removed once no node still needs its images.
 pub const FINALIZER: &str = "mosc-guard.dev/wait-for-rollout";
 
 /// Whether the object carries our finalizer.
@@ -49,18 +49,10 @@ pub fn add_patch(meta: &ObjectMeta, resource_version: Option<&str>) -> Option<js
 
 /// The JSON patch that removes our finalizer and nothing else (the index is tested first, so
 /// a concurrent change to the list cannot make it remove another finalizer), or `None` when
-/// the object does not carry it.
+/// the object does not carry it. With `override_reason` it also sets the override annotation,
+/// so the validating webhook (which decides a finalizer's removal from an object being deleted
+/// as its deletion) lets a forced removal through and the reason is on record.
 pub fn remove_patch(
-    meta: &ObjectMeta,
-    resource_version: Option<&str>,
-) -> Option<json_patch::Patch> {
-    release_patch(meta, resource_version, None)
-}
-
-/// [`remove_patch`], also setting the override annotation to `override_reason` when given, so
-/// the validating webhook (which decides a finalizer's removal from an object being deleted
-/// as its deletion) lets a forced release through and the reason is on record.
-pub fn release_patch(
     meta: &ObjectMeta,
     resource_version: Option<&str>,
     override_reason: Option<&str>,
@@ -101,18 +93,59 @@ pub enum Step {
     /// Nothing to do (protected and live, or not ours to hold).
     Idle,
     /// Being deleted and safe now (or overridden): remove the finalizer.
-    Release(ReleaseReason),
+    Remove(RemovalReason),
     /// Being deleted while nodes still need its images: keep holding.
     Wait { blocking_nodes: Vec<String> },
 }
 
 /// Why a held deletion was let go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReleaseReason {
+pub enum RemovalReason {
     /// The rollout settled: no node still needs an image of it.
     Settled,
     /// The override annotation was set.
     Overridden,
+}
+
+impl RemovalReason {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            RemovalReason::Settled => "settled",
+            RemovalReason::Overridden => "overridden",
+        }
+    }
+}
+
+/// What kind of failure a finalizer patch met: the controller decides its retry from it, and
+/// counts it under [`Failure::label`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// A write based on a stale read (409, or a failed resourceVersion test): expected now and
+    /// then, retried at once.
+    Conflict,
+    /// 422 on an object that did not change: the API server (a CRD rule, an admission
+    /// policy, another webhook) rejects the update itself; retrying at once cannot help.
+    Invalid,
+    /// 401/403: RBAC.
+    Forbidden,
+    /// No answer within the patch deadline.
+    Timeout,
+    /// Anything else (other status codes, connection errors).
+    Other,
+}
+
+impl Failure {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Failure::Conflict => "conflict",
+            Failure::Invalid => "invalid",
+            Failure::Forbidden => "forbidden",
+            Failure::Timeout => "timeout",
+            Failure::Other => "other",
+        }
+    }
 }
 
 /// Plans the controller's step. `verdict` is the confirmed policy verdict for deleting it,
@@ -123,8 +156,8 @@ pub fn plan(meta: &ObjectMeta, verdict: Option<&Verdict>, add_finalizers: bool) 
         (false, false) if add_finalizers => Step::Protect,
         (false, _) | (true, false) => Step::Idle,
         (true, true) => match verdict {
-            Some(v) if v.allowed && v.overridden() => Step::Release(ReleaseReason::Overridden),
-            Some(v) if v.allowed => Step::Release(ReleaseReason::Settled),
+            Some(v) if v.allowed && v.overridden() => Step::Remove(RemovalReason::Overridden),
+            Some(v) if v.allowed => Step::Remove(RemovalReason::Settled),
             Some(v) => Step::Wait {
                 blocking_nodes: waiting_for(v),
             },
@@ -145,7 +178,7 @@ fn waiting_for(v: &Verdict) -> Vec<String> {
         .collect()
 }
 
-/// What `release-finalizers` (uninstall) does with one MachineOSConfig.
+/// What `remove-finalizers` (uninstall) does with one MachineOSConfig.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Uninstall {
     /// It does not carry our finalizer.
@@ -158,7 +191,7 @@ pub enum Uninstall {
     Keep { blocking_nodes: Vec<String> },
 }
 
-/// Plans `release-finalizers` for one object; `verdict` is the live policy verdict for deleting
+/// Plans `remove-finalizers` for one object; `verdict` is the live policy verdict for deleting
 /// it (needed only when it is terminating).
 pub fn uninstall(meta: &ObjectMeta, verdict: Option<&Verdict>, force: bool) -> Uninstall {
     if !has(meta) {
@@ -194,11 +227,13 @@ mod tests {
     }
 
     /// Applies a patch to an object whose metadata is `meta` and returns the finalizers after.
-    fn apply(meta: &ObjectMeta, patch: &json_patch::Patch) -> Result<Option<Vec<String>>, String> {
+    fn apply(
+        meta: &ObjectMeta,
+        patch: &json_patch::Patch,
+    ) -> Result<Option<Vec<String>>, Box<dyn std::error::Error>> {
         let mut doc = json!({"metadata": meta});
-        json_patch::patch(&mut doc, patch).map_err(|e| e.to_string())?;
-        let after: ObjectMeta =
-            serde_json::from_value(doc["metadata"].clone()).map_err(|e| e.to_string())?;
+        json_patch::patch(&mut doc, patch)?;
+        let after: ObjectMeta = serde_json::from_value(doc["metadata"].clone())?;
         Ok(after.finalizers)
     }
 
@@ -230,17 +265,17 @@ mod tests {
     #[test]
     fn remove_takes_only_ours() {
         let m = meta(Some(&["a", FINALIZER, "b"]), true);
-        let patched = apply(&m, &remove_patch(&m, None).expect("patch")).expect("applies");
+        let patched = apply(&m, &remove_patch(&m, None, None).expect("patch")).expect("applies");
         assert_eq!(patched, Some(vec!["a".to_string(), "b".to_string()]));
-        assert!(remove_patch(&meta(Some(&["a"]), true), None).is_none());
+        assert!(remove_patch(&meta(Some(&["a"]), true), None, None).is_none());
     }
 
     #[test]
-    fn a_forced_release_records_the_override() {
+    fn a_forced_removal_records_the_override() {
         for annotations in [None, Some([("a".to_string(), "b".to_string())].into())] {
             let mut m = meta(Some(&[FINALIZER]), true);
             m.annotations = annotations;
-            let patch = release_patch(&m, None, Some("forced")).expect("patch");
+            let patch = remove_patch(&m, None, Some("forced")).expect("patch");
             let mut doc = json!({"metadata": m});
             json_patch::patch(&mut doc, &patch).expect("applies");
             assert_eq!(
@@ -254,7 +289,7 @@ mod tests {
     #[test]
     fn remove_fails_rather_than_removing_another_finalizer() {
         let seen = meta(Some(&["a", FINALIZER]), true);
-        let patch = remove_patch(&seen, None).expect("patch");
+        let patch = remove_patch(&seen, None, None).expect("patch");
         // Meanwhile someone removed "a": index 1 no longer holds our finalizer.
         let now = meta(Some(&[FINALIZER]), true);
         assert!(apply(&now, &patch).is_err());
@@ -312,7 +347,7 @@ mod tests {
         let held = meta(Some(&[FINALIZER]), true);
         assert_eq!(
             plan(&held, Some(&verdict(true, None, &[])), true),
-            Step::Release(ReleaseReason::Settled)
+            Step::Remove(RemovalReason::Settled)
         );
         assert_eq!(
             plan(
@@ -320,7 +355,7 @@ mod tests {
                 Some(&verdict(true, Some("ticket 7"), &["n1"])),
                 false
             ),
-            Step::Release(ReleaseReason::Overridden)
+            Step::Remove(RemovalReason::Overridden)
         );
         assert_eq!(
             plan(&held, Some(&verdict(false, None, &["n1", "n2"])), true),

@@ -193,7 +193,7 @@ pub fn deferred(v: &Verdict) -> String {
 /// The note of the DeletionDeferred Event: which nodes the finalizer waits for.
 pub fn deferred_note(v: &Verdict) -> String {
     let mut out = format!(
-        "Deletion deferred: {}; mosc-guard releases its finalizer ({}) when the rollout settles.",
+        "Deletion deferred: {}; mosc-guard removes its finalizer ({}) when the rollout settles.",
         headline(v),
         crate::core::finalizer::FINALIZER
     );
@@ -212,15 +212,15 @@ pub fn deferred_note(v: &Verdict) -> String {
     out
 }
 
-/// The note of the DeletionReleased Event.
-pub fn released_note(overridden_by: Option<&str>) -> String {
+/// The note of the DeletionReleased Event: the finalizer removed, the deletion completing.
+pub fn removed_note(overridden_by: Option<&str>) -> String {
     match overridden_by {
         Some(reason) => format!(
-            "Finalizer {} released by override ({OVERRIDE_ANNOTATION}=\"{reason}\"); the deletion completes now",
+            "Finalizer {} removed by override ({OVERRIDE_ANNOTATION}=\"{reason}\"); the deletion completes now",
             crate::core::finalizer::FINALIZER
         ),
         None => format!(
-            "No node still needs its images; finalizer {} released and the deletion completes now",
+            "No node still needs its images; finalizer {} removed and the deletion completes now",
             crate::core::finalizer::FINALIZER
         ),
     }
@@ -244,9 +244,9 @@ pub fn not_deferrable() -> String {
 }
 
 /// Added to a refusal of an UPDATE that takes the finalizer off a MachineOSConfig being deleted.
-pub fn finalizer_release() -> String {
+pub fn finalizer_removal() -> String {
     format!(
-        "\n(This update removes the finalizer {} from a MachineOSConfig being deleted, which completes its deletion now. mosc-guard releases it by itself when the rollout settles; `mosc-guard release-finalizers --force` or the override annotation release it earlier.)",
+        "\n(This update removes the finalizer {} from a MachineOSConfig being deleted, which completes its deletion now. mosc-guard removes it by itself when the rollout settles; `mosc-guard remove-finalizers --force` or the override annotation remove it earlier.)",
         crate::core::finalizer::FINALIZER
     )
 }

@@ -67,7 +67,7 @@ pub struct NameRef {
 }
 
 /// MachineOSConfig: opts one pool into image mode.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct MachineOSConfig {
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -77,7 +77,7 @@ pub struct MachineOSConfig {
     pub status: MachineOSConfigStatus,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSConfigSpec {
     #[serde(default)]
@@ -86,7 +86,7 @@ pub struct MachineOSConfigSpec {
     pub rendered_image_push_spec: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSConfigStatus {
     #[serde(default)]
@@ -96,7 +96,7 @@ pub struct MachineOSConfigStatus {
 }
 
 /// MachineOSBuild: one image build for one (MachineOSConfig, rendered config).
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct MachineOSBuild {
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -106,7 +106,7 @@ pub struct MachineOSBuild {
     pub status: MachineOSBuildStatus,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSBuildSpec {
     #[serde(default, rename = "machineOSConfig")]
@@ -119,7 +119,7 @@ pub struct MachineOSBuildSpec {
     pub rendered_image_push_spec: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSBuildStatus {
     #[serde(default)]
@@ -168,7 +168,7 @@ pub struct MachineConfigPoolStatus {
 }
 
 /// One entry of `status.conditions` (only what the policy reads).
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Condition {
     #[serde(default, rename = "type")]
     pub type_: String,

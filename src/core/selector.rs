@@ -3,6 +3,7 @@
 //! selector fails them.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
@@ -49,47 +50,89 @@ pub fn matches<L: Labels + ?Sized>(selector: &LabelSelector, labels: &L) -> bool
 
 /// What `metav1.LabelSelectorAsSelector` makes of a selector.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Checked {
+pub enum Validity {
     /// No requirements: MCO's pools then select nothing (`selector.Empty()`).
     Empty,
     Valid,
-    /// A requirement it refuses (an unknown operator, values where none belong or none where
-    /// some must, an invalid label key or value), with the reason.
-    Invalid(String),
+    /// A requirement it refuses, with the reason.
+    Invalid(InvalidRequirement),
+}
+
+/// A requirement of a selector that `metav1.LabelSelectorAsSelector` refuses.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidRequirement {
+    #[error("invalid label key {0:?}")]
+    Key(String),
+    #[error("invalid label value {0:?}")]
+    Value(String),
+    #[error("operator {operator:?} on {key:?} {problem}")]
+    Operator {
+        operator: String,
+        key: String,
+        problem: OperatorProblem,
+    },
+}
+
+/// What is wrong with a requirement's operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperatorProblem {
+    /// `In`/`NotIn` without values.
+    NoValues,
+    /// `Exists`/`DoesNotExist` with values.
+    Values,
+    Unknown,
+}
+
+impl fmt::Display for OperatorProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OperatorProblem::NoValues => "needs at least one value",
+            OperatorProblem::Values => "takes no values",
+            OperatorProblem::Unknown => "is not a known operator",
+        })
+    }
 }
 
 /// Checks a selector as `metav1.LabelSelectorAsSelector` does.
-pub fn check(selector: &LabelSelector) -> Checked {
+pub fn check(selector: &LabelSelector) -> Validity {
     let mut any = false;
     for (key, value) in selector.match_labels.iter().flatten() {
         any = true;
         if let Err(e) = valid_key(key).and_then(|()| valid_value(value)) {
-            return Checked::Invalid(e);
+            return Validity::Invalid(e);
         }
     }
     for e in selector.match_expressions.iter().flatten() {
         any = true;
         let values = e.values.as_deref().unwrap_or_default();
         let problem = match e.operator.as_str() {
-            "In" | "NotIn" if values.is_empty() => Some("needs at least one value"),
-            "Exists" | "DoesNotExist" if !values.is_empty() => Some("takes no values"),
+            "In" | "NotIn" if values.is_empty() => Some(OperatorProblem::NoValues),
+            "Exists" | "DoesNotExist" if !values.is_empty() => Some(OperatorProblem::Values),
             "In" | "NotIn" | "Exists" | "DoesNotExist" => None,
-            _ => Some("is not a known operator"),
+            _ => Some(OperatorProblem::Unknown),
         };
-        if let Some(p) = problem {
-            return Checked::Invalid(format!("operator {:?} on {:?} {p}", e.operator, e.key));
+        if let Some(problem) = problem {
+            return Validity::Invalid(InvalidRequirement::Operator {
+                operator: e.operator.clone(),
+                key: e.key.clone(),
+                problem,
+            });
         }
         if let Err(err) =
             valid_key(&e.key).and_then(|()| values.iter().try_for_each(|v| valid_value(v)))
         {
-            return Checked::Invalid(err);
+            return Validity::Invalid(err);
         }
     }
-    if any { Checked::Valid } else { Checked::Empty }
+    if any {
+        Validity::Valid
+    } else {
+        Validity::Empty
+    }
 }
 
 /// A label key: an optional DNS subdomain prefix and `/`, then a name of 1 to 63 characters.
-fn valid_key(key: &str) -> Result<(), String> {
+fn valid_key(key: &str) -> Result<(), InvalidRequirement> {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -109,16 +152,16 @@ fn valid_key(key: &str) -> Result<(), String> {
     if prefix_ok && !name.is_empty() && name_like(name) {
         Ok(())
     } else {
-        Err(format!("invalid label key {key:?}"))
+        Err(InvalidRequirement::Key(key.to_string()))
     }
 }
 
 /// A label value: empty, or 1 to 63 characters as a key's name part.
-fn valid_value(value: &str) -> Result<(), String> {
+fn valid_value(value: &str) -> Result<(), InvalidRequirement> {
     if value.is_empty() || name_like(value) {
         Ok(())
     } else {
-        Err(format!("invalid label value {value:?}"))
+        Err(InvalidRequirement::Value(value.to_string()))
     }
 }
 
@@ -210,35 +253,61 @@ mod tests {
             ..Default::default()
         };
         let cases = [
-            (LabelSelector::default(), Checked::Empty),
+            (LabelSelector::default(), Validity::Empty),
             (
                 LabelSelector {
                     match_labels: Some(BTreeMap::new()),
                     match_expressions: Some(vec![]),
                 },
-                Checked::Empty,
+                Validity::Empty,
             ),
-            (ml("node-role.kubernetes.io/worker", ""), Checked::Valid),
+            (ml("node-role.kubernetes.io/worker", ""), Validity::Valid),
             (
                 expr("node-role.kubernetes.io/infra", "Exists", &[]),
-                Checked::Valid,
+                Validity::Valid,
             ),
-            (expr("a", "In", &["x"]), Checked::Valid),
+            (expr("a", "In", &["x"]), Validity::Valid),
         ];
         for (i, (sel, want)) in cases.into_iter().enumerate() {
             assert_eq!(check(&sel), want, "case {i}");
         }
-        for bad in [
-            expr("a", "Gt", &["1"]),
-            expr("a", "In", &[]),
-            expr("a", "Exists", &["x"]),
-            ml("bad key!", ""),
-            ml("-a", ""),
-            ml("a", "white space"),
-            ml("Upper.Case/a", ""),
-            ml(&"x".repeat(64), ""),
+        let long = "x".repeat(64);
+        for (bad, reason) in [
+            (
+                expr("a", "Gt", &["1"]),
+                r#"operator "Gt" on "a" is not a known operator"#.to_string(),
+            ),
+            (
+                expr("a", "In", &[]),
+                r#"operator "In" on "a" needs at least one value"#.to_string(),
+            ),
+            (
+                expr("a", "Exists", &["x"]),
+                r#"operator "Exists" on "a" takes no values"#.to_string(),
+            ),
+            (
+                ml("bad key!", ""),
+                r#"invalid label key "bad key!""#.to_string(),
+            ),
+            (ml("-a", ""), r#"invalid label key "-a""#.to_string()),
+            (
+                ml("a", "white space"),
+                r#"invalid label value "white space""#.to_string(),
+            ),
+            (
+                ml("Upper.Case/a", ""),
+                r#"invalid label key "Upper.Case/a""#.to_string(),
+            ),
+            (ml(&long, ""), format!("invalid label key {long:?}")),
+            (
+                expr("a", "In", &["ok", "not ok"]),
+                r#"invalid label value "not ok""#.to_string(),
+            ),
         ] {
-            assert!(matches!(check(&bad), Checked::Invalid(_)), "{bad:?}");
+            match check(&bad) {
+                Validity::Invalid(why) => assert_eq!(why.to_string(), reason, "{bad:?}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
-//! Coalesced confirming reads: concurrent callers share one fresh read instead of starting one
+//! Coalesced confirming reads: concurrent callers share fresh reads instead of starting one
 //! each, so a burst of requests (garbage collection deleting many builds, or forged reviews)
-//! costs the API server one or two node lists, not one per request, and allows that arrive
-//! together wait for one read instead of queueing for one each.
+//! costs the API server a few node lists, not one per request, and allows that arrive together
+//! wait for one read instead of queueing for one each.
 //!
 //! Sharing must not weaken freshness: a caller may only use a read that *started after it
 //! arrived*, or it could be answered from a list taken before the change it must see (a node
@@ -9,23 +9,32 @@
 //! reviewer does as the request comes in, before the cached decision: a read that started
 //! while that decision ran began after the request and may serve it.
 //!
-//! One read runs at a time. A caller that finds no read it may use starts one, but not before
-//! the batching window after its own arrival has passed, so callers arriving just after it
-//! share that read (when the cached decision already took longer than the window, nothing is
-//! added). Callers arriving while a read runs wait for the next one, which starts when the
-//! current one ends and serves all of them.
+//! A caller that finds no read it may use (one not started yet, or started after its arrival)
+//! opens one, which starts once the batching window after that caller's arrival has passed, so
+//! callers arriving just after it share it (when the cached decision already took longer than
+//! the window, nothing is added), and once fewer than [`READS_AT_ONCE`] reads run. Callers that
+//! arrive before it starts share it.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::Mutex;
+use tokio::sync::{OnceCell, Semaphore};
 use tokio::time::Instant;
 
 /// How long a read waits, after its starter arrived, for more callers to share it: the four
 /// concurrent deletions of an `oc delete` burst reach the guard within about a millisecond.
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(2);
+
+/// How many reads may run at once. A caller that arrives while a read runs cannot use it, and
+/// if its own read could start only when that one ends it would pay for both; on
+/// kube-apiserver, whose consistent reads of quiet collections wait for etcd's next progress
+/// notification (requested every 100 ms while a read waits), a read that starts just after one
+/// was served waits almost a whole period. Two at once let the late caller's read start at once
+/// and usually end with the running one. Still bounded whatever the burst: callers arriving
+/// while two run share the read that starts when one of them ends.
+pub const READS_AT_ONCE: usize = 2;
 
 /// When a caller arrived: how many reads had started by then, and the time.
 #[derive(Clone, Copy, Debug)]
@@ -34,14 +43,34 @@ pub struct Arrival {
     at: Instant,
 }
 
-/// Runs reads one at a time and hands each caller the result of a read that started after
-/// the caller arrived.
+/// One read, shared by the callers it may serve.
+struct Read<T> {
+    /// Its position in the sequence of reads started; 0 until it starts.
+    number: AtomicU64,
+    result: OnceCell<Arc<T>>,
+}
+
+impl<T> Read<T> {
+    fn number(&self) -> u64 {
+        self.number.load(Ordering::SeqCst)
+    }
+
+    /// Whether it started after `arrival`, or has not started yet.
+    fn serves(&self, arrival: Arrival) -> bool {
+        let number = self.number();
+        number == 0 || number > arrival.reads_started
+    }
+}
+
+/// Runs reads, at most [`READS_AT_ONCE`] at a time, and hands each caller the result of a read
+/// that started after the caller arrived.
 pub struct Coalesced<T> {
-    /// Reads started so far; a read's number is its position in that sequence.
+    /// Reads started so far.
     started: AtomicU64,
-    /// The most recent read's number and result. Held while a read runs (and while its
-    /// starter waits out the window), so callers queue.
-    last: Mutex<Option<(u64, Arc<T>)>>,
+    /// The reads a caller may still use: those not finished, and the newest finished one (for
+    /// callers that arrived before it started and ask only now).
+    reads: Mutex<Vec<Arc<Read<T>>>>,
+    running: Semaphore,
     window: Duration,
 }
 
@@ -56,7 +85,8 @@ impl<T> Coalesced<T> {
     pub fn with_window(window: Duration) -> Self {
         Self {
             started: AtomicU64::new(0),
-            last: Mutex::new(None),
+            reads: Mutex::default(),
+            running: Semaphore::new(READS_AT_ONCE),
             window,
         }
     }
@@ -70,44 +100,69 @@ impl<T> Coalesced<T> {
         }
     }
 
-    /// [`Coalesced::get_since`] for a caller arriving now.
-    pub async fn get<F, Fut>(&self, read: F) -> Arc<T>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.get_since(self.arrive(), read).await
-    }
-
-    /// The result of a read that started after `arrival`: the one another caller started
-    /// meanwhile, or a new one run by `read` once the window after `arrival` has passed. If the
-    /// caller is dropped while it waits out the window or while its read runs (a timeout), the
-    /// read is dropped too and the next waiter starts its own.
+    /// The result of a read that started after `arrival`: one another caller started or opened
+    /// meanwhile, or a new one run by `read` once the window after `arrival` has passed and a
+    /// read may start. If the caller running a read is dropped (a timeout) while it waits or
+    /// reads, the read is dropped too and a caller waiting for it starts it again.
     pub async fn get_since<F, Fut>(&self, arrival: Arrival, read: F) -> Arc<T>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = T>,
     {
-        let mut last = self.last.lock().await;
-        if let Some((number, result)) = last.as_ref()
-            && *number > arrival.reads_started
-        {
-            return Arc::clone(result);
-        }
-        // Callers arriving during the window read the count before it is raised below, so
-        // the read started after it serves them too. (tokio's timer counts whole
-        // milliseconds: a window of 2 ms may last up to 3.)
-        let opens = arrival.at + self.window;
-        if Instant::now() < opens {
-            tokio::time::sleep_until(opens).await;
-        }
-        let number = self.started.fetch_add(1, Ordering::SeqCst) + 1;
-        let result = Arc::new(read().await);
-        *last = Some((number, Arc::clone(&result)));
-        result
+        let shared = self.join_or_open(arrival);
+        let result = shared.result.get_or_init(|| async {
+            // Callers arriving during the window read the count before it is raised below, so
+            // this read serves them too. (tokio's timer counts whole milliseconds: a window of
+            // 2 ms may last up to 3.)
+            let opens = arrival.at + self.window;
+            if Instant::now() < opens {
+                tokio::time::sleep_until(opens).await;
+            }
+            // The semaphore is never closed: a permit always comes.
+            let _running = self.running.acquire().await.ok();
+            let number = self.started.fetch_add(1, Ordering::SeqCst) + 1;
+            shared.number.store(number, Ordering::SeqCst);
+            Arc::new(read().await)
+        });
+        Arc::clone(result.await)
     }
 
-    /// How many reads have started (for tests and metrics).
+    /// The read `arrival` may use that will end first (a finished one, else the earliest
+    /// started, else one not started yet), or a new one.
+    fn join_or_open(&self, arrival: Arrival) -> Arc<Read<T>> {
+        let mut reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
+        let newest_finished = reads
+            .iter()
+            .filter(|r| r.result.initialized())
+            .map(|r| r.number())
+            .max();
+        // Drop finished reads but the newest, and reads whose every caller gave up.
+        reads.retain(|r| {
+            if r.result.initialized() {
+                Some(r.number()) == newest_finished
+            } else {
+                r.number() == 0 || Arc::strong_count(r) > 1
+            }
+        });
+        let usable = reads.iter().filter(|r| r.serves(arrival)).min_by_key(|r| {
+            match (r.result.initialized(), r.number()) {
+                (true, _) => 0,
+                (false, 0) => u64::MAX,
+                (false, number) => number,
+            }
+        });
+        if let Some(read) = usable {
+            return Arc::clone(read);
+        }
+        let read = Arc::new(Read {
+            number: AtomicU64::new(0),
+            result: OnceCell::new(),
+        });
+        reads.push(Arc::clone(&read));
+        read
+    }
+
+    /// How many reads have started.
     pub fn reads(&self) -> u64 {
         self.started.load(Ordering::SeqCst)
     }
@@ -117,62 +172,19 @@ impl<T> Coalesced<T> {
 mod tests {
     use super::*;
 
-    /// On the current-thread runtime of `#[tokio::test]`, spawned tasks run only when the test
-    /// task yields; a few yields let every spawned caller reach the lock.
-    async fn let_others_run() {
-        for _ in 0..20 {
-            tokio::task::yield_now().await;
-        }
-    }
-
-    #[tokio::test]
-    async fn a_burst_costs_two_reads_and_each_caller_gets_one_started_after_it_arrived() {
-        let shared = Arc::new(Coalesced::<u64>::with_window(Duration::ZERO));
-        let counter = Arc::new(AtomicU64::new(0));
-        let gate = Arc::new(tokio::sync::Notify::new());
-        let first = {
-            let (shared, counter, gate) =
-                (Arc::clone(&shared), Arc::clone(&counter), Arc::clone(&gate));
-            tokio::spawn(async move {
-                shared
-                    .get(|| async move {
-                        let number = counter.fetch_add(1, Ordering::SeqCst) + 1;
-                        gate.notified().await;
-                        number
-                    })
-                    .await
-            })
-        };
-        let_others_run().await;
-        let mut rest = Vec::new();
-        for _ in 0..50 {
-            let (shared, counter) = (Arc::clone(&shared), Arc::clone(&counter));
-            rest.push(tokio::spawn(async move {
-                let arrived = shared.reads();
-                let got = shared
-                    .get(|| async move { counter.fetch_add(1, Ordering::SeqCst) + 1 })
-                    .await;
-                (arrived, *got)
-            }));
-        }
-        let_others_run().await;
-        gate.notify_one();
-        assert_eq!(*first.await.expect("first caller"), 1);
-        for caller in rest {
-            let (arrived, got) = caller.await.expect("caller");
-            assert!(
-                got > arrived,
-                "read {got} started after the caller saw {arrived} reads"
-            );
-        }
-        assert_eq!(shared.reads(), 2, "the 50 late callers shared one read");
+    /// A caller that asks as it arrives.
+    async fn get<T, Fut: Future<Output = T>>(
+        shared: &Coalesced<T>,
+        read: impl FnOnce() -> Fut,
+    ) -> Arc<T> {
+        shared.get_since(shared.arrive(), read).await
     }
 
     #[tokio::test]
     async fn a_caller_after_a_finished_read_gets_a_new_one() {
         let shared = Coalesced::<u64>::default();
-        let a = shared.get(|| async { 1 }).await;
-        let b = shared.get(|| async { 2 }).await;
+        let a = get(&shared, || async { 1 }).await;
+        let b = get(&shared, || async { 2 }).await;
         assert_eq!((*a, *b), (1, 2));
         assert_eq!(shared.reads(), 2);
     }
@@ -301,28 +313,56 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_caller_arriving_during_a_running_read_gets_the_next_one() {
+    async fn a_burst_during_a_read_shares_one_read_that_does_not_wait_for_it() {
         let shared = Arc::new(Coalesced::with_window(Duration::from_millis(2)));
         let counter = Arc::new(AtomicU64::new(0));
         let read_time = Duration::from_millis(50);
+        let t0 = Instant::now();
+        // Read 1 runs from 2 ms to 52 ms; fifty callers arrive at 10 ms.
         let first = caller(&shared, &counter, Duration::ZERO, Duration::ZERO, read_time);
-        // Arrives 10 ms in, while read 1 (started at 2 ms) runs; two more arrive later still.
-        let late: Vec<_> = [10, 20, 30]
+        let burst: Vec<_> = (0..50)
+            .map(|_| {
+                let delay = Duration::from_millis(10);
+                caller(&shared, &counter, delay, Duration::ZERO, read_time)
+            })
+            .collect();
+        assert_eq!(first.await.expect("first").read, 1);
+        for c in burst {
+            let served = c.await.expect("caller");
+            assert_fresh(&served);
+            assert_eq!(served.read, 2, "{served:?}");
+            assert_eq!(
+                served.read_started_at - t0,
+                Duration::from_millis(12),
+                "read 2 started when its window closed, while read 1 still ran"
+            );
+        }
+        assert_eq!(shared.reads(), 2, "fifty callers, one read");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_two_reads_running_the_next_starts_when_one_ends() {
+        let shared = Arc::new(Coalesced::with_window(Duration::ZERO));
+        let counter = Arc::new(AtomicU64::new(0));
+        let read_time = Duration::from_millis(50);
+        let t0 = Instant::now();
+        // Read 1 runs from 0 to 50 ms, read 2 from 10 to 60 ms; the callers arriving at 20 and
+        // 30 ms share read 3, which starts when read 1 ends.
+        let served: Vec<_> = [0, 10, 20, 30]
             .into_iter()
             .map(|ms| {
                 let delay = Duration::from_millis(ms);
                 caller(&shared, &counter, delay, Duration::ZERO, read_time)
             })
             .collect();
-        let served = first.await.expect("first");
-        assert_fresh(&served);
-        assert_eq!(served.read, 1);
-        for c in late {
-            let served = c.await.expect("late caller");
-            assert_fresh(&served);
-            assert_eq!(served.read, 2, "the read after the running one: {served:?}");
+        let mut got = Vec::new();
+        for c in served {
+            let s = c.await.expect("caller");
+            assert_fresh(&s);
+            got.push((s.read, (s.read_started_at - t0).as_millis()));
         }
-        assert_eq!(shared.reads(), 2);
+        assert_eq!(got, [(1, 0), (2, 10), (3, 50), (3, 50)]);
+        assert_eq!(shared.reads(), 3);
     }
 
     /// A request that arrived before a read started may use it even if its cached decision
@@ -380,7 +420,7 @@ mod tests {
                 tokio::spawn(async move {
                     tokio::time::timeout(
                         cancel_after,
-                        shared.get(|| timed_read(&counter, read_time)),
+                        get(&shared, || timed_read(&counter, read_time)),
                     )
                     .await
                     .is_err()

@@ -1,30 +1,38 @@
 //! The decision engine: the verdict on one deletion from the caches, confirmed by a fresh read
-//! whichever way it went, the reads of concurrent requests shared ([`coalesce`]). The admission
-//! review and the finalizer controller both decide through [`Engine::check`]; what they do with
-//! the verdict (answer a request, release a finalizer) is theirs.
+//! whichever way it went; concurrent requests share the read ([`coalesce`]) and, for the same
+//! target, the decisions: the cached one while it runs, and the one on the read
+//! ([`confirmation`], [`sharing`]). The admission review and the finalizer controller both
+//! decide through [`Engine::check`]; what they do with the verdict (answer a request, remove a
+//! finalizer) is theirs. `/metrics`' cluster gauges are the engine's too ([`gauges`]).
 
 pub mod coalesce;
+pub mod confirmation;
+mod gauges;
 pub mod modes;
+pub mod sharing;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::access::error::FreshError;
+use crate::access::view::ClusterView;
 use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
-use crate::sources::error::FreshError;
-use crate::sources::view::{ClusterView, Fresh};
 use crate::telemetry::metrics::Metrics;
 use coalesce::Coalesced;
+use confirmation::Confirmation;
+use sharing::SharedVerdicts;
 
 pub use modes::{DeletionMode, Enforcement};
 
 /// A verdict confirmed as far as the guard could.
 #[derive(Debug)]
 pub enum Checked {
-    /// Settled without a fresh read: an override lets it through, it is a build MCO deletes no
-    /// image for, or the cache refuses it and the read failed.
+    /// Decided: on a fresh read (the cache's verdict confirmed or overturned), or without one
+    /// when an override lets it through, it is a build MCO deletes no image for, or the cache
+    /// refuses it and the read failed.
     Decided(Verdict),
-    /// Decided on a fresh read (the cache's verdict confirmed or overturned).
-    Confirmed(Verdict),
     /// A would-be allow that the fresh read could not confirm.
     Unverified { cached: Verdict, why: FreshError },
 }
@@ -37,8 +45,11 @@ pub struct Engine<V> {
     /// Upper bound for the confirming read, waiting for a turn included; past it the
     /// guard fails closed.
     pub confirm_timeout: Duration,
-    /// Confirming reads, coalesced: a burst of requests shares reads (see [`Coalesced`]).
-    confirmations: Coalesced<Result<Fresh, FreshError>>,
+    /// Confirming reads, coalesced: a burst of requests shares reads (see [`Coalesced`]), and
+    /// the requests one read serves share its verdict per target (see [`Confirmation`]).
+    confirmations: Coalesced<Result<Confirmation, FreshError>>,
+    /// Cached decisions running now: concurrent requests for one target share one.
+    deciding: SharedVerdicts,
 }
 
 impl<V: ClusterView> Engine<V> {
@@ -54,6 +65,7 @@ impl<V: ClusterView> Engine<V> {
             metrics,
             confirm_timeout,
             confirmations: Coalesced::default(),
+            deciding: SharedVerdicts::default(),
         }
     }
 
@@ -88,7 +100,10 @@ impl<V: ClusterView> Engine<V> {
         // Before the cached decision: a confirming read that starts while it runs began after
         // this request arrived, so it may confirm it (concurrent allows share one read).
         let arrival = self.confirmations.arrive();
-        let cached = self.cached(target);
+        let cached = self
+            .deciding
+            .while_deciding(target, || self.cached(target))
+            .await;
         // Settled by the request alone: the override lets a blocked deletion through whatever
         // the read says, and a build without MCO's `machine-os-config` label has no image MCO
         // would delete.
@@ -97,15 +112,23 @@ impl<V: ClusterView> Engine<V> {
         if cached.overridden() || unlabelled_build {
             return Checked::Decided(cached);
         }
-        let fresh = tokio::time::timeout(
+        let read = tokio::time::timeout(
             confirm_timeout,
-            self.confirmations.get_since(arrival, || self.view.fresh()),
+            self.confirmations.get_since(arrival, || async move {
+                self.view.fresh().await.map(Confirmation::new)
+            }),
         );
-        match fresh.await.as_deref() {
-            Ok(Ok(fresh)) => {
-                self.metrics.confirmation_nodes(fresh.source());
-                let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
-                let verdict = policy::evaluate(&snapshot, target, self.mode);
+        match read.await.as_deref() {
+            Ok(Ok(confirmation)) => {
+                self.metrics
+                    .confirmation_nodes(confirmation.fresh().source());
+                // Decided once for every request this read serves with the same target.
+                let verdict = confirmation
+                    .verdict(target, |fresh| {
+                        let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
+                        policy::evaluate(&snapshot, target, self.mode)
+                    })
+                    .await;
                 let result = match (cached.allowed, verdict.allowed && !verdict.overridden()) {
                     (true, true) => "confirmed",
                     (true, false) => "overturned",
@@ -113,7 +136,7 @@ impl<V: ClusterView> Engine<V> {
                     (false, true) => "refusal-overturned",
                 };
                 self.metrics.confirmation(result);
-                Checked::Confirmed(verdict)
+                Checked::Decided(verdict)
             }
             failed => {
                 self.metrics.confirmation("failed");

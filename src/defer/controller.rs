@@ -1,10 +1,10 @@
 //! The finalizer controller, run by the Lease holder in both modes: in defer mode it adds and
-//! releases the finalizer; in deny mode it only releases finalizers left from defer mode, so
+//! removes the finalizer; in deny mode it only removes finalizers left from defer mode, so
 //! switching modes strands no MachineOSConfig.
 //!
 //! For every MachineOSConfig it asks [`finalizer::plan`] what to do: add the finalizer to one
 //! that lacks it (objects created before mosc-guard, or while the mutating webhook was down),
-//! and for one being deleted, release the finalizer once [`Engine::check`] (the webhook's own
+//! and for one being deleted, remove the finalizer once [`Engine::check`] (the webhook's own
 //! decision path: cache, then a fresh read) says no node still needs its images, or the
 //! override annotation is set. Until then it re-checks with backoff and records a
 //! DeletionDeferred Event whenever the set of blocking nodes changes.
@@ -21,15 +21,14 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::finalizer::{self, ReleaseReason, Step};
+use crate::access::view::ClusterView;
+use crate::core::finalizer::{self, Failure, RemovalReason, Step};
 use crate::core::message;
 use crate::core::model::MachineOSConfig;
 use crate::core::policy::{Deletion, TargetKind};
 use crate::decision::{Checked, Engine};
-use crate::defer::memos::{Memo, MemoJanitor, Memos};
-use crate::sources::view::ClusterView;
+use crate::defer::deferrals::{Deferral, Deferrals, Janitor};
 use crate::telemetry::events::{self, Events};
-use crate::telemetry::metrics::Failure;
 use crate::telemetry::metrics::Metrics;
 
 /// Field manager of the controller's patches.
@@ -41,7 +40,7 @@ const FIRST_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(10);
 /// Bound of the confirming read here: no webhook deadline to meet, so longer than a request's.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
-/// Bound of one patch: a half-open connection must not hold a release for minutes.
+/// Bound of one patch: a half-open connection must not hold a removal for minutes.
 const PATCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Retry after a conflict (the watch brings the newer object meanwhile).
 const CONFLICT_RETRY: Duration = Duration::from_millis(200);
@@ -52,7 +51,7 @@ pub const REASON_PATCH_FAILED: &str = "FinalizerUpdateFailed";
 pub enum Error {
     #[error(
         "patching machineosconfig {name}: {}",
-        crate::sources::live::chain(source)
+        crate::access::live::chain(source)
     )]
     Patch {
         name: String,
@@ -71,18 +70,18 @@ pub enum Error {
 impl Error {
     pub fn failure(&self) -> Failure {
         match self {
-            Error::Stale { .. } => Failure::conflict,
-            Error::PatchTimeout { .. } => Failure::timeout,
+            Error::Stale { .. } => Failure::Conflict,
+            Error::PatchTimeout { .. } => Failure::Timeout,
             Error::Patch {
                 source: kube::Error::Api(s),
                 ..
             } => match s.code {
-                409 => Failure::conflict,
-                422 => Failure::invalid,
-                401 | 403 => Failure::forbidden,
-                _ => Failure::other,
+                409 => Failure::Conflict,
+                422 => Failure::Invalid,
+                401 | 403 => Failure::Forbidden,
+                _ => Failure::Other,
             },
-            Error::Patch { .. } => Failure::other,
+            Error::Patch { .. } => Failure::Other,
         }
     }
 }
@@ -92,7 +91,7 @@ impl Error {
 /// persistent failure (RBAC, an invalid update, another webhook refusing it) does not loop.
 fn retry_after(failure: Failure, attempts: u32) -> Duration {
     match failure {
-        Failure::conflict => CONFLICT_RETRY,
+        Failure::Conflict => CONFLICT_RETRY,
         _ => backoff(attempts),
     }
 }
@@ -104,7 +103,7 @@ struct Context<V> {
     metrics: Arc<Metrics>,
     add_finalizers: bool,
     store: Store<MachineOSConfig>,
-    memos: Arc<Memos>,
+    deferrals: Arc<Deferrals>,
 }
 
 impl<V> Context<V> {
@@ -119,14 +118,14 @@ impl<V> Context<V> {
     }
 
     /// Refreshes the gauges of deferred deletions (how many, and the oldest one's
-    /// deletionTimestamp), leaving out `released` (the store still holds an object until its
+    /// deletionTimestamp), leaving out `completed` (the store still holds an object until its
     /// deletion is observed).
-    fn count_deferred(&self, released: Option<&str>) {
+    fn count_deferred(&self, completed: Option<&str>) {
         let state = self.store.state();
         let held: Vec<_> = state
             .iter()
             .filter(|m| finalizer::is_terminating(&m.metadata) && finalizer::has(&m.metadata))
-            .filter(|m| released.is_none() || m.metadata.uid.as_deref() != released)
+            .filter(|m| completed.is_none() || m.metadata.uid.as_deref() != completed)
             .collect();
         let oldest = held
             .iter()
@@ -136,12 +135,12 @@ impl<V> Context<V> {
         self.metrics.set_deferred(held.len(), oldest);
     }
 
-    fn memo<T>(&self, uid: &str, f: impl FnOnce(&mut Memo) -> T) -> T {
-        self.memos.with(uid, f)
+    fn deferral<T>(&self, uid: &str, f: impl FnOnce(&mut Deferral) -> T) -> T {
+        self.deferrals.with(uid, f)
     }
 
     fn forget(&self, uid: &str) {
-        self.memos.forget(uid);
+        self.deferrals.forget(uid);
     }
 }
 
@@ -162,9 +161,9 @@ pub async fn run<V: ClusterView>(
     let controller = Controller::new(api.clone(), watcher::Config::default())
         .graceful_shutdown_on(async move { stop.cancelled().await });
     // The controller is never called for an object that is gone, so a metadata watch of its
-    // own tells the janitor which memos to drop (MachineOSConfigs are few: one per pool).
-    let memos = Arc::new(Memos::default());
-    let janitor = tokio::spawn(MemoJanitor::new(Arc::clone(&memos)).run(api.clone()));
+    // own tells the janitor which deferrals to drop (MachineOSConfigs are few: one per pool).
+    let deferrals = Arc::new(Deferrals::default());
+    let janitor = tokio::spawn(Janitor::new(Arc::clone(&deferrals)).run(api.clone()));
     let context = Arc::new(Context {
         api,
         engine,
@@ -172,7 +171,7 @@ pub async fn run<V: ClusterView>(
         metrics: Arc::clone(&metrics),
         add_finalizers,
         store: controller.store(),
-        memos,
+        deferrals,
     });
     controller
         .run(reconcile, error_policy, context)
@@ -198,11 +197,11 @@ const SYNC_POLL: Duration = Duration::from_millis(200);
 /// pools and MachineOSConfigs, and an empty cache would look like a settled cluster. Returns
 /// false if `stop` came first.
 async fn wait_for_caches<V: ClusterView>(view: &V, stop: &CancellationToken) -> bool {
-    if !view.ready() {
+    if !view.synced() {
         tracing::info!(
             "finalizer controller waiting for the caches to sync (its decisions read pools and MachineOSConfigs)"
         );
-        while !view.ready() {
+        while !view.synced() {
             tokio::select! {
                 () = stop.cancelled() => return false,
                 () = tokio::time::sleep(SYNC_POLL) => {}
@@ -228,7 +227,7 @@ async fn reconcile<V: ClusterView>(
         None
     };
     let verdict = match &checked {
-        Some(Checked::Decided(v) | Checked::Confirmed(v)) => Some(v),
+        Some(Checked::Decided(v)) => Some(v),
         Some(Checked::Unverified { why, .. }) => {
             tracing::warn!(%name, %why, "cannot verify a deferred deletion; keeping the finalizer");
             None
@@ -249,8 +248,8 @@ async fn reconcile<V: ClusterView>(
             }
             Ok(Action::requeue(RESYNC))
         }
-        Step::Release(reason) => {
-            let Some(patch) = finalizer::remove_patch(meta, meta.resource_version.as_deref())
+        Step::Remove(reason) => {
+            let Some(patch) = finalizer::remove_patch(meta, meta.resource_version.as_deref(), None)
             else {
                 return Ok(Action::await_change());
             };
@@ -265,22 +264,22 @@ async fn reconcile<V: ClusterView>(
                         .max(0)
                 })
                 .unwrap_or(0);
-            ctx.metrics.released(reason, waited as f64);
+            ctx.metrics.finalizer_removed(reason, waited as f64);
             ctx.forget(&uid);
-            tracing::info!(%name, ?reason, waited_seconds = waited, "released the finalizer");
+            tracing::info!(%name, ?reason, waited_seconds = waited, "removed the finalizer");
             let overridden_by = verdict
-                .filter(|_| reason == ReleaseReason::Overridden)
+                .filter(|_| reason == RemovalReason::Overridden)
                 .and_then(|v| v.override_reason.as_deref());
             ctx.record(
                 &mosc,
                 events::REASON_RELEASED,
-                &message::released_note(overridden_by),
+                &message::removed_note(overridden_by),
             )
             .await;
             Ok(Action::await_change())
         }
         Step::Wait { blocking_nodes } => {
-            let (attempts, changed) = ctx.memo(&uid, |m| {
+            let (attempts, changed) = ctx.deferral(&uid, |m| {
                 m.attempts = m.attempts.saturating_add(1);
                 let changed =
                     !blocking_nodes.is_empty() && m.reported.as_ref() != Some(&blocking_nodes);
@@ -305,12 +304,12 @@ async fn reconcile<V: ClusterView>(
 fn error_policy<V>(mosc: Arc<MachineOSConfig>, error: &Error, ctx: Arc<Context<V>>) -> Action {
     let failure = error.failure();
     ctx.metrics.controller_error(failure);
-    if failure == Failure::conflict {
+    if failure == Failure::Conflict {
         tracing::debug!(name = mosc.name(), %error, "stale read; retrying");
         return Action::requeue(retry_after(failure, 1));
     }
     let uid = mosc.metadata.uid.clone().unwrap_or_default();
-    let attempts = ctx.memo(&uid, |m| {
+    let attempts = ctx.deferral(&uid, |m| {
         m.attempts = m.attempts.saturating_add(1);
         m.attempts
     });
@@ -407,7 +406,7 @@ mod tests {
     #[test]
     fn only_a_conflict_is_retried_at_once() {
         let conflict = api_error(409, "Conflict");
-        assert_eq!(conflict.failure(), Failure::conflict);
+        assert_eq!(conflict.failure(), Failure::Conflict);
         assert_eq!(retry_after(conflict.failure(), 7), CONFLICT_RETRY);
         let stale = Error::Stale {
             name: "worker".into(),
@@ -417,19 +416,19 @@ mod tests {
         // A 422 that is not a stale read (a CRD rule, an admission policy) backs off like any
         // other failure instead of looping every 200 ms.
         let invalid = api_error(422, "Invalid");
-        assert_eq!(invalid.failure(), Failure::invalid);
+        assert_eq!(invalid.failure(), Failure::Invalid);
         let waits: Vec<u64> = (1..=5)
             .map(|a| retry_after(invalid.failure(), a).as_secs())
             .collect();
         assert_eq!(waits, [1, 2, 4, 8, 10]);
 
-        assert_eq!(api_error(403, "Forbidden").failure(), Failure::forbidden);
-        assert_eq!(api_error(500, "InternalError").failure(), Failure::other);
+        assert_eq!(api_error(403, "Forbidden").failure(), Failure::Forbidden);
+        assert_eq!(api_error(500, "InternalError").failure(), Failure::Other);
         let timeout = Error::PatchTimeout {
             name: "worker".into(),
         };
-        assert_eq!(timeout.failure(), Failure::timeout);
-        for f in [Failure::forbidden, Failure::other, Failure::timeout] {
+        assert_eq!(timeout.failure(), Failure::Timeout);
+        for f in [Failure::Forbidden, Failure::Other, Failure::Timeout] {
             assert_eq!(retry_after(f, 1), FIRST_RETRY, "{f:?}");
         }
     }

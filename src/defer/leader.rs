@@ -2,9 +2,9 @@
 //! the holder of the Lease runs the finalizer controller.
 //!
 //! Leadership is about not doing the work twice (reads, Events), not about safety: every
-//! release is decided from a fresh read by the same policy and written with a patch guarded by
-//! resourceVersion, so two replicas that both believe they lead for a moment cannot release
-//! anything that one alone would not.
+//! finalizer's removal is decided from a fresh read by the same policy and written with a patch
+//! guarded by resourceVersion, so two replicas that both believe they lead for a moment cannot
+//! let go anything that one alone would not.
 //!
 //! Expiry follows client-go: a candidate takes over when the Lease's resourceVersion has not
 //! changed for a whole lease duration by its own clock, so clock skew between replicas and the
@@ -77,7 +77,7 @@ impl LeaseSettings {
 pub enum Move {
     /// It holds the Lease: renew it.
     Renew,
-    /// Free, released or expired: take it.
+    /// Free, given up or expired: take it.
     TakeOver,
     /// Someone else holds it and renewed within the lease duration.
     Wait,
@@ -167,22 +167,22 @@ impl Elector {
 
     /// Gives the Lease up (on shutdown, or after stepping down) so another replica takes over
     /// at once. Bounded by the renew deadline: the API server may be what made it step down.
-    pub async fn release(&mut self) {
+    pub async fn give_up(&mut self) {
         let within = self.settings.renew_deadline;
-        let error = match tokio::time::timeout(within, self.give_up()).await {
+        let error = match tokio::time::timeout(within, self.clear_holder()).await {
             Ok(Ok(true)) => {
-                tracing::info!(lease = %self.settings.name, "released the lease");
+                tracing::info!(lease = %self.settings.name, "gave the lease up");
                 return;
             }
             Ok(Ok(false)) => return,
             Ok(Err(e)) => LeaseError::Api(e),
             Err(_) => LeaseError::Timeout(within),
         };
-        tracing::warn!(%error, "could not release the lease; it expires by itself");
+        tracing::warn!(%error, "could not give the lease up; it expires by itself");
     }
 
     /// Clears the holder if it is this replica (false if it is not).
-    async fn give_up(&self) -> Result<bool, kube::Error> {
+    async fn clear_holder(&self) -> Result<bool, kube::Error> {
         let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
             return Ok(false);
         };
@@ -193,12 +193,12 @@ impl Elector {
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(Timestamp::now()));
-        let released = Lease {
+        let given_up = Lease {
             spec: Some(spec),
             ..lease
         };
         self.api
-            .replace(&self.settings.name, &PostParams::default(), &released)
+            .replace(&self.settings.name, &PostParams::default(), &given_up)
             .await?;
         Ok(true)
     }
@@ -313,7 +313,7 @@ pub async fn run<F, Fut>(
             work.abort();
         }
         metrics.set_leader(false);
-        elector.release().await;
+        elector.give_up().await;
         if work_done {
             // A controller that stops by itself would otherwise be restarted in a tight loop.
             pause(&shutdown, retry).await;
@@ -324,7 +324,7 @@ pub async fn run<F, Fut>(
 /// Why an attempt to hold the Lease failed (losing a race is not a failure).
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
-    #[error("{}", crate::sources::live::chain(.0))]
+    #[error("{}", crate::access::live::chain(.0))]
     Api(#[from] kube::Error),
     #[error("no answer from the API server within {0:?}")]
     Timeout(Duration),
@@ -387,7 +387,7 @@ mod tests {
     }
 
     #[test]
-    fn a_free_or_released_lease_is_taken_at_once() {
+    fn a_free_or_given_up_lease_is_taken_at_once() {
         assert_eq!(decide(&spec(None, 10), "b", Duration::ZERO), Move::TakeOver);
         assert_eq!(
             decide(&spec(Some(""), 1), "b", Duration::ZERO),

@@ -1,7 +1,8 @@
-//! The finalizer controller (releases deferred deletions; in deny mode, leftovers of defer
-//! mode), the Lease that lets one replica write, and `release-finalizers` for uninstalling.
+//! The finalizer controller (completes deferred deletions by removing the finalizer; in deny
+//! mode, leftovers of defer mode), the Lease that lets one replica write, and
+//! `remove-finalizers` for uninstalling.
 
 pub mod controller;
+mod deferrals;
 pub mod leader;
-mod memos;
-pub mod release;
+pub mod uninstall;

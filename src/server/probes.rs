@@ -10,7 +10,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 
-use crate::sources::error::NotReady;
+use crate::access::error::NotReady;
 
 /// Whether the guard should get requests: not once the drain has begun, otherwise as the
 /// check says. Clones share the drain.

@@ -1,6 +1,6 @@
 //! Kubernetes Events about guarded objects, so `oc describe`, `oc get events` and event-based
 //! alerting see what the guard did: a refused deletion (DeletionBlocked), a deletion held by
-//! the finalizer (DeletionDeferred) and its release (DeletionReleased); and the one Event
+//! the finalizer (DeletionDeferred) and the finalizer's removal (DeletionReleased); and the one Event
 //! `recover --apply` records on a node before it cancels the node's target ([`node_event`]).
 //!
 //! Events are best effort: a failure to record one is logged and never changes a decision.
@@ -24,6 +24,7 @@ use serde_json::json;
 use crate::core::message::clip_to;
 use crate::core::model::{GROUP, VERSION};
 use crate::core::policy::TargetKind;
+use crate::telemetry::event_limiter::{Admit, EventLimiter};
 
 /// The `reportingController` of every Event mosc-guard records.
 pub const CONTROLLER: &str = "mosc-guard.dev/mosc-guard";
@@ -63,12 +64,26 @@ struct Seen {
     last: Instant,
 }
 
+/// A refused deletion's Event, about a MachineOSConfig or MachineOSBuild the guard knows.
+#[derive(Debug)]
+pub struct Refusal {
+    pub kind: TargetKind,
+    pub name: String,
+    pub uid: String,
+    /// [`REASON_BLOCKED`], [`REASON_WOULD_BLOCK`] or [`REASON_MCO_ADMITTED`].
+    pub reason: &'static str,
+    /// The refusal's words.
+    pub note: String,
+}
+
 /// Records Events as this replica (`instance`, the pod name).
 #[derive(Clone)]
 pub struct Events {
     api: Api<Event>,
     instance: String,
     seen: Arc<Mutex<HashMap<Key, Seen>>>,
+    /// Per-object rate limit of refusals' Events ([`Events::refusal`]).
+    limiter: Arc<EventLimiter>,
 }
 
 impl Events {
@@ -77,7 +92,34 @@ impl Events {
             api: Api::namespaced(client, NAMESPACE),
             instance: instance.to_string(),
             seen: Arc::default(),
+            limiter: Arc::default(),
         }
+    }
+
+    /// A refusal's Warning Event, recorded in the background so the answer to the API server
+    /// does not wait for it. Per object, a burst and then one per interval (the refusals held
+    /// back are counted in the next Event's note), so callers of `/validate` cannot make the
+    /// guard write Events at any rate.
+    pub fn refusal(&self, refusal: Refusal) {
+        let Refusal {
+            kind,
+            name,
+            uid,
+            reason,
+            note,
+        } = refusal;
+        let note = match self.limiter.admit(kind, &name, Instant::now()) {
+            Admit::Suppress => return,
+            Admit::Write { suppressed: 0 } => note,
+            Admit::Write { suppressed } => {
+                format!("({suppressed} more refusals since the last Event) {note}")
+            }
+        };
+        let regarding = reference(kind, &name, Some(&uid));
+        let events = self.clone();
+        tokio::spawn(async move {
+            events.record(&regarding, true, reason, &note).await;
+        });
     }
 
     /// Records one Event about `regarding` (an identical one within a few minutes only counts

@@ -1,163 +1,44 @@
 //! Prometheus metrics. Every label takes values from a fixed set, so series stay bounded
 //! however many objects the cluster has.
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::core::finalizer::ReleaseReason;
+use crate::core::finalizer::{Failure, RemovalReason};
+use crate::core::outcome::{Mutation, Outcome};
+use crate::core::policy::Blocked;
 use crate::core::release::Rules;
 
-/// What an admission request came to.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-#[allow(non_camel_case_types)]
-pub enum Outcome {
-    allowed,
-    denied,
-    overridden,
-    /// Denied because a would-be allow could not be confirmed with a fresh read.
-    unverified,
-    /// Not a deletion the guard decides on (other resource or operation).
-    ignored,
-    /// Allowed in defer mode while nodes still need its images: the finalizer holds it.
-    deferred,
-    /// `--enforcement warn`: would have been refused (or could not be verified), admitted with
-    /// the refusal as warnings.
-    would_deny,
-    /// MCO's own request (`--mco-user`) that would have been refused: admitted, because refusing
-    /// it protects no image and stops MCO's build pipeline.
-    mco_would_deny,
-}
-
-impl Outcome {
-    /// The label value (`would-deny`, as Gatekeeper and Kyverno spell their dry runs).
-    pub fn label(self) -> &'static str {
-        match self {
-            Outcome::allowed => "allowed",
-            Outcome::denied => "denied",
-            Outcome::overridden => "overridden",
-            Outcome::unverified => "unverified",
-            Outcome::ignored => "ignored",
-            Outcome::deferred => "deferred",
-            Outcome::would_deny => "would-deny",
-            Outcome::mco_would_deny => "mco-would-deny",
-        }
-    }
-}
-
-impl EncodeLabelValue for Outcome {
-    fn encode(
-        &self,
-        encoder: &mut prometheus_client::encoding::LabelValueEncoder,
-    ) -> Result<(), std::fmt::Error> {
-        use std::fmt::Write as _;
-        encoder.write_str(self.label())
-    }
-}
-
-/// What a mutation request came to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
-pub enum Mutation {
-    /// The finalizer was added.
-    added,
-    /// It was there already (re-invocation, or a plain update).
-    present,
-    /// The object is being deleted: finalizers cannot be added.
-    terminating,
-    /// `--no-new-finalizers`: draining before an uninstall.
-    disabled,
-    /// Not a create/update of a MachineOSConfig.
-    ignored,
-}
-
-/// What kind of failure a finalizer patch met (the controller decides its retry from it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
-pub enum Failure {
-    /// A write based on a stale read (409, or a failed resourceVersion test): expected now and
-    /// then, retried at once.
-    conflict,
-    /// 422 on an object that did not change: the API server (a CRD rule, an admission
-    /// policy, another webhook) rejects the update itself; retrying at once cannot help.
-    invalid,
-    /// 401/403: RBAC.
-    forbidden,
-    /// No answer within the patch deadline.
-    timeout,
-    /// Anything else (other status codes, connection errors).
-    other,
-}
-
-/// Why a deferred deletion was released, as the label writes it.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
-enum Release {
-    settled,
-    overridden,
-}
-
-impl From<ReleaseReason> for Release {
-    fn from(r: ReleaseReason) -> Self {
-        match r {
-            ReleaseReason::Settled => Release::settled,
-            ReleaseReason::Overridden => Release::overridden,
-        }
-    }
-}
-
+/// Every label value below is a `label()` of a domain enum or a fixed string.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DecisionLabels {
     resource: &'static str,
-    result: Outcome,
+    result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MutationLabels {
-    result: Mutation,
+struct ResultLabels {
+    result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReleaseLabels {
-    reason: Release,
+struct ReasonLabels {
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerErrorLabels {
-    error: Failure,
+    error: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BlockedLabels {
     machineosconfig: String,
     reason: &'static str,
-}
-
-/// Why deleting a MachineOSConfig now would be refused, as the `reason` label says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Blocked {
-    /// A node still needs one of its images.
-    Node,
-    /// A pool is still rolling one out.
-    Pool,
-    /// A joining machine would pull one at first boot.
-    Machine,
-    /// Nothing: deleting it now is allowed.
-    No,
-}
-
-impl Blocked {
-    fn label(self) -> &'static str {
-        match self {
-            Blocked::Node => "node",
-            Blocked::Pool => "pool",
-            Blocked::Machine => "machine",
-            Blocked::No => "none",
-        }
-    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -178,11 +59,6 @@ struct CacheLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ConfirmLabels {
-    result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SourceLabels {
     source: &'static str,
 }
@@ -191,15 +67,15 @@ pub struct Metrics {
     registry: Registry,
     decisions: Family<DecisionLabels, Counter>,
     latency: Histogram,
-    confirmations: Family<ConfirmLabels, Counter>,
+    confirmations: Family<ResultLabels, Counter>,
     confirmation_nodes: Family<SourceLabels, Counter>,
     cache_objects: Family<CacheLabels, Gauge>,
     cache_stale: Family<CacheLabels, Gauge>,
     ready: Gauge,
-    mutations: Family<MutationLabels, Counter>,
+    mutations: Family<ResultLabels, Counter>,
     deferred: Gauge,
     oldest_deferred: Gauge,
-    releases: Family<ReleaseLabels, Counter>,
+    removals: Family<ReasonLabels, Counter>,
     deferral_seconds: Histogram,
     leader: Gauge,
     controller_errors: Family<ControllerErrorLabels, Counter>,
@@ -229,7 +105,7 @@ impl Default for Metrics {
             "Time to decide one admission request, including any confirming read",
             latency.clone(),
         );
-        let confirmations = Family::<ConfirmLabels, Counter>::default();
+        let confirmations = Family::<ResultLabels, Counter>::default();
         registry.register(
             "confirmations",
             "Fresh reads that decided a deletion the cache would allow (confirmed, overturned) or refuse (refusal-confirmed, refusal-overturned), or failed",
@@ -260,7 +136,7 @@ impl Default for Metrics {
             "1 while /readyz answers 200: every cache synced, none stale, not shutting down",
             ready.clone(),
         );
-        let mutations = Family::<MutationLabels, Counter>::default();
+        let mutations = Family::<ResultLabels, Counter>::default();
         registry.register(
             "mutations",
             "Mutating-webhook requests by result (defer mode)",
@@ -280,11 +156,12 @@ impl Default for Metrics {
             "deletionTimestamp of the oldest MachineOSConfig whose finalizer mosc-guard still holds (seconds since the Unix epoch; 0 when none; leader only)",
             oldest_deferred.clone(),
         );
-        let releases = Family::<ReleaseLabels, Counter>::default();
+        // The metric's name keeps the word it was published with.
+        let removals = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "finalizer_releases",
-            "Deferred deletions released, by reason",
-            releases.clone(),
+            "Deferred deletions completed (the finalizer removed), by reason",
+            removals.clone(),
         );
         // 5 s .. ~2.8 h: a rollout takes minutes per node.
         let deferral_seconds = Histogram::new(
@@ -292,7 +169,7 @@ impl Default for Metrics {
         );
         registry.register(
             "deferred_deletion_duration_seconds",
-            "Time from a MachineOSConfig's deletionTimestamp to the release of its finalizer",
+            "Time from a MachineOSConfig's deletionTimestamp to the removal of its finalizer",
             deferral_seconds.clone(),
         );
         let leader = Gauge::default();
@@ -356,7 +233,7 @@ impl Default for Metrics {
             mutations,
             deferred,
             oldest_deferred,
-            releases,
+            removals,
             deferral_seconds,
             leader,
             controller_errors,
@@ -372,7 +249,10 @@ impl Default for Metrics {
 impl Metrics {
     pub fn decision(&self, resource: &'static str, result: Outcome, seconds: f64) {
         self.decisions
-            .get_or_create(&DecisionLabels { resource, result })
+            .get_or_create(&DecisionLabels {
+                resource,
+                result: result.label(),
+            })
             .inc();
         self.latency.observe(seconds);
     }
@@ -381,11 +261,11 @@ impl Metrics {
     /// "refusal-overturned" (a would-be refusal), "failed".
     pub fn confirmation(&self, result: &'static str) {
         self.confirmations
-            .get_or_create(&ConfirmLabels { result })
+            .get_or_create(&ResultLabels { result })
             .inc();
     }
 
-    /// `source` is "cache" or "list" (see [`crate::sources::view::Fresh::source`]).
+    /// `source` is "cache" or "list" (see [`crate::access::view::Fresh::source`]).
     pub fn confirmation_nodes(&self, source: &'static str) {
         self.confirmation_nodes
             .get_or_create(&SourceLabels { source })
@@ -394,15 +274,17 @@ impl Metrics {
 
     pub fn mutation(&self, result: Mutation) {
         self.mutations
-            .get_or_create(&MutationLabels { result })
+            .get_or_create(&ResultLabels {
+                result: result.label(),
+            })
             .inc();
     }
 
-    /// A deferred deletion let go `seconds` after its deletionTimestamp.
-    pub fn released(&self, reason: ReleaseReason, seconds: f64) {
-        self.releases
-            .get_or_create(&ReleaseLabels {
-                reason: reason.into(),
+    /// A deferred deletion's finalizer removed `seconds` after its deletionTimestamp.
+    pub fn finalizer_removed(&self, reason: RemovalReason, seconds: f64) {
+        self.removals
+            .get_or_create(&ReasonLabels {
+                reason: reason.label(),
             })
             .inc();
         self.deferral_seconds.observe(seconds);
@@ -411,7 +293,9 @@ impl Metrics {
     /// The finalizer controller's patch failed with `error`.
     pub fn controller_error(&self, error: Failure) {
         self.controller_errors
-            .get_or_create(&ControllerErrorLabels { error })
+            .get_or_create(&ControllerErrorLabels {
+                error: error.label(),
+            })
             .inc();
     }
 
@@ -431,7 +315,6 @@ impl Metrics {
         self.certificate_expiry.set(not_after);
     }
 
-    /// Renders the text exposition after refreshing the cache gauges.
     /// The deletion-blocked gauge, one series per MachineOSConfig: the previous set is
     /// replaced whole, so a config that went or changed reason leaves no stale series.
     pub fn deletion_blocked(&self, configs: impl IntoIterator<Item = (String, Blocked)>) {
@@ -470,6 +353,7 @@ impl Metrics {
         }
     }
 
+    /// Renders the text exposition after refreshing the cache gauges.
     pub fn render(
         &self,
         sizes: &[(&'static str, usize)],

@@ -1,17 +1,164 @@
-//! AdmissionReview in and out: decoding, deciding what a request is about, and
-//! building responses. Thin on purpose; decisions live in `policy`.
+//! The validating webhook, in the order one request travels: decode the AdmissionReview,
+//! classify what it asks (a guarded deletion, an UPDATE that completes one, or nothing to
+//! decide), decide it through the [`Engine`], and hand the request and the decision to
+//! [`answer`], which answers it (warn mode, MCO's requests, the audit line, the metrics, the
+//! Event). Nothing comes back here; the mutating endpoint ([`super::mutation`]) shares the
+//! decoding.
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Json, Response};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
+use crate::access::view::ClusterView;
 use crate::core::finalizer;
+use crate::core::message;
 use crate::core::model::{GROUP, MachineOSBuild, MachineOSConfig};
 use crate::core::policy::{Deletion, TargetKind};
+use crate::decision::{DeletionMode, Enforcement, Engine};
+use crate::telemetry::events::Events;
+use crate::webhook::answer::{self, Answers, Guarded, Ruling, Unreadable};
 
 const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 const REVIEW_KIND: &str = "AdmissionReview";
 
 pub type Request = AdmissionRequest<DynamicObject>;
+
+/// The validating webhook's state: the engine it decides with, and what it does with a
+/// verdict (the deletion mode, MCO's users, and the [`Answers`]).
+pub struct Admission<V> {
+    engine: Arc<Engine<V>>,
+    deletion_mode: DeletionMode,
+    no_new_finalizers: bool,
+    /// Users whose requests are MCO's own (`--mco-user`): never refused (see [`McoUsers`]).
+    mco_users: McoUsers,
+    answers: Answers,
+}
+
+impl<V: ClusterView> Admission<V> {
+    pub fn new(engine: Engine<V>) -> Self {
+        let answers = Answers::new(Arc::clone(&engine.metrics));
+        Self {
+            engine: Arc::new(engine),
+            deletion_mode: DeletionMode::Deny,
+            no_new_finalizers: false,
+            mco_users: McoUsers::machine_os_builder(),
+            answers,
+        }
+    }
+
+    /// The engine it decides with, for the finalizer controller to share.
+    pub fn engine(&self) -> &Arc<Engine<V>> {
+        &self.engine
+    }
+
+    /// Admits every request of these users, MCO's own (see [`McoUsers`]; by default the
+    /// machine-os-builder).
+    pub fn with_mco_users(mut self, users: McoUsers) -> Self {
+        self.mco_users = users;
+        self
+    }
+
+    /// Answers MachineOSConfig deletions as `mode` says.
+    pub fn with_deletion_mode(mut self, mode: DeletionMode) -> Self {
+        self.deletion_mode = mode;
+        self
+    }
+
+    /// Enforces refusals, or only warns of them.
+    pub fn with_enforcement(mut self, enforcement: Enforcement) -> Self {
+        self.answers.enforcement = enforcement;
+        self
+    }
+
+    /// Stops adding the finalizer (draining before an uninstall); deferred deletions still
+    /// complete.
+    pub fn without_new_finalizers(mut self) -> Self {
+        self.no_new_finalizers = true;
+        self
+    }
+
+    /// Whether the mutating webhook and the controller add the finalizer: defer mode only.
+    pub fn adds_finalizers(&self) -> bool {
+        self.deletion_mode == DeletionMode::Defer && !self.no_new_finalizers
+    }
+
+    /// Records a DeletionBlocked Event for every refused deletion that is not a dry run.
+    pub fn with_events(mut self, events: Events) -> Self {
+        self.answers.events = Some(events);
+        self
+    }
+
+    /// Classifies `req`, decides it and answers it.
+    pub async fn review(&self, req: &Request) -> AdmissionResponse {
+        let started = Instant::now();
+        let by_mco = self.mco_users.sent(req);
+        let guarded = match classify(req) {
+            Classified::Ignore => None,
+            Classified::Delete {
+                kind,
+                name,
+                subject,
+                finalizer_removal,
+            } => Some(Guarded {
+                ruling: self.decide(kind, subject, finalizer_removal).await,
+                kind,
+                name,
+            }),
+        };
+        self.answers
+            .answer(req, guarded, by_mco, started, &self.engine.view)
+    }
+
+    /// A guarded deletion decided: by the cache alone when defer mode's finalizer holds the
+    /// object (the controller confirms with a fresh read before it lets go; the cache only words
+    /// the warning), otherwise by the engine's check (cache, then a confirming read).
+    async fn decide(
+        &self,
+        kind: TargetKind,
+        subject: Result<Subject, Unreadable>,
+        finalizer_removal: bool,
+    ) -> Ruling {
+        let subject = match subject {
+            Ok(s) => s,
+            Err(why) => return Ruling::Unreadable(why),
+        };
+        let defer = self.deletion_mode == DeletionMode::Defer;
+        if let Subject::Config(c) = &subject
+            && defer
+            && finalizer::has(&c.metadata)
+        {
+            return Ruling::Deferred(self.engine.cached(subject.as_deletion()));
+        }
+        let why_refused = if finalizer_removal {
+            Some(message::finalizer_removal())
+        } else if defer && kind == TargetKind::MachineOSConfig {
+            Some(message::not_deferrable())
+        } else {
+            None
+        };
+        Ruling::Checked {
+            checked: self.engine.check(subject.as_deletion()).await,
+            why_refused,
+        }
+    }
+}
+
+/// `POST /validate`: one AdmissionReview in, one out; a body that is not one gets a 400.
+pub async fn validate<V: ClusterView>(
+    State(admission): State<Arc<Admission<V>>>,
+    body: Bytes,
+) -> Response {
+    match decode(&body) {
+        Ok(req) => Json(answer::into_review(admission.review(&req).await)).into_response(),
+        Err(e) => rejected(e),
+    }
+}
 
 /// Why a request body is not something we can answer with a review.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +185,12 @@ pub fn decode(body: &[u8]) -> Result<Request, DecodeError> {
     review.try_into().map_err(|_| DecodeError::NoRequest)
 }
 
+/// The 400 that answers a body [`decode`] refused (logged).
+pub fn rejected(e: DecodeError) -> Response {
+    tracing::warn!(error = %e, "rejecting malformed admission request");
+    (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response()
+}
+
 /// The object a guarded deletion is about, decoded from the request's oldObject.
 #[derive(Clone, Debug)]
 pub enum Subject {
@@ -60,13 +213,13 @@ pub enum Classified {
     /// Not a deletion of a guarded kind: allowed untouched.
     Ignore,
     /// A guarded deletion; `subject` is `Err` when oldObject is absent or undecodable.
-    /// `finalizer_release` marks an UPDATE that removes mosc-guard's finalizer from a
+    /// `finalizer_removal` marks an UPDATE that removes mosc-guard's finalizer from a
     /// MachineOSConfig being deleted: it completes the deletion, so it is decided as one.
     Delete {
         kind: TargetKind,
         name: String,
-        subject: Result<Subject, String>,
-        finalizer_release: bool,
+        subject: Result<Subject, Unreadable>,
+        finalizer_removal: bool,
     },
 }
 
@@ -86,14 +239,14 @@ pub fn classify(req: &Request) -> Classified {
         return Classified::Ignore;
     }
     let subject = match &req.old_object {
-        None => Err("the request carries no oldObject".to_string()),
+        None => Err(Unreadable::NoOldObject),
         Some(obj) => decode_subject(kind, obj),
     };
     Classified::Delete {
         kind,
         name: req.name.clone(),
         subject,
-        finalizer_release: false,
+        finalizer_removal: false,
     }
 }
 
@@ -108,205 +261,64 @@ fn classify_update(req: &Request) -> Classified {
     let (Some(old), Some(new)) = (&req.old_object, &req.object) else {
         return Classified::Ignore;
     };
-    let releases = finalizer::is_terminating(&old.metadata)
+    let removes_ours = finalizer::is_terminating(&old.metadata)
         && finalizer::has(&old.metadata)
         && !finalizer::has(&new.metadata);
-    if !relevant || !releases {
+    if !relevant || !removes_ours {
         return Classified::Ignore;
     }
     Classified::Delete {
         kind: TargetKind::MachineOSConfig,
         name: req.name.clone(),
         subject: decode_subject(TargetKind::MachineOSConfig, new),
-        finalizer_release: true,
+        finalizer_removal: true,
     }
 }
 
-fn decode_subject(kind: TargetKind, obj: &DynamicObject) -> Result<Subject, String> {
-    let value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
-    let undecodable = |e: serde_json::Error| format!("oldObject does not decode: {e}");
+fn decode_subject(kind: TargetKind, obj: &DynamicObject) -> Result<Subject, Unreadable> {
+    let value = serde_json::to_value(obj).map_err(Unreadable::Encode)?;
     Ok(match kind {
         TargetKind::MachineOSConfig => Subject::Config(Box::new(
-            serde_json::from_value(value).map_err(undecodable)?,
+            serde_json::from_value(value).map_err(Unreadable::Decode)?,
         )),
         TargetKind::MachineOSBuild => Subject::Build(Box::new(
-            serde_json::from_value(value).map_err(undecodable)?,
+            serde_json::from_value(value).map_err(Unreadable::Decode)?,
         )),
     })
 }
 
-/// Allows the request, with optional warnings for the client.
-pub fn allow(req: &Request, warnings: Vec<String>) -> AdmissionResponse {
-    let mut resp = AdmissionResponse::from(req);
-    if !warnings.is_empty() {
-        resp.warnings = Some(warnings);
-    }
-    resp
-}
+/// The users MCO's machine-os-builder runs as (`--mco-user`). Every MachineOSBuild deletion it
+/// makes itself (superseding a build that has not succeeded, rebuilding one whose image is
+/// gone, the rebuild annotation, the cleanup after a MachineOSConfig's deletion) protects no
+/// image when refused: by then MCO has deleted the image or it never existed, and a refusal
+/// only stops its build pipeline (a refused `deleteOtherBuildsForMachineOSConfig` aborts every
+/// new build, forever). So the guard admits all of its requests, whatever they are, and says
+/// so when it would have refused one.
+#[derive(Clone, Debug, Default)]
+pub struct McoUsers(Vec<String>);
 
-/// Denies the request with 403 and a message the admin sees on `kubectl delete`.
-pub fn deny(req: &Request, message: String) -> AdmissionResponse {
-    let mut resp = AdmissionResponse::from(req).deny(message);
-    resp.result.code = 403;
-    resp.result.reason = "Forbidden".to_string();
-    resp
-}
-
-/// Wraps a response into the review the API server expects back.
-pub fn into_review(resp: AdmissionResponse) -> AdmissionReview<DynamicObject> {
-    let mut review = resp.into_review();
-    review.types.api_version = REVIEW_API_VERSION.to_string();
-    review.types.kind = REVIEW_KIND.to_string();
-    review
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn review(operation: &str, resource: &str, old: serde_json::Value) -> Vec<u8> {
-        serde_json::to_vec(&json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-                "kind": {"group": GROUP, "version": "v1", "kind": "MachineOSConfig"},
-                "resource": {"group": GROUP, "version": "v1", "resource": resource},
-                "name": "worker",
-                "operation": operation,
-                "userInfo": {"username": "admin"},
-                "object": null,
-                "oldObject": old,
-                "dryRun": false
-            }
-        }))
-        .expect("serializes")
+impl McoUsers {
+    /// These users (blank names are dropped, so `--mco-user=` exempts nobody).
+    pub fn new<I: IntoIterator<Item = String>>(users: I) -> Self {
+        Self(
+            users
+                .into_iter()
+                .map(|u| u.trim().to_string())
+                .filter(|u| !u.is_empty())
+                .collect(),
+        )
     }
 
-    fn mosc() -> serde_json::Value {
-        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "MachineOSConfig", "metadata": {"name": "worker"}})
+    /// MCO's machine-os-builder alone: the default, as `serve --mco-user` has it.
+    pub fn machine_os_builder() -> Self {
+        Self::new([crate::core::model::MACHINE_OS_BUILDER_USER.to_string()])
     }
 
-    #[test]
-    fn delete_of_a_config_is_classified_with_its_object() {
-        let req = decode(&review("DELETE", "machineosconfigs", mosc())).expect("decodes");
-        match classify(&req) {
-            Classified::Delete {
-                kind,
-                name,
-                subject: Ok(Subject::Config(c)),
-                finalizer_release: false,
-            } => {
-                assert_eq!(
-                    (kind, name.as_str()),
-                    (TargetKind::MachineOSConfig, "worker")
-                );
-                assert_eq!(c.name(), "worker");
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-
-    #[test]
-    fn other_operations_and_resources_are_ignored() {
-        for (op, res) in [
-            ("UPDATE", "machineosconfigs"),
-            ("CREATE", "machineosbuilds"),
-            ("DELETE", "machineconfigpools"),
-        ] {
-            let req = decode(&review(op, res, mosc())).expect("decodes");
-            assert!(matches!(classify(&req), Classified::Ignore), "{op} {res}");
-        }
-    }
-
-    /// An UPDATE review of MOSC `worker` from `old` metadata to `new` metadata.
-    fn update(old: serde_json::Value, new: serde_json::Value) -> Request {
-        let mut body: serde_json::Value =
-            serde_json::from_slice(&review("UPDATE", "machineosconfigs", mosc())).expect("json");
-        body["request"]["oldObject"]["metadata"] = old;
-        body["request"]["object"] = body["request"]["oldObject"].clone();
-        body["request"]["object"]["metadata"] = new;
-        decode(&serde_json::to_vec(&body).expect("json")).expect("decodes")
-    }
-
-    #[test]
-    fn removing_our_finalizer_from_a_terminating_config_is_decided_as_its_deletion() {
-        let ours = finalizer::FINALIZER;
-        let terminating = json!({"name": "worker", "deletionTimestamp": "2026-11-30T00:00:00Z", "finalizers": [ours, "x"]});
-        let released = json!({"name": "worker", "deletionTimestamp": "2026-11-30T00:00:00Z", "finalizers": ["x"]});
-        assert!(matches!(
-            classify(&update(terminating.clone(), released.clone())),
-            Classified::Delete {
-                kind: TargetKind::MachineOSConfig,
-                subject: Ok(Subject::Config(_)),
-                finalizer_release: true,
-                ..
-            }
-        ));
-        // Keeping ours, or a live object, or an object that never had it: not our business.
-        for (old, new) in [
-            (terminating.clone(), terminating.clone()),
-            (
-                json!({"name": "worker", "finalizers": [ours]}),
-                json!({"name": "worker"}),
-            ),
-            (
-                released.clone(),
-                json!({"name": "worker", "deletionTimestamp": "2026-11-30T00:00:00Z"}),
-            ),
-        ] {
-            assert!(matches!(classify(&update(old, new)), Classified::Ignore));
-        }
-    }
-
-    #[test]
-    fn missing_old_object_is_reported_not_guessed() {
-        let req = decode(&review(
-            "DELETE",
-            "machineosbuilds",
-            serde_json::Value::Null,
-        ))
-        .expect("decodes");
-        assert!(matches!(
-            classify(&req),
-            Classified::Delete {
-                subject: Err(_),
-                ..
-            }
-        ));
-    }
-
-    #[test]
-    fn malformed_bodies_are_errors() {
-        assert!(matches!(decode(b"{not json"), Err(DecodeError::Json(_))));
-        // The parser quotes an unknown operation; its newline must not reach the log raw.
-        let forged = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"operation":"DEL\nETE\u001b[31m","userInfo":{}}}"#;
-        let e = decode(forged).expect_err("unknown operation").to_string();
-        assert!(!e.contains(['\n', '\x1b']), "{e:?}");
-        let wrong = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}});
-        assert!(matches!(
-            decode(&serde_json::to_vec(&wrong).expect("json")),
-            Err(DecodeError::WrongKind { .. }) | Err(DecodeError::Json(_))
-        ));
-        let empty = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"});
-        assert!(matches!(
-            decode(&serde_json::to_vec(&empty).expect("json")),
-            Err(DecodeError::NoRequest)
-        ));
-    }
-
-    #[test]
-    fn denial_carries_uid_code_and_message() {
-        let req = decode(&review("DELETE", "machineosconfigs", mosc())).expect("decodes");
-        let out = serde_json::to_value(into_review(deny(&req, "no".into()))).expect("json");
-        assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
-        assert_eq!(
-            out["response"]["uid"],
-            "705ab4f5-6393-11e8-b7cc-42010a800002"
-        );
-        assert_eq!(out["response"]["allowed"], false);
-        assert_eq!(out["response"]["status"]["code"], 403);
-        assert_eq!(out["response"]["status"]["message"], "no");
+    /// Whether `req` was sent by one of them.
+    pub fn sent(&self, req: &Request) -> bool {
+        req.user_info
+            .username
+            .as_deref()
+            .is_some_and(|u| self.0.iter().any(|m| m == u))
     }
 }

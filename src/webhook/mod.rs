@@ -1,11 +1,12 @@
-//! The admission webhook over [`crate::server`]: AdmissionReview decoding, one
-//! review per request (decided by [`crate::decision`], answered once), and the
-//! mutating endpoint that adds defer mode's finalizer.
+//! The admission webhook over [`crate::server`], read in three steps for one request:
+//! [`admission`] decodes and classifies it and decides it through [`crate::decision`];
+//! [`answer`] answers it (warn mode, MCO's requests, the audit line, the metrics, the Event).
+//! [`mutation`] is defer mode's mutating endpoint; [`routes`] only routes.
 
 pub mod admission;
 pub mod answer;
-pub mod event_limiter;
-pub mod mco_users;
 pub mod mutation;
-pub mod review;
 pub mod routes;
+
+#[cfg(test)]
+mod tests;

@@ -7,7 +7,7 @@
 //! scenario and its steps ([`scenario`]), and the product itself:
 //! the `mosc-guard` process ([`guard`]), registered as the cluster's webhook ([`webhooks`]),
 //! probed ([`probe`]), sent AdmissionReviews ([`review`]) and run as a CLI ([`cli`]); and a
-//! scripted [`ClusterView`](mosc_guard::sources::view::ClusterView) for in-process servers
+//! scripted [`ClusterView`](mosc_guard::access::view::ClusterView) for in-process servers
 //! ([`view`]). Every server listens on 127.0.0.1 only and stops when its handle is dropped.
 //!
 //! The kit cannot see cargo's `CARGO_BIN_EXE_mosc-guard` (only the package's own tests can):

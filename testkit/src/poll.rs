@@ -36,7 +36,7 @@ where
     }
 }
 
-/// Waits until `api` no longer has the object `name` (its finalizers released, or foreground
+/// Waits until `api` no longer has the object `name` (its finalizers removed, or foreground
 /// deletion done); errs after `timeout`.
 pub async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration) -> Result<()>
 where

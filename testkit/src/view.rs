@@ -1,4 +1,4 @@
-//! A scripted [`ClusterView`] for in-process webhooks and reviewers: what its caches hold,
+//! A scripted [`ClusterView`] for in-process webhooks and engines: what its caches hold,
 //! which nodes they hand out, and what its confirming fresh read does (return the cluster, fail,
 //! hang, take its time), counting the reads.
 //!
@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use mosc_guard::access::error::{FreshError, NotReady};
+use mosc_guard::access::live::LiveError;
+use mosc_guard::access::view::{ClusterView, Fresh, FreshNodes};
 use mosc_guard::core::node::NodeMeta;
 use mosc_guard::core::policy::PolicyMode;
 use mosc_guard::core::snapshot::Snapshot;
-use mosc_guard::sources::error::FreshError;
-use mosc_guard::sources::live::LiveError;
-use mosc_guard::sources::view::{ClusterView, Fresh, FreshNodes};
 
 /// Which cached nodes may carry one of the digests under a mode (see [`ClusterView::nodes`]).
 pub type NodesFn =
@@ -138,8 +138,8 @@ impl ClusterView for ScriptedView {
         })
     }
 
-    fn ready(&self) -> bool {
-        true
+    fn readiness(&self) -> Result<(), NotReady> {
+        Ok(())
     }
 
     fn sizes(&self) -> Vec<(&'static str, usize)> {

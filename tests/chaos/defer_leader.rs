@@ -112,7 +112,7 @@ async fn defer_leader_killed_while_a_deletion_is_deferred() {
         "still held while the node needs the image"
     );
 
-    // The rollout settles; the survivor releases the finalizer, MCO cleans up.
+    // The rollout settles; the survivor removes the finalizer, MCO cleans up.
     setup.cluster.sim.release(&setup.rollout.node);
     let released_at = Instant::now();
     wait_mosc_gone(&cluster.client, "worker").await;

@@ -1,7 +1,7 @@
 //! Defer mode (`serve --deletion-mode defer`) on a real control plane, registry and the MCO
 //! simulator (on 4.20): the mutating webhook adds the finalizer, the validating webhook accepts
-//! the delete with a warning, and the finalizer controller (Lease holder only) releases the
-//! MachineOSConfig once no node still needs its images.
+//! the delete with a warning, and the finalizer controller (Lease holder only) removes the
+//! finalizer from the MachineOSConfig once no node still needs its images.
 //!
 //! Every test runs the simulator at the real machine-os-builder's timing
 //! (`SimConfig::real_timing`: delete events handled 5 s late, builds of seconds).
@@ -11,13 +11,13 @@
 //! One test binary: the defer-mode guard, the seeded cluster and the waits are here, the tests in
 //! [`deferral`] (a deletion deferred until the rollout settles, the foreground cascade, the
 //! mutating webhook), [`controller`] (start-up, restart, two replicas), [`lease`] (the leader
-//! election alone, with skewed clocks and a holder cut off) and [`release`]
-//! (`mosc-guard release-finalizers`).
+//! election alone, with skewed clocks and a holder cut off) and [`uninstall`]
+//! (`mosc-guard remove-finalizers`).
 
 mod controller;
 mod deferral;
 mod lease;
-mod release;
+mod uninstall;
 
 use std::time::Duration;
 

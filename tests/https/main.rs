@@ -15,15 +15,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use mosc_guard::access::view::{ClusterView, StaticView};
 use mosc_guard::core::model::{LABEL_MACHINE_OS_CONFIG, LABEL_TARGET_POOL, OVERRIDE_ANNOTATION};
 use mosc_guard::core::policy::PolicyMode;
 use mosc_guard::core::snapshot::Snapshot;
 use mosc_guard::decision::{DeletionMode, Engine};
 use mosc_guard::server::listener::{self, ConnectionLimits, Limits};
 use mosc_guard::server::tls::{CertFiles, ReloadingResolver};
-use mosc_guard::sources::view::{ClusterView, StaticView};
 use mosc_guard::telemetry::metrics::Metrics;
-use mosc_guard::webhook::review::Reviewer;
+use mosc_guard::webhook::admission::Admission;
 use mosc_guard::webhook::routes::{self, MAX_BODY_BYTES};
 use serde_json::{Value, json};
 use testkit::pki::Pki;
@@ -161,7 +161,7 @@ async fn start_with_limits<V: ClusterView>(
         "https://127.0.0.1:{}",
         listener.local_addr().expect("addr").port()
     );
-    let reviewer = Reviewer::new(Engine::new(
+    let admission = Admission::new(Engine::new(
         view,
         PolicyMode::InFlight,
         metrics,
@@ -169,8 +169,8 @@ async fn start_with_limits<V: ClusterView>(
     ))
     .with_deletion_mode(mode);
     let (stop, stopped) = oneshot::channel::<()>();
-    let readiness = routes::readiness(&reviewer);
-    let app = routes::router(reviewer, limits.request_timeout, readiness);
+    let readiness = routes::readiness(admission.engine());
+    let app = routes::router(admission, limits.request_timeout, readiness);
     let task = tokio::spawn(async move {
         listener::serve(listener, tls, app, &limits, async {
             let _ = stopped.await;

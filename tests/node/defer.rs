@@ -121,7 +121,7 @@ async fn openshift_defer_overlay_defers_through_its_pods_and_moves_its_lease() {
     let result = wait_for(
         || async { Ok(moscs.get_opt("worker").await?.is_none().then_some(())) },
         Duration::from_secs(90),
-        "MOSC worker gone (finalizer released by the new leader)",
+        "MOSC worker gone (finalizer removed by the new leader)",
     )
     .await;
     if let Err(e) = result {

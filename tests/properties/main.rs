@@ -2,13 +2,13 @@
 //!
 //! - `indexed_verdict_equals_full_scan`: on random snapshots (nodes in every spelling of a few
 //!   images, configs, builds, pools, an index fed with stale and vanished nodes first), the
-//!   webhook's cached decision (`Reviewer::cached`: `guarded_digests`, the digest index's
+//!   webhook's cached decision (`Engine::cached`: `guarded_digests`, the digest index's
 //!   candidates, then `evaluate`, or `evaluate_blocked` on candidates when a node blocks)
 //!   equals `evaluate` over every node, in both policies (a denial from candidates may name
 //!   fewer pools, uncounted).
 //! - `admission_reviews_never_panic`: arbitrary bytes and well-formed AdmissionReviews mutated at
 //!   random (JSON values replaced, keys dropped, bytes flipped, inserted, cut) go through
-//!   `admission::decode`, `classify` and the whole `Reviewer::review` without a panic; the
+//!   `admission::decode`, `classify` and the whole `Admission::review` without a panic; the
 //!   response carries the request's uid, and a guarded deletion whose object does not decode is
 //!   never allowed.
 //! - `directory_files_never_panic`: arbitrary and mutated YAML/JSON files (objects, lists,
@@ -47,6 +47,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
 
+use mosc_guard::access::dump;
+use mosc_guard::access::view::{ClusterView, Fresh, FreshNodes, StaticView};
 use mosc_guard::core::finalizer;
 use mosc_guard::core::image::{ImageKey, same_image};
 use mosc_guard::core::message;
@@ -55,15 +57,13 @@ use mosc_guard::core::model::{
     MachineOSConfig, OVERRIDE_ANNOTATION, node_annotations,
 };
 use mosc_guard::core::node::NodeMeta;
+use mosc_guard::core::policy::NodeIndex;
 use mosc_guard::core::policy::{Deletion, PolicyMode, evaluate};
 use mosc_guard::core::snapshot::Snapshot;
 use mosc_guard::decision::Engine;
-use mosc_guard::sources::dump;
-use mosc_guard::sources::node_index::NodeIndex;
-use mosc_guard::sources::view::{ClusterView, Fresh, FreshNodes, StaticView};
 use mosc_guard::telemetry::metrics::Metrics;
-use mosc_guard::webhook::admission::{self, Classified};
-use mosc_guard::webhook::review::Reviewer;
+use mosc_guard::webhook::admission::{self, Admission, Classified};
+use mosc_guard::webhook::answer;
 use testkit::review::{Review, Target as ReviewTarget};
 use testkit::view::ScriptedView;
 

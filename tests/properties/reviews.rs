@@ -58,7 +58,7 @@ fn review() -> impl Strategy<Value = Value> {
         })
 }
 
-/// The cluster the decode property's reviewer decides against: pool worker rolling to one of
+/// The cluster the decode property's admission decides against: pool worker rolling to one of
 /// the images, so guarded deletions come out denied, allowed and overridden.
 fn decode_cluster() -> Snapshot {
     let a = Image {
@@ -122,7 +122,7 @@ fn admission_reviews_never_panic() {
         .enable_time()
         .build()
         .expect("runtime");
-    let reviewer = Reviewer::new(Engine::new(
+    let admission = Admission::new(Engine::new(
         StaticView(Arc::new(decode_cluster())),
         PolicyMode::InFlight,
         Arc::new(Metrics::default()),
@@ -149,13 +149,13 @@ fn admission_reviews_never_panic() {
                 subject.is_err()
             }
         };
-        let response = runtime.block_on(reviewer.review(&req));
+        let response = runtime.block_on(admission.review(&req));
         prop_assert_eq!(&response.uid, &req.uid);
         prop_assert!(
             !(undecodable_deletion && response.allowed),
             "a deletion whose object does not decode was allowed"
         );
-        let out = serde_json::to_vec(&admission::into_review(response)).expect("serializes");
+        let out = serde_json::to_vec(&answer::into_review(response)).expect("serializes");
         prop_assert!(!out.is_empty());
         Ok(())
     });

@@ -246,7 +246,7 @@ fn indexed_verdict_equals_full_scan() {
             indexed.fetch_add(1, Ordering::Relaxed);
         }
         // The webhook's view over the snapshot: nodes come from the digest index by name,
-        // exactly as `cache::Caches` hands them to `Reviewer::cached`; a confirming read passes
+        // exactly as `cache::Caches` hands them to `Engine::cached`; a confirming read passes
         // the fence (the same objects and index).
         let (index, all) = (w.index(), full.nodes.clone());
         let by_name: HashMap<String, Arc<NodeMeta>> = full

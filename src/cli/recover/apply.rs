@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use kube::Client;
 
+use crate::access::recovery::{self as live, PatchError};
 use crate::cli::args::RecoverArgs;
 use crate::core::recovery::{self, Plan, Verdict, words};
-use crate::sources::recovery::{self as live, PatchError};
 use crate::telemetry::events::{self, REASON_RECOVERY};
 
 use super::outcome::{Applied, Clock, Outcome, minutes};

@@ -14,14 +14,14 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
+use crate::access::dump::Want;
+use crate::access::recovery as live;
 use crate::cli::args::{Output, RecoverArgs};
 use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
 use crate::cli::notes;
 use crate::core::recovery::report::{Attention, Report};
 use crate::core::recovery::{self, Plan, RecoverySnapshot, words};
-use crate::sources::dump::Want;
-use crate::sources::recovery as live;
 
 use outcome::{Applied, Outcome};
 use wait::PoolWait;

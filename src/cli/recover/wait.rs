@@ -10,10 +10,10 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 
+use crate::access::live::LiveError;
+use crate::access::recovery as live;
 use crate::core::model::{MachineConfigPool, MachineOSConfig};
 use crate::core::recovery::{Marker, Progress, progress};
-use crate::sources::live::LiveError;
-use crate::sources::recovery as live;
 
 use super::outcome::{Applied, Clock, Outcome, minutes};
 

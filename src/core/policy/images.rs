@@ -33,11 +33,11 @@ use super::verdict::GuardedImage;
 
 /// The images a deletion would remove, and how to recognise them on nodes.
 #[derive(Default)]
-pub(super) struct Guard {
+pub(super) struct GuardedImages {
     exact: HashMap<ImageKey, GuardedImage>,
 }
 
-impl Guard {
+impl GuardedImages {
     pub(super) fn is_empty(&self) -> bool {
         self.exact.is_empty()
     }
@@ -82,28 +82,28 @@ impl Guard {
 }
 
 /// The images deleting `mosc` removes: those of the builds it deletes.
-pub(super) fn of_config(snapshot: &Snapshot, mosc: &MachineOSConfig) -> Guard {
-    let mut guard = Guard::default();
+pub(super) fn of_config(snapshot: &Snapshot, mosc: &MachineOSConfig) -> GuardedImages {
+    let mut guarded = GuardedImages::default();
     for build in deleted_with(snapshot, mosc) {
         if build.config_label().is_some()
             && let Some(image) = tag_target(build, Some(mosc), &snapshot.machine_os_builds)
         {
-            guard.add(image, build.name());
+            guarded.add(image, build.name());
         }
     }
-    guard
+    guarded
 }
 
 /// The image deleting `mosb` removes (none without the `machine-os-config` label).
-pub(super) fn of_build(snapshot: &Snapshot, mosb: &MachineOSBuild) -> Guard {
-    let mut guard = Guard::default();
+pub(super) fn of_build(snapshot: &Snapshot, mosb: &MachineOSBuild) -> GuardedImages {
+    let mut guarded = GuardedImages::default();
     if let Some(config) = mosb.config_label() {
         let config = snapshot.machine_os_config(config);
         if let Some(image) = tag_target(mosb, config, &snapshot.machine_os_builds) {
-            guard.add(image, mosb.name());
+            guarded.add(image, mosb.name());
         }
     }
-    guard
+    guarded
 }
 
 /// The builds that go with `mosc`: the ones MCO's cleanup deletes (by the release's rule) and

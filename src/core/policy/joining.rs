@@ -20,16 +20,16 @@ use crate::core::image::ImageKey;
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::snapshot::Snapshot;
 
-use super::images::Guard;
+use super::images::GuardedImages;
 use super::verdict::{Deletion, JoiningMachine};
 
 /// Joining machines that would pull one of the guarded images.
 pub(super) fn joining_machines(
     snapshot: &Snapshot,
     target: Deletion<'_>,
-    guard: &Guard,
+    guarded: &GuardedImages,
 ) -> Vec<JoiningMachine> {
-    if guard.is_empty() || !snapshot.rules().serves_joining_machines {
+    if guarded.is_empty() || !snapshot.rules().serves_joining_machines {
         return Vec::new();
     }
     let target_config = match target {
@@ -45,7 +45,7 @@ pub(super) fn joining_machines(
                 .filter(|m| m.pool_name() == p.name())
                 .or_else(|| config_of(snapshot, p.name()))?;
             let image = served_image(p, config, &snapshot.machine_os_builds)?;
-            guard.find(image).map(|_| (p.name(), image))
+            guarded.find(image).map(|_| (p.name(), image))
         })
         .collect();
     if served.is_empty() {
@@ -60,15 +60,15 @@ pub(super) fn joining_machines(
             let (pool_name, image) = served
                 .iter()
                 .find(|(p, _)| pool.is_none_or(|mine| mine == *p))?;
-            let guarded = guard.find(image)?;
+            let hit = guarded.find(image)?;
             Some(JoiningMachine {
                 machine: format!("{}/{}", m.namespace(), m.name()),
                 phase: m.phase().unwrap_or_default().to_string(),
                 machine_set: m.machine_set().map(str::to_string),
                 pool: pool_name.to_string(),
                 pool_known: pool.is_some(),
-                image: guarded.image.clone(),
-                machine_os_build: guarded.machine_os_build.clone(),
+                image: hit.image.clone(),
+                machine_os_build: hit.machine_os_build.clone(),
             })
         })
         .collect();

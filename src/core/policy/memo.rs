@@ -1,21 +1,36 @@
-//! Memoised comparisons for scans over every node: the node cache interns image strings, so
-//! nodes on one image share one allocation, and a scan decides each distinct string once.
+//! Memoised comparisons for scans over every node ([`super::scan`], [`super::pools`]): a
+//! cluster runs a handful of distinct images, so a scan decides each distinct string once and
+//! looks the answer up for the other nodes.
+//!
+//! Correct whatever the allocation: keys are equal when the text is. Fast when strings are
+//! shared: the node cache interns image references (`access::node_cache` builds every node
+//! through one [`crate::core::node::Interner`]), so nodes on one image hold one allocation and
+//! the address comparison that comes first decides without reading the text; strings from
+//! anywhere else (a dump decodes each node on its own) are compared by text.
 
-/// Identity of a string slice by address and length. The node cache interns image
-/// references, so nodes on the same image share one allocation: keyed by identity, a scan
-/// compares and parses each distinct reference once instead of once per node. Sound while
-/// the strings are borrowed, as all nodes are for the length of a decision.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) struct StrId(usize, usize);
+/// An optional string as a memo key, borrowed for the length of one scan.
+#[derive(Clone, Copy)]
+pub(super) struct Text<'a>(Option<&'a str>);
 
-impl StrId {
-    pub(super) fn of(s: Option<&str>) -> StrId {
-        s.map_or(StrId(0, 0), |s| StrId(s.as_ptr() as usize, s.len()))
+impl<'a> Text<'a> {
+    pub(super) fn of(s: Option<&'a str>) -> Self {
+        Text(s)
+    }
+}
+
+impl PartialEq for Text<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self.0, other.0) {
+            // Same address and length first: the interned case, no text read.
+            (Some(a), Some(b)) => std::ptr::eq(a, b) || a == b,
+            (None, None) => true,
+            _ => false,
+        }
     }
 }
 
 /// A few recent results by key: enough for the handful of distinct images a cluster runs,
-/// bounded so that nodes that share nothing (a directory dump) cost a short search each.
+/// bounded so that nodes that share nothing cost a short search each.
 pub(super) struct Memo<K, V> {
     entries: Vec<(K, V)>,
     next: usize,
@@ -45,5 +60,33 @@ impl<K: PartialEq + Copy, V: Clone> Memo<K, V> {
             self.next = (self.next + 1) % Self::CAPACITY;
         }
         value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_equal_by_text_whether_or_not_they_share_an_allocation() {
+        let (a, b) = (
+            String::from("quay.io/x@sha256:aa"),
+            String::from("quay.io/x@sha256:aa"),
+        );
+        assert_ne!(a.as_ptr(), b.as_ptr(), "two allocations");
+        assert!(Text::of(Some(&a)) == Text::of(Some(&b)));
+        assert!(Text::of(Some(&a)) == Text::of(Some(&a)));
+        assert!(Text::of(Some(&a[..5])) != Text::of(Some(&a)));
+        assert!(Text::of(None) == Text::of(None));
+        assert!(Text::of(Some("")) != Text::of(None));
+        let mut memo = Memo::default();
+        let mut computed = 0;
+        for key in [&a, &b, &a] {
+            memo.get_or(Text::of(Some(key)), || {
+                computed += 1;
+                key.len()
+            });
+        }
+        assert_eq!(computed, 1, "equal text is one entry");
     }
 }

@@ -8,6 +8,10 @@
 //! - of the pools that select a node: two or more custom pools (neither `master` nor `worker`)
 //!   mean no pool; one custom pool and `master` mean `master`; one custom pool means that pool;
 //!   otherwise `master`, otherwise `worker`.
+//!
+//! Fast paths: a node keeps only the labels [`membership_labels`] names when the confirming
+//! read lists nodes, and the pool rule's scan of every node is why [`super::index`]'s
+//! `guarded_digests` gives no digests while an unpaused pool targets a guarded image.
 
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -17,11 +21,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::core::model::{LABEL_NODE_OS, MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeImages;
 use crate::core::node::NodeMeta;
-use crate::core::selector::{self, Checked, Labels};
+use crate::core::selector::{self, Labels, Validity};
 use crate::core::snapshot::Snapshot;
 
-use super::images::Guard;
-use super::memo::{Memo, StrId};
+use super::images::GuardedImages;
+use super::memo::{Memo, Text};
 use super::verdict::{Deletion, GuardedImage, NAMED_NEXT_NODES, RollingPool};
 
 const MASTER: &str = "master";
@@ -44,9 +48,9 @@ impl<'p> Membership<'p> {
                 continue; // nil selects nothing (`labels.Nothing()`)
             };
             match selector::check(sel) {
-                Checked::Invalid(_) => invalid = true,
-                Checked::Empty => {}
-                Checked::Valid => usable.push((pool.as_ref(), sel)),
+                Validity::Invalid(_) => invalid = true,
+                Validity::Empty => {}
+                Validity::Valid => usable.push((pool.as_ref(), sel)),
             }
         }
         Membership {
@@ -113,10 +117,10 @@ pub fn membership_labels(pools: &[Arc<MachineConfigPool>]) -> std::collections::
 pub(super) fn rolling_pools(
     snapshot: &Snapshot,
     target: Deletion<'_>,
-    guard: &Guard,
+    guarded: &GuardedImages,
     members: &Membership<'_>,
 ) -> Vec<RollingPool> {
-    let mut rolling: Vec<RollingPool> = rolling_targets(snapshot, target, guard)
+    let mut rolling: Vec<RollingPool> = rolling_targets(snapshot, target, guarded)
         .into_iter()
         // Only a node of the pool that has not reached the image makes MCO target it again;
         // 4.20 reports `Updating` also while a new build runs or after one failed, with every
@@ -140,14 +144,14 @@ pub(super) fn rolling_pools(
 
 /// Pools not paused whose MachineOSConfig's current image is guarded and to which MCO is
 /// sending nodes ([`rollout_continues`]): each with that image as the config spells it and as
-/// the guard lists it. The MachineOSConfig being deleted is taken from the request, the others
+/// [`GuardedImages`] lists it. The MachineOSConfig being deleted is taken from the request, the others
 /// from the snapshot. Reads no node.
 pub(super) fn rolling_targets<'s>(
     snapshot: &'s Snapshot,
     target: Deletion<'s>,
-    guard: &Guard,
+    guarded: &GuardedImages,
 ) -> Vec<(&'s MachineConfigPool, &'s str, GuardedImage)> {
-    if guard.is_empty() {
+    if guarded.is_empty() {
         return Vec::new();
     }
     let target_config = match target {
@@ -171,7 +175,7 @@ pub(super) fn rolling_targets<'s>(
         .filter_map(|p| {
             let config = config_of(p.name())?;
             let current = config.current_image()?;
-            let image = guard.find(current)?;
+            let image = guarded.find(current)?;
             rollout_continues(p, config, current, &snapshot.machine_os_builds)
                 .then(|| (p.as_ref(), current, image.clone()))
         })
@@ -228,7 +232,7 @@ fn pending_nodes(
     let mut first: BinaryHeap<&str> = BinaryHeap::new();
     for node in &snapshot.nodes {
         let current = NodeImages::of(node).current;
-        let reached = on_image.get_or(StrId::of(current), || current == Some(image.trim()));
+        let reached = on_image.get_or(Text::of(current), || current == Some(image.trim()));
         if reached || !members.is_member(node, pool.name()) {
             continue;
         }

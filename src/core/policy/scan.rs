@@ -5,32 +5,38 @@
 //! annotations (`pkg/daemon/daemon.go`; `LayeredNodeState.isNodeImageDone`): a node whose
 //! current image spells the desired one differently rebases again, and pulls again. Whether the
 //! desired image is one being deleted is registry identity ([`crate::core::image`]).
+//!
+//! Its fast paths: [`super::index`] files nodes by the digests this rule compares (the desired
+//! image's while not reached, the current image's under in-use), so the webhook reads only the
+//! nodes that can match; and a node keeps only the three annotations read here
+//! ([`crate::core::node::ImageAnnotations`] decodes nothing else). A change to what this rule
+//! reads changes both.
 
 use crate::core::node::NodeImages;
 use crate::core::node::NodeMeta;
 use crate::core::snapshot::Snapshot;
 
-use super::images::Guard;
-use super::memo::{Memo, StrId};
+use super::images::GuardedImages;
+use super::memo::{Memo, Text};
 use super::pools::Membership;
 use super::verdict::{BlockReason, BlockingNode, GuardedImage, PolicyMode};
 
 pub(super) fn blocking_nodes(
     snapshot: &Snapshot,
-    guard: &Guard,
+    guarded: &GuardedImages,
     mode: PolicyMode,
     members: &Membership<'_>,
 ) -> Vec<BlockingNode> {
-    if guard.is_empty() {
+    if guarded.is_empty() {
         return Vec::new();
     }
-    let prefilter = Prefilter::for_guard(guard);
+    let prefilter = Prefilter::for_images(guarded);
     let mut memo = Memo::default();
     let mut blocking = Vec::new();
     for node in &snapshot.nodes {
         let images = NodeImages::of(node);
-        let key = (StrId::of(images.desired), StrId::of(images.current));
-        let hit = memo.get_or(key, || classify(images, guard, &prefilter, mode));
+        let key = (Text::of(images.desired), Text::of(images.current));
+        let hit = memo.get_or(key, || classify(images, guarded, &prefilter, mode));
         if let Some((image, reason)) = hit {
             let mut blocked = blocking_node(node, images, image, reason);
             blocked.pool = members.primary(node.as_ref()).map(str::to_string);
@@ -44,14 +50,14 @@ pub(super) fn blocking_nodes(
 /// Whether a node with these images blocks, and on which guarded image.
 fn classify(
     images: NodeImages<'_>,
-    guard: &Guard,
+    guarded: &GuardedImages,
     prefilter: &Prefilter,
     mode: PolicyMode,
 ) -> Option<(GuardedImage, BlockReason)> {
     let find = |spec: &str| {
         prefilter
             .may_match(spec)
-            .then(|| guard.find(spec))
+            .then(|| guarded.find(spec))
             .flatten()
     };
     let in_flight = images
@@ -102,8 +108,8 @@ enum Prefilter {
 }
 
 impl Prefilter {
-    fn for_guard(guard: &Guard) -> Prefilter {
-        guard
+    fn for_images(guarded: &GuardedImages) -> Prefilter {
+        guarded
             .digests::<Vec<String>>()
             .map_or(Prefilter::None, Prefilter::DigestSuffix)
     }

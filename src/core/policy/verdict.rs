@@ -182,4 +182,42 @@ impl Verdict {
     pub fn overridden(&self) -> bool {
         self.override_reason.is_some() && self.blocked()
     }
+
+    /// The first reason it refuses (the deletion-blocked gauge's `reason`).
+    pub fn blocked_by(&self) -> Blocked {
+        if self.allowed {
+            Blocked::No
+        } else if !self.blocking.is_empty() {
+            Blocked::Node
+        } else if !self.rolling.is_empty() {
+            Blocked::Pool
+        } else {
+            Blocked::Machine
+        }
+    }
+}
+
+/// Why deleting an object now would be refused: the first reason of its verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocked {
+    /// A node still needs one of its images.
+    Node,
+    /// A pool is still rolling one out.
+    Pool,
+    /// A joining machine would pull one at first boot.
+    Machine,
+    /// Nothing: deleting it now is allowed.
+    No,
+}
+
+impl Blocked {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Blocked::Node => "node",
+            Blocked::Pool => "pool",
+            Blocked::Machine => "machine",
+            Blocked::No => "none",
+        }
+    }
 }

@@ -3,7 +3,7 @@
 //! nothing of it when the dump is read for the policy.
 
 use super::*;
-use crate::sources::dump::Want;
+use crate::access::dump::Want;
 
 fn machine_config(name: &str) -> String {
     format!(

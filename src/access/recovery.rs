@@ -12,9 +12,9 @@ use kube::core::{ObjectList, Request};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use crate::access::live::{self, LiveError, NODES};
 use crate::core::model::MachineConfigPool;
 use crate::core::recovery::{NodePatch, RecoveryNode, RecoverySnapshot};
-use crate::sources::live::{self, LiveError, NODES};
 
 /// Page size of the full node list: a real Node is 10 to 20 KiB of JSON.
 const NODE_PAGE: u32 = 250;

@@ -17,6 +17,7 @@
 
 mod objects;
 mod read;
+mod skipped;
 #[cfg(test)]
 mod tests;
 
@@ -29,6 +30,7 @@ use walkdir::WalkDir;
 use crate::core::recovery::RecoveryNode;
 use crate::core::snapshot::Snapshot;
 use objects::{Added, Objects};
+use skipped::Skipped;
 
 /// What the dump is read for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -287,11 +289,14 @@ fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) 
         if document.is_null() {
             continue;
         }
-        if let Err(problem) = objects::flatten(document, &mut found) {
+        if let Err(reason) = objects::flatten(document, &mut found) {
             problems.push(if several {
-                format!("document {}: {problem}", i + 1)
+                Skipped::Document {
+                    index: i + 1,
+                    reason: Box::new(reason),
+                }
             } else {
-                problem
+                reason
             });
         }
     }
@@ -307,12 +312,7 @@ fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) 
         }
     }
     // One note per file for its shape, however many documents or items are off.
-    if let Some(first) = problems.first() {
-        let more = match problems.len() - 1 {
-            0 => String::new(),
-            n => format!(" (and {n} more)"),
-        };
-        let reason = format!("{first}{more}");
+    if let Some(reason) = Skipped::first_of(problems, false) {
         match (claim, holds_ours) {
             (Some(kind), _) => notes.incomplete(path, &rel, format!("{reason} (it holds {kind})")),
             (None, true) => notes.incomplete(path, &rel, reason),

@@ -24,16 +24,16 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
+use crate::access::error::{FreshError, NotReady};
+use crate::access::live;
+use crate::access::node_cache::NodeCache;
+use crate::access::view::{ClusterView, Fresh, FreshNodes};
+use crate::access::watch::{Retry, WatchHealth};
 use crate::core::cluster::{ClusterVersion, Machine};
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeMeta;
 use crate::core::policy::PolicyMode;
 use crate::core::snapshot::Snapshot;
-use crate::sources::error::{FreshError, NotReady};
-use crate::sources::live;
-use crate::sources::node_cache::NodeCache;
-use crate::sources::view::{ClusterView, Fresh, FreshNodes};
-use crate::sources::watch::{Retry, WatchHealth};
 
 /// A kind the caches hold: the name metrics, logs and `/readyz` give it, and whether the guard
 /// decides without it. An optional kind (absent on many clusters: no Machine API on
@@ -67,7 +67,7 @@ const BUILDS: Kind = Kind::required("machineosbuilds");
 const POOLS: Kind = Kind::required("machineconfigpools");
 const MACHINES: Kind = Kind::optional("machines");
 const VERSIONS: Kind = Kind::optional("clusterversions");
-/// The node cache, which is not a reflector (`sources::node_cache`).
+/// The node cache, which is not a reflector (`access::node_cache`).
 const NODES: Kind = Kind::required("nodes");
 
 /// What every cache reports (each kind's reflector, and the node cache), so readiness,
@@ -178,7 +178,7 @@ impl CacheState for NodeCache {
         NODES
     }
     fn synced(&self) -> bool {
-        self.ready()
+        NodeCache::synced(self)
     }
     fn health(&self) -> &WatchHealth {
         NodeCache::health(self)
@@ -218,7 +218,7 @@ pub struct Caches {
 pub const DEFAULT_FENCE_WAIT: Duration = Duration::from_millis(100);
 
 impl Caches {
-    /// Starts the watches; returns at once (see [`ClusterView::ready`]). A cache whose watch
+    /// Starts the watches; returns at once (see [`ClusterView::readiness`]). A cache whose watch
     /// has failed continuously for `stale_after` makes the view not ready until it recovers.
     pub fn start(client: Client, stale_after: Duration) -> Self {
         let mut tasks = Vec::new();
@@ -355,12 +355,6 @@ impl ClusterView for Caches {
 
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {
         Box::pin(self.fresh_read())
-    }
-
-    fn ready(&self) -> bool {
-        self.table()
-            .into_iter()
-            .all(|c| c.kind().optional || c.synced())
     }
 
     fn readiness(&self) -> Result<(), NotReady> {

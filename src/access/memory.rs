@@ -28,9 +28,9 @@ pub fn tune_allocator() {
 
 /// Returns free heap pages to the system, after a big transient read (a relist, a full node
 /// list). Costs a walk of the heap: a few milliseconds, never on a request's path alone.
-pub fn release_free_memory() {
+pub fn return_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim is thread-safe and only releases memory the allocator holds free.
+    // SAFETY: malloc_trim is thread-safe and only returns memory the allocator holds free.
     unsafe {
         libc::malloc_trim(0);
     }

@@ -1,9 +1,10 @@
-//! `mosc-guard release-finalizers`: nothing left holding the finalizer, and `--force` on record.
+//! `mosc-guard remove-finalizers` (and its old name, `release-finalizers`): nothing left holding
+//! the finalizer, and `--force` on record.
 
 use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn release_finalizers_leaves_no_mosc_with_the_finalizer() {
+async fn remove_finalizers_leaves_no_mosc_with_the_finalizer() {
     let (cluster, guard, rollout) = deferring(SimConfig::real_timing()).await;
     // A second, idle pool and MachineOSConfig (no nodes): protected, never deleted.
     create_infra_mosc(&cluster).await;
@@ -15,14 +16,14 @@ async fn release_finalizers_leaves_no_mosc_with_the_finalizer() {
         code,
         stdout,
         stderr,
-    } = cluster.run_cli(&BIN, &["release-finalizers"]);
+    } = cluster.run_cli(&BIN, &["remove-finalizers"]);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
         stdout.contains("machineosconfig/infra: the finalizer came back"),
         "{stdout}"
     );
 
-    // Uninstall order: webhook configurations first, then the guard, then release-finalizers.
+    // Uninstall order: webhook configurations first, then the guard, then remove-finalizers.
     let out = kubectl(
         &cluster,
         ["delete", "mutatingwebhookconfiguration", "mosc-guard"],
@@ -37,14 +38,14 @@ async fn release_finalizers_leaves_no_mosc_with_the_finalizer() {
         code,
         stdout,
         stderr,
-    } = cluster.run_cli(&BIN, &["release-finalizers"]);
+    } = cluster.run_cli(&BIN, &["remove-finalizers"]);
     assert_eq!(
         code,
         Some(1),
         "a deletion still deferred is kept: {stdout}{stderr}"
     );
     assert!(
-        stdout.contains("released machineosconfig/infra"),
+        stdout.contains("removed the finalizer from machineosconfig/infra"),
         "{stdout}"
     );
     assert!(
@@ -53,7 +54,8 @@ async fn release_finalizers_leaves_no_mosc_with_the_finalizer() {
     );
     assert!(stdout.contains("--force"), "{stdout}");
 
-    // Once the rollout settles, the same command releases the rest and exits 0.
+    // Once the rollout settles, the same command removes the rest and exits 0 (run under its
+    // old name, as installed runbooks call it).
     cluster.sim.release(&rollout.node);
     wait_rolled_out(&cluster, &rollout.build.image).await;
     let CliRun {
@@ -63,7 +65,7 @@ async fn release_finalizers_leaves_no_mosc_with_the_finalizer() {
     } = cluster.run_cli(&BIN, &["release-finalizers"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(
-        stdout.contains("released machineosconfig/worker"),
+        stdout.contains("removed the finalizer from machineosconfig/worker"),
         "{stdout}"
     );
     wait_mosc_gone(&cluster.client, "worker").await;
@@ -75,7 +77,7 @@ async fn release_finalizers_leaves_no_mosc_with_the_finalizer() {
             .all(|m| !finalizers(m).iter().any(|f| f == FINALIZER)),
         "no MachineOSConfig keeps the finalizer: {left:?}"
     );
-    let CliRun { code, stdout, .. } = cluster.run_cli(&BIN, &["release-finalizers"]);
+    let CliRun { code, stdout, .. } = cluster.run_cli(&BIN, &["remove-finalizers"]);
     assert_eq!(
         (code, stdout.trim()),
         (Some(0), "no MachineOSConfig carries the finalizer")
@@ -83,20 +85,20 @@ async fn release_finalizers_leaves_no_mosc_with_the_finalizer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn release_finalizers_force_lets_a_held_deletion_go_on_record() {
+async fn remove_finalizers_force_lets_a_held_deletion_go_on_record() {
     let (cluster, guard, rollout) = deferring(SimConfig::real_timing()).await;
     delete_deferred(&cluster, &rollout, &[]).await;
 
-    // With the webhooks still registered, the forced release passes the validating webhook only
+    // With the webhooks still registered, the forced removal passes the validating webhook only
     // because it records the override annotation in the same patch.
     let CliRun {
         code,
         stdout,
         stderr,
-    } = cluster.run_cli(&BIN, &["release-finalizers", "--force"]);
+    } = cluster.run_cli(&BIN, &["remove-finalizers", "--force"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(
-        stdout.contains("released machineosconfig/worker"),
+        stdout.contains("removed the finalizer from machineosconfig/worker"),
         "{stdout}"
     );
     wait_mosc_gone(&cluster.client, "worker").await;
@@ -104,7 +106,7 @@ async fn release_finalizers_force_lets_a_held_deletion_go_on_record() {
     assert!(
         log.lines().any(|l| l.contains("admission decision")
             && l.contains("name=worker")
-            && l.contains("override_reason=\"mosc-guard release-finalizers --force\"")
+            && l.contains("override_reason=\"mosc-guard remove-finalizers --force\"")
             && l.contains("result=overridden")),
         "{log}"
     );

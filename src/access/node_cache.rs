@@ -24,12 +24,12 @@ use kube::core::WatchEvent;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::access::live::{self, NODES};
+use crate::access::watch::{Retry, WatchHealth};
 use crate::core::node::NodeMeta;
 use crate::core::node::{Interner, WireMeta, WireNode};
+use crate::core::policy::NodeIndex;
 use crate::core::policy::PolicyMode;
-use crate::sources::live::{self, NODES};
-use crate::sources::node_index::NodeIndex;
-use crate::sources::watch::{Retry, WatchHealth};
 
 /// Server-side timeout of one watch request; the API server sends a bookmark shortly before
 /// it (and about every minute), and the watch resumes from the last revision.
@@ -137,7 +137,7 @@ impl NodeCache {
     }
 
     /// True once the first full list completed.
-    pub fn ready(&self) -> bool {
+    pub fn synced(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
 
@@ -286,7 +286,7 @@ impl Driver {
         let count = next.nodes.len();
         *write(&self.state) = next;
         self.revision.send_replace(revision);
-        crate::sources::memory::release_free_memory();
+        crate::access::memory::return_free_memory();
         self.health.recovered("the list completed");
         if !self.ready.swap(true, Ordering::AcqRel) {
             tracing::info!(cache = "nodes", objects = count, revision, "cache synced");

@@ -1,11 +1,11 @@
-//! Why a source cannot give a decision what it needs. These cross the seam between the
-//! sources and the webhook or controller, which turn them into "could not verify" (the guard
+//! Why a source cannot give a decision what it needs. These cross the seam between
+//! cluster access and the webhook or controller, which turn them into "could not verify" (the guard
 //! fails closed) or a 503 from `/readyz`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sources::live::LiveError;
+use crate::access::live::LiveError;
 
 /// A confirming read that did not complete: the deletion cannot be verified.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -202,7 +202,7 @@ pub async fn nodes_for(
         }))
     })
     .await?;
-    crate::sources::memory::release_free_memory();
+    crate::access::memory::return_free_memory();
     Ok(listed.map(|_| nodes))
 }
 

@@ -1,9 +1,7 @@
-//! Which refusals may write a DeletionBlocked Event, so that callers of /validate cannot turn
-//! the guard into an Event writer at any rate or about objects of their choosing.
+//! How often a refusal may write a DeletionBlocked Event, so that callers of /validate cannot
+//! turn the guard into an Event writer at any rate (the answer, for its part, writes Events only
+//! about objects the guard's cache has, under their real uid).
 //!
-//! - Only about an object the guard's cache has, under its real uid: a forged review naming
-//!   an object that does not exist (or whose oldObject does not decode, or carries another
-//!   uid) gets its answer but no Event.
 //! - Per object, a token bucket as client-go's recorder uses (its EventSourceObjectSpamFilter:
 //!   a burst, then one per interval): refusals beyond it are only counted, and the count is
 //!   added to the next Event that is written for that object ("and N more refusals").

@@ -16,6 +16,7 @@ use crate::core::node::{Interner, NodeMeta, WireMeta};
 use crate::core::recovery::RecoveryNode;
 use crate::core::snapshot::Snapshot;
 
+use super::skipped::Skipped;
 use super::{RecoveryObjects, Want};
 
 /// A Kubernetes object: its `apiVersion`, `kind` and the whole object.
@@ -33,7 +34,7 @@ struct ItemType<'a> {
 
 /// Pushes the object(s) `value` holds onto `out`: itself, or the items of a list.
 /// Items that are not objects are dropped and reported as one problem.
-pub(super) fn flatten(value: Value, out: &mut Vec<Typed>) -> Result<(), String> {
+pub(super) fn flatten(value: Value, out: &mut Vec<Typed>) -> Result<(), Skipped> {
     flatten_as(value, None, out)
 }
 
@@ -41,14 +42,13 @@ fn flatten_as(
     value: Value,
     inherit: Option<&ItemType<'_>>,
     out: &mut Vec<Typed>,
-) -> Result<(), String> {
+) -> Result<(), Skipped> {
     let mut object = match value {
         Value::Object(object) => object,
         other => {
-            return Err(format!(
-                "not a Kubernetes object (found {})",
-                describe(&other)
-            ));
+            return Err(Skipped::NotAnObject {
+                found: describe(&other),
+            });
         }
     };
     let field = |object: &Map<String, Value>, key: &str| {
@@ -63,7 +63,7 @@ fn flatten_as(
         field(&object, "apiVersion").or_else(|| inherit.map(|t| t.api_version.to_string()));
     let kind = field(&object, "kind").or_else(|| inherit.map(|t| t.kind.to_string()));
     let (Some(api_version), Some(kind)) = (api_version, kind) else {
-        return Err("not a Kubernetes object (no apiVersion/kind)".to_string());
+        return Err(Skipped::NoKind);
     };
     let is_list = kind.ends_with("List")
         && matches!(object.get("items"), Some(Value::Array(_) | Value::Null));
@@ -85,19 +85,17 @@ fn flatten_as(
         api_version: &api_version,
         kind,
     });
-    let mut first_problem = None;
-    let mut problems = 0;
+    let mut problems = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
-        if let Err(problem) = flatten_as(item, inherit.as_ref(), out) {
-            problems += 1;
-            first_problem.get_or_insert_with(|| format!("{kind} item {}: {problem}", i + 1));
+        if let Err(reason) = flatten_as(item, inherit.as_ref(), out) {
+            problems.push(Skipped::Item {
+                list: kind.clone(),
+                index: i + 1,
+                reason: Box::new(reason),
+            });
         }
     }
-    match (first_problem, problems) {
-        (None, _) => Ok(()),
-        (Some(first), 1) => Err(first),
-        (Some(first), n) => Err(format!("{first} (and {} more items)", n - 1)),
-    }
+    Skipped::first_of(problems, true).map_or(Ok(()), Err)
 }
 
 fn describe(value: &Value) -> &'static str {
@@ -178,7 +176,7 @@ impl Objects {
 
     /// Keeps `typed` if it is one of ours; an error names an object of ours that could
     /// not be decoded.
-    pub(super) fn add(&mut self, typed: Typed) -> Result<Added, String> {
+    pub(super) fn add(&mut self, typed: Typed) -> Result<Added, Skipped> {
         let Typed {
             api_version,
             kind,
@@ -204,7 +202,7 @@ impl Objects {
                         .and_then(|m| m.get("name"))
                         .and_then(Value::as_str)
                         .filter(|n| !n.is_empty())
-                        .ok_or_else(|| format!("{kind} without metadata.name"))?;
+                        .ok_or_else(|| Skipped::NoName { kind: kind.clone() })?;
                     names.get_or_insert_default().insert(name.to_string());
                     return Ok(Added::Ours);
                 }
@@ -224,10 +222,11 @@ impl Objects {
             // An older API (4.16-4.18 tech preview v1alpha1) with a different schema:
             // decoding it as v1 would guess wrong, and silently missing it would make
             // `check` answer "not found".
-            return Err(format!(
-                "{api_version} {kind} {} is not supported (only {GROUP}/{VERSION})",
-                name_in(&object)
-            ));
+            return Err(Skipped::Unsupported {
+                name: name_in(&object),
+                api_version,
+                kind,
+            });
         }
         null_values_are_empty(&mut object);
         if let (Some((nodes, _)), "Node") = (&mut self.recovery, kind.as_str()) {
@@ -341,9 +340,11 @@ impl<T> Default for Kept<T> {
 }
 
 impl<T> Kept<T> {
-    fn add(&mut self, kind: &str, decoded: Decoded<T>) -> Result<(), String> {
+    fn add(&mut self, kind: &str, decoded: Decoded<T>) -> Result<(), Skipped> {
         if decoded.name.is_empty() {
-            return Err(format!("{kind} without metadata.name"));
+            return Err(Skipped::NoName {
+                kind: kind.to_string(),
+            });
         }
         let new = (decoded.content, Arc::new(decoded.object));
         let Some(kept) = self.0.get_mut(&decoded.name) else {
@@ -447,10 +448,10 @@ fn content_of<T: Serialize>(object: &T) -> Value {
 fn node(
     mut object: Map<String, Value>,
     interner: &mut Interner,
-) -> Result<Decoded<NodeMeta>, String> {
+) -> Result<Decoded<NodeMeta>, Skipped> {
     let name = name_in(&object);
     let meta: WireMeta = serde_json::from_value(object.remove("metadata").unwrap_or(Value::Null))
-        .map_err(|e| format!("Node {name}: cannot decode metadata: {e}"))?;
+        .map_err(Skipped::decode("Node", name, Some("metadata")))?;
     let resource_version = meta.revision();
     let node = NodeMeta::from_wire(meta, interner, |_| true);
     Ok(Decoded {
@@ -462,10 +463,9 @@ fn node(
 }
 
 /// A Node as a recovery plan reads it ([`RecoveryNode`]).
-fn recovery_node(object: &Map<String, Value>) -> Result<Decoded<RecoveryNode>, String> {
-    let name = name_in(object);
+fn recovery_node(object: &Map<String, Value>) -> Result<Decoded<RecoveryNode>, Skipped> {
     let node: RecoveryNode = serde_json::from_value(Value::Object(object.clone()))
-        .map_err(|e| format!("Node {name}: cannot decode: {e}"))?;
+        .map_err(Skipped::decode("Node", name_in(object), None))?;
     Ok(Decoded {
         name: node.name.clone(),
         resource_version: node
@@ -478,7 +478,7 @@ fn recovery_node(object: &Map<String, Value>) -> Result<Decoded<RecoveryNode>, S
 }
 
 /// One of the MCO kinds, decoded into our model (without managedFields).
-fn mco<T>(kind: &str, mut object: Map<String, Value>) -> Result<Decoded<T>, String>
+fn mco<T>(kind: &str, mut object: Map<String, Value>) -> Result<Decoded<T>, Skipped>
 where
     T: DeserializeOwned + Serialize + kube::core::Resource,
 {
@@ -487,7 +487,7 @@ where
     if let Some(Value::Object(meta)) = object.get_mut("metadata") {
         meta.remove("managedFields");
     }
-    let decoded_object: T = serde_json::from_value(Value::Object(object))
-        .map_err(|e| format!("{kind} {name}: cannot decode: {e}"))?;
+    let decoded_object: T =
+        serde_json::from_value(Value::Object(object)).map_err(Skipped::decode(kind, name, None))?;
     Ok(decoded(decoded_object, T::meta))
 }

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::Want;
+use super::skipped::Skipped;
 
 /// Deeper `[`/`{` nesting than any Kubernetes object needs.
 pub(super) const MAX_FLOW_DEPTH: usize = 64;
@@ -142,27 +143,24 @@ fn utf16(raw: &[u8]) -> Option<Vec<u16>> {
 }
 
 /// The file's text: UTF-8, without a byte-order mark.
-pub(super) fn text(raw: &[u8]) -> Result<&str, String> {
+pub(super) fn text(raw: &[u8]) -> Result<&str, Skipped> {
     if utf16(raw).is_some() {
-        return Err("UTF-16 text, not UTF-8 (re-save it as UTF-8)".to_string());
+        return Err(Skipped::Utf16);
     }
     let raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
-    std::str::from_utf8(raw).map_err(|e| format!("not UTF-8 text: {e}"))
+    std::str::from_utf8(raw).map_err(Skipped::NotUtf8)
 }
 
 /// Every YAML document or JSON value in `text`; an error if any of it does not parse.
-pub(super) fn documents(text: &str, json: bool) -> Result<Vec<Value>, String> {
+pub(super) fn documents(text: &str, json: bool) -> Result<Vec<Value>, Skipped> {
     if json {
         return serde_json::Deserializer::from_str(text)
             .into_iter::<Value>()
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("not valid JSON: {e}"));
+            .map_err(Skipped::Json);
     }
-    let depth = flow_depth(text);
-    if depth > MAX_FLOW_DEPTH {
-        return Err(format!(
-            "not read: YAML flow collections nested more than {MAX_FLOW_DEPTH} levels deep"
-        ));
+    if flow_depth(text) > MAX_FLOW_DEPTH {
+        return Err(Skipped::TooDeep);
     }
     serde_yaml_ng::Deserializer::from_str(text)
         .map(|document| {
@@ -171,9 +169,9 @@ pub(super) fn documents(text: &str, json: bool) -> Result<Vec<Value>, String> {
             Ok(value)
         })
         .collect::<Result<Vec<_>, serde_yaml_ng::Error>>()
-        .map_err(|e| format!("not valid YAML: {e}"))?
+        .map_err(Skipped::Yaml)?
         .into_iter()
-        .map(|v| serde_json::to_value(v).map_err(|e| format!("not a JSON-like document: {e}")))
+        .map(|v| serde_json::to_value(v).map_err(Skipped::NotJsonLike))
         .collect()
 }
 

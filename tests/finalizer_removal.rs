@@ -1,7 +1,7 @@
-//! Releasing mosc-guard's finalizer, end to end on a real API server: the uninstall command
-//! (`mosc-guard release-finalizers`) meeting an object it may not touch, and the release of the
-//! largest MachineOSConfig the API server stores, decided by the webhook rather than refused for
-//! its size.
+//! Removing mosc-guard's finalizer, end to end on a real API server: the uninstall command
+//! (`mosc-guard remove-finalizers`) meeting an object it may not touch, and the finalizer's
+//! removal from the largest MachineOSConfig the API server stores, decided by the webhook rather
+//! than refused for its size.
 //!
 //! Each test starts its own control plane (and guard, where one is needed) and stops them.
 
@@ -36,21 +36,22 @@ async fn mosc_with_finalizer(cp: &ControlPlane, name: &str) {
 
 /// A 403 on one MachineOSConfig does not abort the run. The user may read everything
 /// but patch only `alpha` and `gamma`; `beta` (listed between them) is refused. The others are
-/// released, the summary names `beta` and why, and the exit status says the run is incomplete.
+/// let go, the summary names `beta` and why, and the exit status says the run is incomplete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn release_finalizers_goes_on_past_a_forbidden_object_and_names_it() {
+async fn remove_finalizers_goes_on_past_a_forbidden_object_and_names_it() {
     let cp = ControlPlane::start().await.expect("control plane");
     for name in ["alpha", "beta", "gamma"] {
         mosc_with_finalizer(&cp, name).await;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = testkit::users::kubeconfig(&cp, "releaser", dir.path()).expect("kubeconfig");
+    let kubeconfig =
+        testkit::users::kubeconfig(&cp, "uninstaller", dir.path()).expect("kubeconfig");
     testkit::users::apply(
         &cp,
         r#"
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
-metadata: {name: releaser}
+metadata: {name: uninstaller}
 rules:
 - apiGroups: [machineconfiguration.openshift.io]
   resources: [machineosconfigs, machineosbuilds, machineconfigpools]
@@ -71,16 +72,16 @@ rules:
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
-metadata: {name: releaser}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: releaser}
+metadata: {name: uninstaller}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: uninstaller}
 subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: releaser}
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: uninstaller}
 "#,
     )
     .await
     .expect("RBAC");
     // RBAC takes effect through the API server's informer: wait until it lets the user patch.
-    testkit::users::wait_can_i(&cp, "patch", "machineosconfigs/gamma", "releaser", true)
+    testkit::users::wait_can_i(&cp, "patch", "machineosconfigs/gamma", "uninstaller", true)
         .await
         .expect("RBAC in effect");
 
@@ -90,29 +91,29 @@ subjects:
         stderr,
     } = BIN
         .cli()
-        .arg("release-finalizers")
+        .arg("remove-finalizers")
         .kubeconfig(&kubeconfig)
         .run();
     assert_eq!(
         code,
         Some(2),
-        "an object could not be released: {stdout}{stderr}"
+        "an object's finalizer could not be removed: {stdout}{stderr}"
     );
     assert!(
-        stdout.contains("released machineosconfig/alpha"),
+        stdout.contains("removed the finalizer from machineosconfig/alpha"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("released machineosconfig/gamma"),
+        stdout.contains("removed the finalizer from machineosconfig/gamma"),
         "the run went on after beta: {stdout}{stderr}"
     );
     let beta_line = stdout
         .lines()
-        .find(|l| l.starts_with("could not release machineosconfig/beta: "))
+        .find(|l| l.starts_with("could not remove the finalizer from machineosconfig/beta: "))
         .unwrap_or_else(|| panic!("beta named with the reason: {stdout}{stderr}"));
     assert!(beta_line.contains("forbidden"), "{beta_line}");
     assert!(
-        stderr.contains("could not release 1 MachineOSConfig(s): beta"),
+        stderr.contains("could not remove the finalizer from 1 MachineOSConfig(s): beta"),
         "{stderr}"
     );
 
@@ -171,15 +172,15 @@ async fn grow_status(
     .await
 }
 
-/// The release of the finalizer from the largest MachineOSConfig the API server
+/// The removal of the finalizer from the largest MachineOSConfig the API server
 /// accepts is decided, not refused for its size. That UPDATE's review carries the object and
 /// its oldObject (about twice the object's size), which exceeded the old 3 MiB body limit: the
-/// webhook call failed and, with failurePolicy Fail, the release was refused.
+/// webhook call failed and, with failurePolicy Fail, the removal was refused.
 ///
 /// etcd runs with a 3 MiB request limit (clusters raise etcd's 1.5 MiB default), so the bound
 /// is the API server's own: its etcd client sends at most 2 MiB per request (found by search).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_largest_mosc_can_have_its_finalizer_released() {
+async fn the_largest_mosc_can_have_its_finalizer_removed() {
     let cp = ControlPlane::start_with_etcd_args(&["--max-request-bytes=3145728"])
         .await
         .expect("control plane");
@@ -234,7 +235,7 @@ async fn the_largest_mosc_can_have_its_finalizer_released() {
     .expect("patch");
     api.patch("big", &PatchParams::default(), &Patch::Json::<()>(patch))
         .await
-        .unwrap_or_else(|e| panic!("the release is decided, not refused for its size: {e}"));
+        .unwrap_or_else(|e| panic!("the removal is decided, not refused for its size: {e}"));
     wait_gone(&api, "big", Duration::from_secs(30))
         .await
         .expect("the large MachineOSConfig deleted");
@@ -243,6 +244,6 @@ async fn the_largest_mosc_can_have_its_finalizer_released() {
         log.lines().any(|l| l.contains("admission decision")
             && l.contains("name=big")
             && l.contains("result=allowed")),
-        "the guard decided the release:\n{log}"
+        "the guard decided the removal:\n{log}"
     );
 }

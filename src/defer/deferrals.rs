@@ -1,5 +1,6 @@
 //! What the finalizer controller remembers per deferred deletion (attempts, the blocking nodes
-//! it last reported), and the watch that forgets it once the object is gone, whoever deleted it.
+//! it last reported): a [`Deferral`] each, and the watch that forgets one once the object is
+//! gone, whoever deleted it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -10,22 +11,22 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::core::model::MachineOSConfig;
 
-/// What the controller remembers per deferred deletion (by uid): how often it waited, and
-/// the blocking nodes it last reported in an Event.
+/// What the controller remembers about one deferred deletion: how often it waited (or a patch
+/// failed), and the blocking nodes it last reported in an Event.
 #[derive(Default)]
-pub(super) struct Memo {
+pub(super) struct Deferral {
     pub(super) attempts: u32,
     pub(super) reported: Option<Vec<String>>,
 }
 
-/// The memos of every object, by uid.
+/// The deferrals of every object, by uid.
 #[derive(Default)]
-pub(super) struct Memos(Mutex<HashMap<String, Memo>>);
+pub(super) struct Deferrals(Mutex<HashMap<String, Deferral>>);
 
-impl Memos {
-    pub(super) fn with<T>(&self, uid: &str, f: impl FnOnce(&mut Memo) -> T) -> T {
-        let mut memos = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        f(memos.entry(uid.to_string()).or_default())
+impl Deferrals {
+    pub(super) fn with<T>(&self, uid: &str, f: impl FnOnce(&mut Deferral) -> T) -> T {
+        let mut deferrals = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        f(deferrals.entry(uid.to_string()).or_default())
     }
 
     pub(super) fn forget(&self, uid: &str) {
@@ -45,18 +46,18 @@ impl Memos {
     }
 }
 
-/// Drops the memo of every object the watch sees go, whoever deleted it (the controller is
+/// Drops the deferral of every object the watch sees go, whoever deleted it (the controller is
 /// never called for an object that is gone): on a delete event, and after a relist (which
 /// follows a broken watch) for every object no longer listed.
-pub(super) struct MemoJanitor {
-    memos: Arc<Memos>,
+pub(super) struct Janitor {
+    deferrals: Arc<Deferrals>,
     relisted: Option<HashSet<String>>,
 }
 
-impl MemoJanitor {
-    pub(super) fn new(memos: Arc<Memos>) -> Self {
+impl Janitor {
+    pub(super) fn new(deferrals: Arc<Deferrals>) -> Self {
         Self {
-            memos,
+            deferrals,
             relisted: None,
         }
     }
@@ -69,7 +70,7 @@ impl MemoJanitor {
             match event {
                 Ok(event) => self.observe(&event),
                 Err(e) => {
-                    tracing::debug!(error = %e, "finalizer controller: memo watch failed; retrying")
+                    tracing::debug!(error = %e, "finalizer controller: deferral watch failed; retrying")
                 }
             }
         }
@@ -79,7 +80,7 @@ impl MemoJanitor {
         use watcher::Event;
         let uid = |m: &K| m.meta().uid.clone().unwrap_or_default();
         match event {
-            Event::Delete(m) => self.memos.forget(&uid(m)),
+            Event::Delete(m) => self.deferrals.forget(&uid(m)),
             Event::Init => self.relisted = Some(HashSet::new()),
             Event::InitApply(m) => {
                 if let Some(seen) = self.relisted.as_mut() {
@@ -88,7 +89,7 @@ impl MemoJanitor {
             }
             Event::InitDone => {
                 if let Some(seen) = self.relisted.take() {
-                    self.memos.retain(|uid| seen.contains(uid));
+                    self.deferrals.retain(|uid| seen.contains(uid));
                 }
             }
             Event::Apply(_) => {}
@@ -107,28 +108,28 @@ mod tests {
     }
 
     #[test]
-    fn memos_of_objects_deleted_by_anyone_are_dropped() {
-        let memos = Arc::new(Memos::default());
-        let mut janitor = MemoJanitor::new(Arc::clone(&memos));
+    fn deferrals_of_objects_deleted_by_anyone_are_dropped() {
+        let deferrals = Arc::new(Deferrals::default());
+        let mut janitor = Janitor::new(Arc::clone(&deferrals));
         for uid in ["a", "b", "c"] {
-            memos.with(uid, |m| m.attempts = 3);
+            deferrals.with(uid, |m| m.attempts = 3);
         }
-        // Deleted while watched (e.g. release-finalizers --force, or the finalizer removed by
+        // Deleted while watched (e.g. remove-finalizers --force, or the finalizer removed by
         // hand: the controller is never called for it again).
         janitor.observe(&watcher::Event::Delete(mosc("a")));
-        assert_eq!(memos.len(), 2);
+        assert_eq!(deferrals.len(), 2);
         janitor.observe(&watcher::Event::Apply(mosc("b")));
-        assert_eq!(memos.len(), 2, "an update keeps the memo");
+        assert_eq!(deferrals.len(), 2, "an update keeps the deferral");
         // Deleted while the watch was down: the relist no longer lists it.
         janitor.observe(&watcher::Event::<MachineOSConfig>::Init);
         janitor.observe(&watcher::Event::InitApply(mosc("b")));
         assert_eq!(
-            memos.len(),
+            deferrals.len(),
             2,
             "nothing dropped before the relist completes"
         );
         janitor.observe(&watcher::Event::<MachineOSConfig>::InitDone);
-        assert_eq!(memos.len(), 1);
-        assert_eq!(memos.with("b", |m| m.attempts), 3, "b's memo kept");
+        assert_eq!(deferrals.len(), 1);
+        assert_eq!(deferrals.with("b", |m| m.attempts), 3, "b's deferral kept");
     }
 }

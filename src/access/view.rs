@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+use crate::access::error::{FreshError, NotReady};
 use crate::core::node::NodeMeta;
 use crate::core::policy::{self, Deletion, PolicyMode};
 use crate::core::snapshot::Snapshot;
-use crate::sources::error::{FreshError, NotReady};
 
 /// A source of snapshots for admission decisions.
 pub trait ClusterView: Send + Sync + 'static {
@@ -31,17 +31,14 @@ pub trait ClusterView: Send + Sync + 'static {
     /// fresh; used to confirm an allow. An error means the guard cannot verify.
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>>;
 
-    /// True once every cache finished its first full list (synced).
-    fn ready(&self) -> bool;
+    /// Whether the webhook should receive requests (`/readyz`): every cache finished its first
+    /// full list (synced), and no watch has been failing for longer than allowed. `Err` says
+    /// why not, naming the caches.
+    fn readiness(&self) -> Result<(), NotReady>;
 
-    /// Whether the webhook should receive requests (`/readyz`): synced, and no watch failing
-    /// for longer than allowed. `Err` says why not, naming the caches.
-    fn readiness(&self) -> Result<(), NotReady> {
-        if self.ready() {
-            Ok(())
-        } else {
-            Err(NotReady::Unsynced(Vec::new()))
-        }
+    /// Whether every cache finished its first full list (a stale cache is still synced).
+    fn synced(&self) -> bool {
+        !matches!(self.readiness(), Err(NotReady::Unsynced(_)))
     }
 
     /// Each cache and whether it is stale (its watch failing for longer than allowed).
@@ -66,7 +63,7 @@ pub struct Fresh {
 #[derive(Debug, Default)]
 pub enum FreshNodes {
     /// In the view's node cache, which has applied every node change committed before the read
-    /// started (the fence, see [`crate::sources::node_cache`]): read them with [`ClusterView::nodes`].
+    /// started (the fence, see [`crate::access::node_cache`]): read them with [`ClusterView::nodes`].
     #[default]
     Cached,
     /// Listed now.
@@ -140,10 +137,6 @@ impl<V: ClusterView> ClusterView for ReleaseOverride<V> {
         })
     }
 
-    fn ready(&self) -> bool {
-        self.inner.ready()
-    }
-
     fn readiness(&self) -> Result<(), NotReady> {
         self.inner.readiness()
     }
@@ -181,8 +174,8 @@ impl ClusterView for StaticView {
         })
     }
 
-    fn ready(&self) -> bool {
-        true
+    fn readiness(&self) -> Result<(), NotReady> {
+        Ok(())
     }
 
     fn sizes(&self) -> Vec<(&'static str, usize)> {

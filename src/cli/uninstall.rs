@@ -1,0 +1,59 @@
+//! `remove-finalizers` (once `release-finalizers`, still accepted): removes defer mode's
+//! finalizer from every MachineOSConfig, for an uninstall. Exit status 0 none left, 1 some
+//! kept, 2 error.
+
+use std::process::ExitCode;
+
+use crate::cli::args::RemoveFinalizersArgs;
+use crate::cli::error::CliError;
+use crate::defer::uninstall;
+
+/// Runs `remove-finalizers`; returns the exit status (0 none left, 1 some kept, 2 error:
+/// nothing could be read, or some object's finalizer could not be removed).
+pub async fn remove_finalizers(args: RemoveFinalizersArgs) -> ExitCode {
+    let result = async {
+        let client = args.cluster.client().await?;
+        Ok::<_, CliError>(uninstall::remove_all(&client, args.force).await?)
+    }
+    .await;
+    match result {
+        Ok(summary) => {
+            print!("{}", summary.render());
+            if !summary.failed.is_empty() {
+                let names: Vec<&str> = summary.failed.iter().map(|(n, _)| n.as_str()).collect();
+                eprintln!(
+                    "error: could not remove the finalizer from {} MachineOSConfig(s): {} (see above why)",
+                    names.len(),
+                    names.join(", ")
+                );
+                ExitCode::from(2)
+            } else if summary.complete() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use crate::cli::args::{Cli, Command};
+
+    #[test]
+    fn the_old_name_still_runs_it() {
+        for name in ["remove-finalizers", "release-finalizers"] {
+            let cli = Cli::try_parse_from(["mosc-guard", name, "--force"]).expect("parses");
+            assert!(
+                matches!(cli.command, Command::RemoveFinalizers(ref a) if a.force),
+                "{name}"
+            );
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The engine with concurrent requests: the requests one confirming read serves for the same
+//! target are decided once, different targets apart, a request that arrived after a read
+//! started is decided on a read and a verdict of its own, and concurrent requests for one
+//! target share the cached decision running when they arrive. Decisions are counted, not timed.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use futures::future::{BoxFuture, join_all};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::access::error::NotReady;
+use crate::access::view::{Fresh, FreshNodes};
+use crate::core::model::{LABEL_MACHINE_OS_CONFIG, LABEL_TARGET_POOL, MachineOSConfig};
+use crate::core::node::NodeMeta;
+use crate::core::release::ClusterRelease;
+use crate::core::snapshot::Snapshot;
+
+const IMAGE: &str =
+    "quay.example/ocb@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const OLD: &str =
+    "quay.example/ocb@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+/// How long each confirming read takes (paused clock).
+const READ: Duration = Duration::from_millis(30);
+
+fn parse<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).expect("fixture")
+}
+
+/// MachineOSConfig `name` of pool `name` with the given uid, current on [`IMAGE`].
+fn mosc(name: &str, uid: &str) -> MachineOSConfig {
+    parse(json!({
+        "metadata": {"name": name, "uid": uid},
+        "spec": {"machineConfigPool": {"name": name}},
+        "status": {"currentImagePullSpec": IMAGE, "machineOSBuild": {"name": format!("{name}-1")}}
+    }))
+}
+
+/// Pool `worker`, its config and build as MCO writes them, and one worker node on `current`.
+fn cluster(current: &str) -> Snapshot {
+    let state = if current == IMAGE { "Done" } else { "Working" };
+    Snapshot {
+        machine_os_configs: vec![Arc::new(mosc("worker", "uid-worker"))],
+        machine_os_builds: vec![Arc::new(parse(json!({
+            "metadata": {"name": "worker-1",
+                "labels": {LABEL_MACHINE_OS_CONFIG: "worker", LABEL_TARGET_POOL: "worker"},
+                "ownerReferences": [{"apiVersion": "machineconfiguration.openshift.io/v1",
+                    "kind": "MachineOSConfig", "name": "worker", "uid": "uid-worker",
+                    "controller": true}]},
+            "spec": {"machineOSConfig": {"name": "worker"}},
+            "status": {"digestedImagePushSpec": IMAGE}
+        })))],
+        pools: vec![Arc::new(parse(json!({
+            "metadata": {"name": "worker"},
+            "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/worker": ""}}}
+        })))],
+        nodes: vec![Arc::new(parse::<NodeMeta>(json!({"metadata": {
+            "name": "worker-0",
+            "labels": {"node-role.kubernetes.io/worker": ""},
+            "annotations": {
+                "machineconfiguration.openshift.io/desiredImage": IMAGE,
+                "machineconfiguration.openshift.io/currentImage": current,
+                "machineconfiguration.openshift.io/state": state
+            }
+        }})))],
+        release: ClusterRelease::given("4.23.0"),
+        ..Default::default()
+    }
+}
+
+/// A cluster that moves through `states`: the caches hold the first; each confirming read takes
+/// [`READ`] and leaves the node cache at the next state (the last one stays), its nodes to be
+/// read from that cache (the fence passed). Counts cached decisions (each reads the cached
+/// objects once) and node-cache reads made after the first read returned: one per evaluation
+/// on a fresh read, when every cached decision came before it. Node-cache reads before that
+/// take `slow_cache` (a scan of a large cluster).
+struct Scripted {
+    states: Vec<Snapshot>,
+    at: AtomicUsize,
+    read_returned: AtomicBool,
+    slow_cache: Duration,
+    cached_decisions: AtomicUsize,
+    evaluations: AtomicUsize,
+}
+
+impl Scripted {
+    fn new(states: Vec<Snapshot>) -> Self {
+        Self {
+            states,
+            at: AtomicUsize::new(0),
+            read_returned: AtomicBool::new(false),
+            slow_cache: Duration::ZERO,
+            cached_decisions: AtomicUsize::new(0),
+            evaluations: AtomicUsize::new(0),
+        }
+    }
+
+    fn now(&self) -> Snapshot {
+        Snapshot {
+            nodes: Vec::new(),
+            ..self.states[self.at.load(Ordering::SeqCst)].clone()
+        }
+    }
+}
+
+impl ClusterView for Scripted {
+    fn objects(&self) -> Snapshot {
+        self.cached_decisions.fetch_add(1, Ordering::SeqCst);
+        self.now()
+    }
+
+    fn nodes(&self, _: Option<&BTreeSet<String>>, _: PolicyMode) -> Vec<Arc<NodeMeta>> {
+        if self.read_returned.load(Ordering::SeqCst) {
+            self.evaluations.fetch_add(1, Ordering::SeqCst);
+        } else {
+            std::thread::sleep(self.slow_cache);
+        }
+        self.states[self.at.load(Ordering::SeqCst)].nodes.clone()
+    }
+
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {
+        Box::pin(async move {
+            tokio::time::sleep(READ).await;
+            let next = (self.at.load(Ordering::SeqCst) + 1).min(self.states.len() - 1);
+            self.at.store(next, Ordering::SeqCst);
+            self.read_returned.store(true, Ordering::SeqCst);
+            Ok(Fresh {
+                objects: self.now(),
+                nodes: FreshNodes::Cached,
+            })
+        })
+    }
+
+    fn readiness(&self) -> Result<(), NotReady> {
+        Ok(())
+    }
+
+    fn sizes(&self) -> Vec<(&'static str, usize)> {
+        Vec::new()
+    }
+}
+
+fn engine(states: Vec<Snapshot>, window: Duration) -> Engine<Scripted> {
+    let metrics = Arc::new(Metrics::default());
+    Engine::new(
+        Scripted::new(states),
+        PolicyMode::default(),
+        metrics,
+        Duration::from_secs(5),
+    )
+    .with_confirm_batch_window(window)
+}
+
+fn confirmed(checked: Checked) -> Verdict {
+    match checked {
+        Checked::Decided(v) => v,
+        other => panic!("not decided: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn four_requests_that_one_read_serves_for_one_target_are_decided_once() {
+    // Four requests arrive within the batching window: one read, one evaluation.
+    let engine = engine(vec![cluster(IMAGE)], Duration::from_millis(5));
+    let worker = mosc("worker", "uid-worker");
+    let target = Deletion::MachineOSConfig(&worker);
+    let checked = join_all((0..4).map(|_| engine.check(target))).await;
+    let alone = policy::evaluate(&cluster(IMAGE), target, engine.mode);
+    assert!(alone.allowed, "{alone:?}");
+    for c in checked {
+        assert_eq!(confirmed(c), alone);
+    }
+    assert_eq!(engine.confirmations.reads(), 1);
+    assert_eq!(
+        engine.view.evaluations.load(Ordering::SeqCst),
+        1,
+        "four requests served by one read evaluated the nodes more than once"
+    );
+    // On one thread their cached decisions ran one after another, none while another ran:
+    // a finished one is not shared.
+    assert_eq!(engine.view.cached_decisions.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn requests_for_different_targets_on_one_read_are_decided_apart() {
+    // The worker node is rolling to the config's image: deleting the config is refused.
+    let engine = engine(vec![cluster(OLD)], Duration::from_millis(5));
+    let worker = mosc("worker", "uid-worker");
+    // The same name with another uid (a forged review, or a recreated config): on 4.23 MCO
+    // deletes only the builds a config controls, so it guards nothing and is allowed. Sharing
+    // by name would refuse it.
+    let forged = mosc("worker", "uid-other");
+    let infra = mosc("infra", "uid-infra");
+    let targets = [&worker, &forged, &worker, &infra].map(Deletion::MachineOSConfig);
+    let checked = join_all(targets.iter().map(|t| engine.check(*t))).await;
+    let verdicts: Vec<Verdict> = checked.into_iter().map(confirmed).collect();
+    for (verdict, target) in verdicts.iter().zip(targets) {
+        assert_eq!(
+            verdict,
+            &policy::evaluate(&cluster(OLD), target, engine.mode)
+        );
+    }
+    let allowed: Vec<bool> = verdicts.iter().map(|v| v.allowed).collect();
+    assert_eq!(allowed, [false, true, false, true]);
+    assert_eq!(engine.confirmations.reads(), 1);
+    assert_eq!(
+        engine.view.evaluations.load(Ordering::SeqCst),
+        3,
+        "three distinct targets, three evaluations"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_that_arrives_after_a_read_started_gets_a_verdict_of_its_own() {
+    // The first read sees the node rolling; by the second it has reached the image.
+    let engine = engine(
+        vec![cluster(OLD), cluster(OLD), cluster(IMAGE)],
+        Duration::ZERO,
+    );
+    let worker = mosc("worker", "uid-worker");
+    let target = Deletion::MachineOSConfig(&worker);
+    // The first starts its read at once (no window); the second arrives while it runs.
+    let mut checked = join_all([engine.check(target), engine.check(target)]).await;
+    let (second, first) = (confirmed(checked.remove(1)), confirmed(checked.remove(0)));
+    assert!(!first.allowed, "decided on the first read: {first:?}");
+    assert!(second.allowed, "decided on a read of its own: {second:?}");
+    assert_eq!(engine.confirmations.reads(), 2);
+    assert_eq!(engine.view.evaluations.load(Ordering::SeqCst), 2);
+}
+
+/// A cached decision that scans for long holds one of two workers: the other requests arrive
+/// on the other meanwhile and share it, then one read and one evaluation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_arriving_during_a_cached_decision_share_it() {
+    let mut view = Scripted::new(vec![cluster(IMAGE)]);
+    view.slow_cache = Duration::from_millis(100);
+    let metrics = Arc::new(Metrics::default());
+    let engine = Arc::new(
+        Engine::new(view, PolicyMode::default(), metrics, Duration::from_secs(5))
+            .with_confirm_batch_window(Duration::from_millis(5)),
+    );
+    let requests: Vec<_> = (0..4)
+        .map(|_| {
+            let engine = Arc::clone(&engine);
+            tokio::spawn(async move {
+                // Each request decodes its own copy of the object.
+                let worker = mosc("worker", "uid-worker");
+                confirmed(engine.check(Deletion::MachineOSConfig(&worker)).await)
+            })
+        })
+        .collect();
+    for r in requests {
+        assert!(r.await.expect("request").allowed);
+    }
+    let view = &engine.view;
+    assert_eq!(view.cached_decisions.load(Ordering::SeqCst), 1);
+    assert_eq!(engine.confirmations.reads(), 1);
+    assert_eq!(view.evaluations.load(Ordering::SeqCst), 1);
+}
