@@ -285,7 +285,7 @@ async fn run() -> Result<()> {
     ] {
         row(
             &format!(
-                "{what}: p50 / p99; **the floor** in the same phase ({} reads); guard over floor; mean time inside the guard; confirming reads it made",
+                "{what}: p50 / p99; **the floor** in the same phase ({} reads); guard over floor; mean time inside the guard (its phases: cached / read / fresh); confirming reads it made",
                 phase.floor.len()
             ),
             phase.report(),

@@ -25,8 +25,9 @@ use crate::sample::{Latencies, dry_run_delete};
 pub struct Phase {
     pub guard: Latencies,
     pub floor: Latencies,
-    /// Seconds the guard spent deciding, and decisions, in this phase (its own histogram).
-    pub in_guard: (f64, f64),
+    /// Seconds the guard spent deciding, and decisions, in this phase (its own histogram);
+    /// then the same for each of its decision phases ([`DECISION_PHASES`]).
+    pub in_guard: [(f64, f64); 4],
     /// Confirming reads the guard made in this phase (from the API server's request counts).
     pub guard_reads: f64,
 }
@@ -39,15 +40,18 @@ impl Phase {
         Ok(())
     }
 
-    /// "guard p50 / p99; floor p50 / p99; ratios; mean time in the guard; its reads".
+    /// "guard p50 / p99; floor p50 / p99; ratios; mean time in the guard (cached / read /
+    /// fresh); its reads".
     pub fn report(&self) -> String {
-        let (seconds, decisions) = self.in_guard;
+        let mean_ms = |(seconds, n): (f64, f64)| format!("{:.1}", seconds / n * 1e3);
+        let [total, phases @ ..] = self.in_guard;
         format!(
-            "{}; {}; {}; {:.1} ms; {:.0}",
+            "{}; {}; {}; {} ms ({} ms); {:.0}",
             self.guard.p50_p99(),
             self.floor.p50_p99(),
             self.guard.over(&self.floor),
-            seconds / decisions * 1e3,
+            mean_ms(total),
+            phases.map(mean_ms).join(" / "),
             self.guard_reads,
         )
     }
@@ -68,14 +72,31 @@ pub struct GuardRun {
     pub peak_after_together: f64,
 }
 
-/// The guard's decision-time histogram: its sum (seconds) and count.
-async fn decision_time(guard: &Guard) -> (f64, f64) {
-    let series = "mosc_guard_admission_decision_duration_seconds";
-    let (sum, count) = (format!("{series}_sum"), format!("{series}_count"));
-    (
-        guard.metric(&sum).await.unwrap_or(f64::NAN),
-        guard.metric(&count).await.unwrap_or(f64::NAN),
-    )
+/// The phases of a confirmed decision the guard times (`mosc_guard_decision_phase_duration_seconds`).
+pub const DECISION_PHASES: [&str; 3] = ["cached", "read", "fresh"];
+
+/// The guard's decision-time histogram's sum (seconds) and count, then each decision phase's.
+async fn decision_time(guard: &Guard) -> [(f64, f64); 4] {
+    let text = guard.metrics().await.unwrap_or_default();
+    let value = |series: String| testkit::probe::metric(&text, &series).unwrap_or(f64::NAN);
+    let histogram = |name: &str, labels: &str| {
+        (
+            value(format!("{name}_sum{labels}")),
+            value(format!("{name}_count{labels}")),
+        )
+    };
+    let phase = |p: &str| {
+        histogram(
+            "mosc_guard_decision_phase_duration_seconds",
+            &format!("{{phase=\"{p}\"}}"),
+        )
+    };
+    [
+        histogram("mosc_guard_admission_decision_duration_seconds", ""),
+        phase(DECISION_PHASES[0]),
+        phase(DECISION_PHASES[1]),
+        phase(DECISION_PHASES[2]),
+    ]
 }
 
 /// Runs `measure` as one phase: `in_guard` is what the guard's histogram gained meanwhile.
@@ -88,7 +109,7 @@ async fn phase(
     let (before, lists_before) = (decision_time(guard).await, mosc_lists(client).await?);
     measure(&mut phase).await?;
     let (after, lists_after) = (decision_time(guard).await, mosc_lists(client).await?);
-    phase.in_guard = (after.0 - before.0, after.1 - before.1);
+    phase.in_guard = std::array::from_fn(|i| (after[i].0 - before[i].0, after[i].1 - before[i].1));
     // Every confirming read lists the MachineOSConfigs once, as every floor sample does.
     phase.guard_reads = lists_after - lists_before - phase.floor.len() as f64;
     Ok(phase)

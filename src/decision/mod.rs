@@ -16,10 +16,12 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::access::error::FreshError;
 use crate::access::view::ClusterView;
 use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{DecisionPhase, Metrics};
 use coalesce::Coalesced;
 use confirmation::Confirmation;
 use sharing::SharedVerdicts;
@@ -76,6 +78,13 @@ impl<V: ClusterView> Engine<V> {
         self
     }
 
+    /// Records the phase that started at `started` and returns when the next one starts.
+    fn phase_ended(&self, phase: DecisionPhase, started: Instant) -> Instant {
+        let now = Instant::now();
+        self.metrics.decision_phase(phase, now - started);
+        now
+    }
+
     /// The verdict from the caches alone. When the pool rule needs every node (an unpaused
     /// pool targets a guarded image), the index's candidates are tried first: a node among them
     /// that blocks by itself decides a denial without the scan.
@@ -100,10 +109,12 @@ impl<V: ClusterView> Engine<V> {
         // Before the cached decision: a confirming read that starts while it runs began after
         // this request arrived, so it may confirm it (concurrent allows share one read).
         let arrival = self.confirmations.arrive();
+        let phase = Instant::now();
         let cached = self
             .deciding
             .while_deciding(target, || self.cached(target))
             .await;
+        let phase = self.phase_ended(DecisionPhase::Cached, phase);
         // Settled by the request alone: the override lets a blocked deletion through whatever
         // the read says, and a build without MCO's `machine-os-config` label has no image MCO
         // would delete.
@@ -118,7 +129,9 @@ impl<V: ClusterView> Engine<V> {
                 self.view.fresh().await.map(Confirmation::new)
             }),
         );
-        match read.await.as_deref() {
+        let read = read.await;
+        let phase = self.phase_ended(DecisionPhase::Read, phase);
+        match read.as_deref() {
             Ok(Ok(confirmation)) => {
                 self.metrics
                     .confirmation_nodes(confirmation.fresh().source());
@@ -129,6 +142,7 @@ impl<V: ClusterView> Engine<V> {
                         policy::evaluate(&snapshot, target, self.mode)
                     })
                     .await;
+                self.phase_ended(DecisionPhase::Fresh, phase);
                 let result = match (cached.allowed, verdict.allowed && !verdict.overridden()) {
                     (true, true) => "confirmed",
                     (true, false) => "overturned",

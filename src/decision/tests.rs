@@ -258,3 +258,29 @@ async fn requests_arriving_during_a_cached_decision_share_it() {
     assert_eq!(engine.confirmations.reads(), 1);
     assert_eq!(view.evaluations.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_confirmed_decision_times_its_phases() {
+    let window = Duration::from_millis(2);
+    let engine = engine(vec![cluster(IMAGE)], window);
+    let worker = mosc("worker", "uid-worker");
+    assert!(confirmed(engine.check(Deletion::MachineOSConfig(&worker)).await).allowed);
+    let text = engine.metrics.render(&[], &[], true);
+    let series = |what: &str, phase: &str| {
+        let series =
+            format!("mosc_guard_decision_phase_duration_seconds_{what}{{phase=\"{phase}\"}}");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series)?.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{series} not exported:\n{text}"))
+    };
+    for phase in ["cached", "read", "fresh"] {
+        assert_eq!(series("count", phase), 1.0, "{phase}");
+    }
+    // The paused clock moves only while the read and its window wait: all of it is `read`.
+    let read = series("sum", "read");
+    assert!(
+        read >= (READ + window).as_secs_f64() - 1e-6,
+        "read phase {read} s, the read alone takes {READ:?}"
+    );
+    assert_eq!(series("sum", "cached"), 0.0);
+}

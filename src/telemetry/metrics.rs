@@ -63,10 +63,45 @@ struct SourceLabels {
     source: &'static str,
 }
 
+/// The phases of a decision the engine confirms, in order.
+#[derive(Clone, Copy, Debug)]
+pub enum DecisionPhase {
+    /// The verdict from the caches (or waiting for a concurrent request's).
+    Cached,
+    /// From there to the confirming read's result: the batch window, a turn, the API server.
+    Read,
+    /// The verdict on the read (or waiting for a concurrent request's on the same read).
+    Fresh,
+}
+
+impl DecisionPhase {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Cached => "cached",
+            Self::Read => "read",
+            Self::Fresh => "fresh",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: &'static str,
+}
+
+/// 100 µs .. ~5.9 s: cache decisions are sub-millisecond, confirmations a list call bounded by
+/// --confirm-timeout (5 s by default).
+fn decision_buckets() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.0001, 3.0, 11,
+    ))
+}
+
 pub struct Metrics {
     registry: Registry,
     decisions: Family<DecisionLabels, Counter>,
     latency: Histogram,
+    phases: Family<PhaseLabels, Histogram, fn() -> Histogram>,
     confirmations: Family<ResultLabels, Counter>,
     confirmation_nodes: Family<SourceLabels, Counter>,
     cache_objects: Family<CacheLabels, Gauge>,
@@ -95,15 +130,18 @@ impl Default for Metrics {
             "Admission decisions by resource and result",
             decisions.clone(),
         );
-        // 100 µs .. ~5.9 s: cache decisions are sub-millisecond, confirmations a list call
-        // bounded by --confirm-timeout (5 s by default).
-        let latency = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
-            0.0001, 3.0, 11,
-        ));
+        let latency = decision_buckets();
         registry.register(
             "admission_decision_duration_seconds",
             "Time to decide one admission request, including any confirming read",
             latency.clone(),
+        );
+        let phases: Family<PhaseLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(decision_buckets);
+        registry.register(
+            "decision_phase_duration_seconds",
+            "Where a confirmed decision's time goes: the verdict from the caches (cached), waiting for the confirming read (read: the batch window, a turn, the API server), the verdict on the read (fresh)",
+            phases.clone(),
         );
         let confirmations = Family::<ResultLabels, Counter>::default();
         registry.register(
@@ -225,6 +263,7 @@ impl Default for Metrics {
             registry,
             decisions,
             latency,
+            phases,
             confirmations,
             confirmation_nodes,
             cache_objects,
@@ -255,6 +294,15 @@ impl Metrics {
             })
             .inc();
         self.latency.observe(seconds);
+    }
+
+    /// Time spent in one phase of a confirmed decision (see [`DecisionPhase`]).
+    pub fn decision_phase(&self, phase: DecisionPhase, took: std::time::Duration) {
+        self.phases
+            .get_or_create(&PhaseLabels {
+                phase: phase.label(),
+            })
+            .observe(took.as_secs_f64());
     }
 
     /// `result` is one of "confirmed", "overturned" (a would-be allow), "refusal-confirmed",
