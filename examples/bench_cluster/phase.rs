@@ -78,7 +78,8 @@ pub const DECISION_PHASES: [&str; 3] = ["cached", "read", "fresh"];
 /// The guard's decision-time histogram's sum (seconds) and count, then each decision phase's.
 async fn decision_time(guard: &Guard) -> [(f64, f64); 4] {
     let text = guard.metrics().await.unwrap_or_default();
-    let value = |series: String| testkit::probe::metric(&text, &series).unwrap_or(f64::NAN);
+    // A phase's series appears with its first observation: absent counts as 0.
+    let value = |series: String| testkit::probe::metric(&text, &series).unwrap_or(0.0);
     let histogram = |name: &str, labels: &str| {
         (
             value(format!("{name}_sum{labels}")),
