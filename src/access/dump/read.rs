@@ -160,7 +160,9 @@ pub(super) fn documents(text: &str, json: bool) -> Result<Vec<Value>, Skipped> {
             .map_err(Skipped::Json);
     }
     if flow_depth(text) > MAX_FLOW_DEPTH {
-        return Err(Skipped::TooDeep);
+        return Err(Skipped::TooDeep {
+            limit: MAX_FLOW_DEPTH,
+        });
     }
     serde_yaml_ng::Deserializer::from_str(text)
         .map(|document| {

@@ -3,8 +3,6 @@
 
 use crate::core::model::{GROUP, VERSION};
 
-use super::read::MAX_FLOW_DEPTH;
-
 /// A file, document or object that could not be read; its text is the reason as reported.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum Skipped {
@@ -15,8 +13,8 @@ pub(super) enum Skipped {
     #[error("not valid JSON: {0}")]
     Json(serde_json::Error),
     /// Flow collections nested deeper than the YAML parser can refuse in linear time.
-    #[error("not read: YAML flow collections nested more than {MAX_FLOW_DEPTH} levels deep")]
-    TooDeep,
+    #[error("not read: YAML flow collections nested more than {limit} levels deep")]
+    TooDeep { limit: usize },
     #[error("not valid YAML: {0}")]
     Yaml(serde_yaml_ng::Error),
     /// YAML that has no JSON form (a non-string mapping key, say).
