@@ -2,6 +2,7 @@
 //! line as `kubectl get mcp` shows it, headings and notes.
 
 use kube::api::DynamicObject;
+use mosc_guard::core::recovery::patch::shell_word;
 use serde_json::Value;
 use testkit::controlplane::{ControlPlane, KubectlOutput};
 use testkit::guard::GuardBin;
@@ -26,7 +27,7 @@ pub(crate) async fn kubectl(
     args: &[&str],
     stdin: Option<&str>,
 ) -> testkit::Result<KubectlOutput> {
-    let shown: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
+    let shown: Vec<String> = args.iter().map(|a| shell_word(a)).collect();
     match stdin {
         Some(input) => println!("$ kubectl {} <<EOF\n{}EOF", shown.join(" "), input),
         None => println!("$ kubectl {}", shown.join(" ")),
@@ -52,7 +53,7 @@ pub(crate) async fn mosc_guard(
     cp: &ControlPlane,
     args: &[&str],
 ) -> testkit::Result<(Option<i32>, String)> {
-    let shown: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
+    let shown: Vec<String> = args.iter().map(|a| shell_word(a)).collect();
     println!("$ mosc-guard {}", shown.join(" "));
     let cli = bin.cli().args(args).kubeconfig(cp.kubeconfig());
     let (code, output) = tokio::task::spawn_blocking(move || cli.run_merged()).await?;
@@ -117,17 +118,4 @@ pub(crate) fn short_image(image: &str) -> String {
 /// An annotation key in a kubectl JSONPath (dots escaped).
 pub(crate) fn escape_key(key: &str) -> String {
     key.replace('.', r"\.")
-}
-
-/// Quotes an argument for display as a shell word when it needs it.
-pub(crate) fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@".contains(c));
-    if plain {
-        arg.to_owned()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
 }

@@ -86,13 +86,17 @@ impl NodePatch {
             "-p",
             &self.to_json(),
         ];
-        args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+        args.iter()
+            .map(|a| shell_word(a))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
 /// One argument for a POSIX shell: as is when it holds only characters no shell treats
-/// specially, otherwise in single quotes (a `'` inside written as `'\''`).
-fn quote(arg: &str) -> String {
+/// specially, otherwise in single quotes (a `'` inside written as `'\''`). The demo shows its
+/// commands with it too.
+pub fn shell_word(arg: &str) -> String {
     let plain = !arg.is_empty()
         && arg
             .chars()
