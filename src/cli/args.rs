@@ -252,13 +252,23 @@ pub struct RecoverArgs {
     pub timeout: Duration,
 }
 
-/// A duration as people write it (`20m`, `90s`, `1h30m`, or ISO 8601's `PT20M`).
+/// The longest `--timeout`: a week. Longer is a typo, and a deadline past what the clock can
+/// add would end the run in a panic after a node was patched.
+const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A duration as people write it (`20m`, `90s`, `1h30m`, or ISO 8601's `PT20M`), at most
+/// [`MAX_DURATION`].
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let parsed: k8s_openapi::jiff::SignedDuration = text
         .trim()
         .parse()
         .map_err(|e| format!("not a duration (write e.g. 20m, 90s or 1h30m): {e}"))?;
-    Duration::try_from(parsed).map_err(|_| "a duration cannot be negative".to_string())
+    let duration =
+        Duration::try_from(parsed).map_err(|_| "a duration cannot be negative".to_string())?;
+    if duration > MAX_DURATION {
+        return Err(format!("{text} is longer than a week: at most 168h"));
+    }
+    Ok(duration)
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

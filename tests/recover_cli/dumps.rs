@@ -252,6 +252,10 @@ fn apply_is_refused_on_a_dump_and_a_missing_directory_is_an_error() {
     let run = mosc_guard(&["recover", "--apply", "--timeout", "soon"]);
     assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("not a duration"), "{run:?}");
+    // A deadline the clock cannot add is refused before anything is read or written.
+    let run = mosc_guard(&["recover", "--apply", "--timeout", "9223372036854775807s"]);
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(run.stderr.contains("longer than a week"), "{run:?}");
 }
 
 #[test]
