@@ -85,7 +85,7 @@ pub(super) struct Applied {
     pub(super) elapsed_seconds: f64,
     /// The Event recorded on the node (`default/<name>`), or why it could not be.
     pub(super) event: Option<String>,
-    /// MCO's annotations as read right before the patch (absent if nothing was patched).
+    /// MCO's annotations as read right before the patch was attempted (absent if none was).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) recorded: Option<BTreeMap<String, String>>,
 }

@@ -1,6 +1,6 @@
 //! `recover --output json`: the plan as a stable schema (documented in docs/cli.md, "recover").
 //! Every node the plan lists is in exactly one of `recoverable`, `cancelled`, `needsAttention`
-//! and `outOfScope`.
+//! and `outOfScope`; `--apply` adds the nodes it stopped at to `needsAttention`.
 
 use std::collections::BTreeMap;
 
