@@ -53,6 +53,23 @@ pub(super) async fn node(
                     );
                     return a.end(clock, Outcome::MovedOn, why);
                 }
+                Progress::Retargeted {
+                    desired_config,
+                    desired_image,
+                    state,
+                } => {
+                    let why = format!(
+                        "its target changed (desiredConfig={}, desiredImage={}) while it is still \
+                         {state}: MCO sends a new target only to a Done node, so this is not the \
+                         no-op update expected; nothing more was written",
+                        desired_config.as_deref().unwrap_or("<none>"),
+                        desired_image.as_deref().unwrap_or("<none>")
+                    );
+                    let to_do = "find out who changed the node's desiredConfig/desiredImage \
+                                 (oc get node -o yaml; the API server's audit log), then run \
+                                 recover again: it plans the node as it is now";
+                    return a.stop(clock, "retargeted", why, to_do);
+                }
                 Progress::Rebooted { was, now } => {
                     let why = format!(
                         "the node booted since the cancel (bootID {} -> {}): not the no-op update \

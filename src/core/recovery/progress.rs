@@ -21,6 +21,14 @@ pub enum Progress {
         desired_config: Option<String>,
         desired_image: Option<String>,
     },
+    /// The node's target changed while it is still `Degraded` (or `Unreconcilable`): MCO sends
+    /// a new target only to a `Done` node, so someone or something else wrote it. Not a
+    /// recovery; stop, a person looks.
+    Retargeted {
+        desired_config: Option<String>,
+        desired_image: Option<String>,
+        state: String,
+    },
     /// The node booted since the cancel: not the no-op update expected. Stop; a person looks.
     Rebooted {
         was: Option<String>,
@@ -56,9 +64,20 @@ pub fn progress(node: &RecoveryNode, marker: &Marker) -> Progress {
         };
     }
     if node.desired_config() != Some(config) || node.desired_image() != was(CURRENT_IMAGE) {
-        return Progress::MovedOn {
-            desired_config: node.desired_config().map(str::to_string),
-            desired_image: node.desired_image().map(str::to_string),
+        let (desired_config, desired_image) = (
+            node.desired_config().map(str::to_string),
+            node.desired_image().map(str::to_string),
+        );
+        return match node.state() {
+            Some(state @ ("Degraded" | "Unreconcilable")) => Progress::Retargeted {
+                desired_config,
+                desired_image,
+                state: state.to_string(),
+            },
+            _ => Progress::MovedOn {
+                desired_config,
+                desired_image,
+            },
         };
     }
     let uncordon = format!("uncordon-{config}");

@@ -79,6 +79,35 @@ fn each_step_of_the_no_op_update_is_followed_to_the_end() {
 }
 
 #[test]
+fn a_target_changed_while_still_degraded_is_not_a_recovery() {
+    // MCO sends a new target only to a Done node: one written while the node is still
+    // Degraded is someone else's edit, whatever it says.
+    let (mut c, marker) = cancelled();
+    let node = |c: &Cluster| -> RecoveryNode { c.snapshot().nodes[0].clone() };
+    annotate(
+        &mut c.nodes[0],
+        DESIRED_CONFIG,
+        Some("rendered-worker-9d9d"),
+    );
+    assert_eq!(
+        progress(&node(&c), &marker),
+        Progress::Retargeted {
+            desired_config: Some("rendered-worker-9d9d".to_string()),
+            desired_image: node(&c).desired_image().map(str::to_string),
+            state: "Degraded".to_string(),
+        }
+    );
+    assert!(
+        !crate::core::recovery::progress::cancel_holds(&node(&c), &marker),
+        "a re-run plans it as it is now"
+    );
+    assert!(
+        !matches!(c.verdict_of(NODE), Verdict::Cancelled { .. }),
+        "not waited for as a cancelled node"
+    );
+}
+
+#[test]
 fn a_reboot_since_the_cancel_ends_the_match() {
     let (mut c, marker) = cancelled();
     c.nodes[0]["status"]["nodeInfo"]["bootID"] = json!("another-boot");
