@@ -245,7 +245,7 @@ async fn apply_records_patches_once_waits_and_stops_at_its_timeout_and_a_rerun_t
         events[0]
             .message
             .as_deref()
-            .is_some_and(|m| m.contains("cancelling the failed target")),
+            .is_some_and(|m| m.contains("about to cancel the failed target")),
         "{:?}",
         events[0].message
     );

@@ -289,7 +289,7 @@ pub fn event_note(node: &str, r: &Recovery) -> String {
         .map(|(k, v)| format!("{}={v}", short(k)))
         .collect();
     format!(
-        "mosc-guard recover is cancelling the failed target of node {node}: desiredImage {} (no \
+        "mosc-guard recover is about to cancel the failed target of node {node}: desiredImage {} (no \
          MachineOSBuild carries it) {back}, desiredConfig {} back to {}. Before the patch (also in \
          annotation mosc-guard.dev/recovery): bootID={}; {}",
         abbreviate(&r.image),
