@@ -12,7 +12,8 @@ use serde::Serialize;
 
 use crate::access::live::LiveError;
 use crate::access::recovery as live;
-use crate::core::model::{MachineConfigPool, MachineOSConfig};
+use crate::core::model::MachineOSConfig;
+use crate::core::recovery::pool::{PoolState, pool_state};
 use crate::core::recovery::{Marker, Progress, progress};
 
 use super::outcome::{Applied, Clock, Outcome, minutes};
@@ -226,54 +227,4 @@ async fn config_of(client: &Client, pool: &str) -> Result<Option<String>, LiveEr
         .iter()
         .find(|m| m.pool_name() == pool)
         .map(|m| m.name().to_string()))
-}
-
-enum PoolState {
-    Finished(&'static str, String),
-    Waiting(String),
-}
-
-/// Whether MCO finished `pool`: `Updated=True` (and no node degraded); for a pool a
-/// MachineOSConfig targets, its rollout resumed (unpaused, `Updating` or `Updated`, no node
-/// degraded). Otherwise what it waits for, in words.
-fn pool_state(pool: &MachineConfigPool, config: Option<&str>) -> PoolState {
-    let condition = |t: &str| {
-        pool.status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == t)
-            .map(|c| c.status.as_str())
-    };
-    let degraded = condition("NodeDegraded") == Some("True");
-    let updated = condition("Updated") == Some("True");
-    let updating = condition("Updating") == Some("True");
-    let counts = format!(
-        "{} of {} machines updated, NodeDegraded={}",
-        pool.status.updated_machine_count.unwrap_or(0),
-        pool.status.machine_count.unwrap_or(0),
-        condition("NodeDegraded").unwrap_or("<none>")
-    );
-    let name = pool.name();
-    match config {
-        Some(config) if pool.is_paused() => PoolState::Waiting(format!(
-            "paused, and MachineOSConfig {config} targets it: waiting until you unpause it \
-             (oc patch mcp {name} --type=merge -p '{{\"spec\":{{\"paused\":false}}}}', once its \
-             build is current) and its rollout resumes ({counts})"
-        )),
-        Some(config) if !degraded && (updating || updated) => PoolState::Finished(
-            "rolloutResumed",
-            format!("the rollout of MachineOSConfig {config} resumed ({counts})"),
-        ),
-        Some(config) => PoolState::Waiting(format!(
-            "waiting for the rollout of MachineOSConfig {config} to resume ({counts})"
-        )),
-        None if pool.is_paused() => PoolState::Waiting(format!(
-            "paused: waiting until you unpause it (oc patch mcp {name} --type=merge -p \
-             '{{\"spec\":{{\"paused\":false}}}}') and MCO finishes it ({counts})"
-        )),
-        None if updated && !degraded => {
-            PoolState::Finished("updated", format!("Updated=True ({counts})"))
-        }
-        None => PoolState::Waiting(format!("waiting for Updated=True ({counts})")),
-    }
 }

@@ -17,6 +17,7 @@
 pub mod marker;
 pub mod node;
 pub mod patch;
+pub mod pool;
 pub mod progress;
 pub mod report;
 mod rules;
