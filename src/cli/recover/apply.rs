@@ -173,7 +173,13 @@ async fn one(
                     return a.stop(clock, "patchRefused", why, RERUN);
                 }
                 Err(e @ PatchError::Failed(_)) => {
-                    return a.end(clock, Outcome::Failed, format!("{e}; nothing was written"));
+                    // A request that failed in transit may still have been applied: say so, and
+                    // let the re-run tell (it recognises a cancelled node by its marker).
+                    let why = format!(
+                        "{e}; the API server may or may not have applied it: run recover again, \
+                         which recognises a node it cancelled and does not patch it twice"
+                    );
+                    return a.end(clock, Outcome::Failed, why);
                 }
             }
             (r.marker.clone(), a)
