@@ -365,7 +365,7 @@ async fn apply_re_plans_each_node_and_stops_at_one_that_changed_since_the_plan()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_while_waiting_leaves_a_node_the_next_run_takes_over() {
-    let cp = stuck_cluster(&[A]).await;
+    let cp = stuck_cluster(&[A, B]).await;
     let running = BIN
         .cli()
         .args(["recover", "--apply", "-o", "json"])
@@ -377,6 +377,13 @@ async fn ctrl_c_while_waiting_leaves_a_node_the_next_run_takes_over() {
     assert_eq!(run.code, Some(130), "{run:?}");
     let report = run.json();
     assert_eq!(report["applied"][0]["outcome"], "interrupted", "{report:#}");
+    // The node not reached is listed, as when a run stops, and left as it was.
+    assert_eq!(report["applied"][1]["node"], B, "{report:#}");
+    assert_eq!(
+        report["applied"][1]["outcome"], "notAttempted",
+        "{report:#}"
+    );
+    assert_eq!(annotation(&node(&cp, B).await, MARKER), None);
     assert!(run.stderr.contains("run recover --apply again"), "{run:?}");
     // The next run takes it over: cancelled, nothing patched twice.
     let plan = recover(&cp, &["-o", "json"]).await;

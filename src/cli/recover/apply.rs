@@ -94,6 +94,11 @@ pub(super) async fn run(client: &Client, plan: &Plan, args: &RecoverArgs) -> Don
             done.nodes
                 .push(Applied::new(node, pool).end(&clock, Outcome::Interrupted, why));
         }
+        // The nodes not reached are listed as when a run stops: not attempted.
+        let listed = done.nodes.len();
+        for &(node, pool) in todo.iter().skip(listed) {
+            done.nodes.push(Applied::new(node, pool));
+        }
     }
     done
 }
