@@ -390,3 +390,50 @@ async fn ctrl_c_while_waiting_leaves_a_node_the_next_run_takes_over() {
     assert_eq!(nodes_in(&plan.json(), "cancelled"), [A], "{plan:?}");
     assert_eq!(recovery_events(&cp, A).await.len(), 1);
 }
+
+/// The two ways a cancelled node can leave the no-op update that `--apply` must not call a
+/// recovery: it booted (a new bootID), or it was sent a new target while still Degraded (MCO
+/// retargets only Done nodes). Each stops the run, exit 1, nothing more written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_stops_at_a_reboot_and_at_a_new_target_on_a_degraded_node() {
+    let cp = stuck_cluster(&[A, B]).await;
+    let run = spawn_recover(&cp, &["--apply", "--timeout", "60s", "-o", "json"]);
+    wait_cancelled(&cp, A).await;
+    Api::<Node>::all(cp.client())
+        .patch_status(
+            A,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"nodeInfo": {"bootID": "another-boot"}}})),
+        )
+        .await
+        .expect("boot ID");
+    let run = run.await.expect("run");
+    assert_eq!(run.code, Some(1), "{run:?}");
+    let report = run.json();
+    assert_eq!(report["applied"][0]["problem"], "rebooted", "{report:#}");
+    assert_eq!(
+        report["applied"][1]["outcome"], "notAttempted",
+        "{report:#}"
+    );
+    assert_eq!(annotation(&node(&cp, B).await, MARKER), None);
+
+    // B: cancelled by the next run, then retargeted by hand while still Degraded.
+    let run = spawn_recover(&cp, &["--apply", "--timeout", "60s", "-o", "json"]);
+    wait_cancelled(&cp, B).await;
+    merge(
+        &cp,
+        B,
+        json!({"metadata": {"annotations": {key("desiredConfig"): "rendered-worker-by-hand"}}}),
+    )
+    .await;
+    let run = run.await.expect("run");
+    assert_eq!(run.code, Some(1), "{run:?}");
+    let report = run.json();
+    let b = report["applied"]
+        .as_array()
+        .and_then(|a| a.iter().find(|n| n["node"] == B))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(b["problem"], "retargeted", "{report:#}");
+    assert_ne!(b["outcome"], "movedOn", "{report:#}");
+}
