@@ -7,6 +7,7 @@ pub mod image;
 pub mod message;
 pub mod model;
 pub mod node;
+pub mod node_controller;
 pub mod outcome;
 pub mod policy;
 pub mod recovery;

@@ -18,9 +18,10 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::core::model::{LABEL_NODE_OS, MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use crate::core::model::{LABEL_NODE_OS, MachineConfigPool};
 use crate::core::node::NodeImages;
 use crate::core::node::NodeMeta;
+use crate::core::node_controller::{self, can_layered_continue};
 use crate::core::selector::{self, Labels, Validity};
 use crate::core::snapshot::Snapshot;
 
@@ -143,7 +144,7 @@ pub(super) fn rolling_pools(
 }
 
 /// Pools not paused whose MachineOSConfig's current image is guarded and to which MCO is
-/// sending nodes ([`rollout_continues`]): each with that image as the config spells it and as
+/// sending nodes ([`can_layered_continue`]): each with that image as the config spells it and as
 /// [`GuardedImages`] lists it. The MachineOSConfig being deleted is taken from the request, the others
 /// from the snapshot. Reads no node.
 pub(super) fn rolling_targets<'s>(
@@ -160,13 +161,9 @@ pub(super) fn rolling_targets<'s>(
     };
     // MCO's `getConfigAndBuild`: the config whose `spec.machineConfigPool.name` is the pool.
     let config_of = |pool: &str| {
-        target_config.filter(|m| m.pool_name() == pool).or_else(|| {
-            snapshot
-                .machine_os_configs
-                .iter()
-                .map(Arc::as_ref)
-                .find(|m| m.pool_name() == pool)
-        })
+        target_config
+            .filter(|m| m.pool_name() == pool)
+            .or_else(|| node_controller::config_of(pool, &snapshot.machine_os_configs))
     };
     snapshot
         .pools
@@ -176,37 +173,13 @@ pub(super) fn rolling_targets<'s>(
             let config = config_of(p.name())?;
             let current = config.current_image()?;
             let image = guarded.find(current)?;
-            rollout_continues(p, config, current, &snapshot.machine_os_builds)
+            // MCO sends further nodes only while `canLayeredContinue` holds; a pool whose
+            // configuration the objects do not show (a trimmed dump) cannot be told: it holds.
+            can_layered_continue(p, config, &snapshot.machine_os_builds)
+                .unwrap_or(true)
                 .then(|| (p.as_ref(), current, image.clone()))
         })
         .collect()
-}
-
-/// MCO's `canLayeredContinue` (node controller, release-4.19 to 4.23): the node controller
-/// sends further nodes of a layered pool to its config's image only while the build for the
-/// pool's `spec.configuration` (by `spec.machineOSConfig` and `spec.machineConfig`) has
-/// Succeeded and is the config's current one (`MachineOSBuildIsCurrent`: its
-/// `digestedImagePushSpec` is the config's `currentImagePullSpec`, as exact strings). While
-/// that build is pending, running, failed or missing (a new rendered config whose build has
-/// not finished), the rollout of the current image stops: no further node is sent, however
-/// many are left. MCO takes the first matching build its cache lists; any one that qualifies
-/// counts here. A pool whose `spec.configuration` the objects do not show (a trimmed dump)
-/// cannot be told: the rule holds.
-fn rollout_continues(
-    pool: &MachineConfigPool,
-    config: &MachineOSConfig,
-    current: &str,
-    builds: &[Arc<MachineOSBuild>],
-) -> bool {
-    let Some(rendered) = pool.rendered_config() else {
-        return true;
-    };
-    builds.iter().any(|b| {
-        b.config_by_spec() == Some(config.name())
-            && b.rendered_config() == Some(rendered)
-            && b.succeeded()
-            && b.digested_image() == Some(current)
-    })
 }
 
 /// The nodes of a pool that do not run an image: how many, and the first few by name.

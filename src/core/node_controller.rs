@@ -1,0 +1,335 @@
+//! What MCO's node controller sends a pool's nodes now (`syncMachineConfigPool`,
+//! `getConfigAndBuild`, `canLayeredContinue`, `SetDesiredStateFromPool` and
+//! `SetDesiredStateFromMachineOSConfig` in `pkg/controller/node/node_controller.go` and
+//! `layered_node_state.go`, the same on release-4.19 to 4.23 and main).
+//!
+//! Two front ends ask it: the pool rule (does MCO still send nodes its config's image, so the
+//! gap between two nodes is not safe) and recovery (is a new target on a cancelled node exactly
+//! what MCO writes, so MCO is moving on; does a MachineOSConfig send the pool's nodes an image,
+//! so a pause is needed first; has the rollout resumed). One reading of MCO, shared.
+
+use std::sync::Arc;
+
+use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
+
+/// Where the build for a pool's `spec.configuration` stands (`getConfigAndBuild`'s `mosb` and
+/// its `MachineOSBuildState`), as far as the node controller cares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoolBuild {
+    /// No build of the config for the pool's `spec.configuration` ("waiting for a new OS image
+    /// build to start").
+    Missing,
+    /// Pending or running: no terminal condition yet.
+    Running(String),
+    /// Succeeded; `current` when its digested image is the config's `currentImagePullSpec` as an
+    /// exact string (`MachineOSBuildIsCurrent`).
+    Succeeded { build: String, current: bool },
+    /// Failed or Interrupted.
+    Failed(String),
+}
+
+/// What the node controller writes to a candidate node of a pool now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoolTarget<'s> {
+    /// `spec.paused`: it sends nothing.
+    Paused,
+    /// A MachineOSConfig targets the pool and `canLayeredContinue` is false: it sends nothing
+    /// until the build for the pool's configuration succeeds with the config's image.
+    Waiting { config: &'s str, build: PoolBuild },
+    /// It sends candidates `desiredConfig = config` and `desiredImage = image` (`None`: the
+    /// annotation removed, the pool is not layered).
+    Sends {
+        config: &'s str,
+        image: Option<&'s str>,
+    },
+    /// The pool's `spec.configuration` is not known (a trimmed dump): cannot tell.
+    Unknown,
+}
+
+/// The MachineOSConfig that targets `pool` (`getConfigAndBuild`: the first whose
+/// `spec.machineConfigPool.name` is the pool).
+pub fn config_of<'s>(
+    pool: &str,
+    configs: &'s [Arc<MachineOSConfig>],
+) -> Option<&'s MachineOSConfig> {
+    configs
+        .iter()
+        .map(Arc::as_ref)
+        .find(|m| m.pool_name() == pool)
+}
+
+/// The build of `config` for `pool`'s `spec.configuration`, as `getConfigAndBuild` finds it:
+/// `None` when the pool's configuration is not known. MCO takes the first its cache lists; with
+/// several for one configuration (a Containerfile changed, a failed build and its fix), the
+/// one that lets the rollout go on counts, then a running one, then a failed one: the
+/// cautious reading for the pool rule, and what a later pass of MCO finds.
+pub fn pool_build(
+    pool: &MachineConfigPool,
+    config: &MachineOSConfig,
+    builds: &[Arc<MachineOSBuild>],
+) -> Option<PoolBuild> {
+    let rendered = pool.rendered_config()?;
+    let current = config.current_image();
+    let mut found = PoolBuild::Missing;
+    for b in builds
+        .iter()
+        .filter(|b| b.config_by_spec() == Some(config.name()))
+        .filter(|b| b.rendered_config() == Some(rendered))
+    {
+        let state = if b.succeeded() {
+            PoolBuild::Succeeded {
+                build: b.name().to_string(),
+                current: current.is_some() && b.digested_image() == current,
+            }
+        } else if b.failed() {
+            PoolBuild::Failed(b.name().to_string())
+        } else {
+            PoolBuild::Running(b.name().to_string())
+        };
+        if rank(&state) > rank(&found) {
+            found = state;
+        }
+    }
+    Some(found)
+}
+
+/// Which of several builds for one configuration counts (see [`pool_build`]).
+fn rank(state: &PoolBuild) -> u8 {
+    match state {
+        PoolBuild::Missing => 0,
+        PoolBuild::Failed(_) => 1,
+        PoolBuild::Succeeded { current: false, .. } => 2,
+        PoolBuild::Running(_) => 3,
+        PoolBuild::Succeeded { current: true, .. } => 4,
+    }
+}
+
+/// `canLayeredContinue`: whether the node controller sends `pool`'s nodes `config`'s image now:
+/// the build for the pool's `spec.configuration` Succeeded and is the config's current one.
+/// `None` when the pool's configuration is not known.
+pub fn can_layered_continue(
+    pool: &MachineConfigPool,
+    config: &MachineOSConfig,
+    builds: &[Arc<MachineOSBuild>],
+) -> Option<bool> {
+    pool_build(pool, config, builds)
+        .map(|b| matches!(b, PoolBuild::Succeeded { current: true, .. }))
+}
+
+/// What the node controller writes to a candidate node of `pool` now (`syncMachineConfigPool`):
+/// nothing while paused; for a pool a MachineOSConfig targets, the config's image with the
+/// pool's configuration once `canLayeredContinue` holds, nothing before; otherwise the pool's
+/// configuration with `desiredImage` removed.
+pub fn pool_target<'s>(
+    pool: &'s MachineConfigPool,
+    configs: &'s [Arc<MachineOSConfig>],
+    builds: &[Arc<MachineOSBuild>],
+) -> PoolTarget<'s> {
+    if pool.is_paused() {
+        return PoolTarget::Paused;
+    }
+    let Some(rendered) = pool.rendered_config() else {
+        return PoolTarget::Unknown;
+    };
+    let Some(config) = config_of(pool.name(), configs) else {
+        return PoolTarget::Sends {
+            config: rendered,
+            image: None,
+        };
+    };
+    match (pool_build(pool, config, builds), config.current_image()) {
+        (Some(PoolBuild::Succeeded { current: true, .. }), Some(image)) => PoolTarget::Sends {
+            config: rendered,
+            image: Some(image),
+        },
+        (Some(build), _) => PoolTarget::Waiting {
+            config: config.name(),
+            build,
+        },
+        (None, _) => PoolTarget::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    const R1: &str = "rendered-worker-1";
+    const R2: &str = "rendered-worker-2";
+    const OLD: &str = "registry.example.com/ocb@sha256:aaaa";
+    const NEW: &str = "registry.example.com/ocb@sha256:bbbb";
+
+    fn pool(paused: bool, config: Option<&str>) -> MachineConfigPool {
+        let mut spec = json!({"paused": paused});
+        if let Some(c) = config {
+            spec["configuration"] = json!({"name": c});
+        }
+        serde_json::from_value(json!({"metadata": {"name": "worker"}, "spec": spec})).expect("pool")
+    }
+
+    fn mosc(image: Option<&str>) -> Arc<MachineOSConfig> {
+        let mut status = json!({});
+        if let Some(i) = image {
+            status["currentImagePullSpec"] = json!(i);
+        }
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": "worker"},
+                "spec": {"machineConfigPool": {"name": "worker"}}, "status": status}))
+            .expect("mosc"),
+        )
+    }
+
+    fn build(
+        name: &str,
+        config: &str,
+        condition: Option<&str>,
+        image: &str,
+    ) -> Arc<MachineOSBuild> {
+        let conditions: Vec<Value> = condition
+            .map(|c| json!({"type": c, "status": "True"}))
+            .into_iter()
+            .collect();
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": name},
+                "spec": {"machineOSConfig": {"name": "worker"}, "machineConfig": {"name": config}},
+                "status": {"digestedImagePushSpec": image, "conditions": conditions}}))
+            .expect("build"),
+        )
+    }
+
+    /// What, the pool, its configs and builds, what the node controller sends.
+    type Row = (
+        &'static str,
+        MachineConfigPool,
+        Vec<Arc<MachineOSConfig>>,
+        Vec<Arc<MachineOSBuild>>,
+        PoolTarget<'static>,
+    );
+
+    /// One row per case `syncMachineConfigPool` tells apart.
+    #[test]
+    fn what_the_node_controller_sends() {
+        let waiting = |build| PoolTarget::Waiting {
+            config: "worker",
+            build,
+        };
+        let rows: Vec<Row> = vec![
+            (
+                "no config: the pool's configuration, no image",
+                pool(false, Some(R2)),
+                vec![],
+                vec![],
+                PoolTarget::Sends {
+                    config: R2,
+                    image: None,
+                },
+            ),
+            (
+                "paused",
+                pool(true, Some(R2)),
+                vec![],
+                vec![],
+                PoolTarget::Paused,
+            ),
+            (
+                "configuration unknown",
+                pool(false, None),
+                vec![mosc(Some(NEW))],
+                vec![],
+                PoolTarget::Unknown,
+            ),
+            (
+                "layered, its build current",
+                pool(false, Some(R2)),
+                vec![mosc(Some(NEW))],
+                vec![build("b", R2, Some("Succeeded"), NEW)],
+                PoolTarget::Sends {
+                    config: R2,
+                    image: Some(NEW),
+                },
+            ),
+            (
+                "layered, no build for the configuration (a recreated config waiting)",
+                pool(false, Some(R2)),
+                vec![mosc(Some(OLD))],
+                vec![build("a", R1, Some("Succeeded"), OLD)],
+                waiting(PoolBuild::Missing),
+            ),
+            (
+                "layered, its build running",
+                pool(false, Some(R2)),
+                vec![mosc(Some(OLD))],
+                vec![build("b", R2, None, "")],
+                waiting(PoolBuild::Running("b".into())),
+            ),
+            (
+                "layered, its build failed",
+                pool(false, Some(R2)),
+                vec![mosc(Some(OLD))],
+                vec![build("b", R2, Some("Failed"), "")],
+                waiting(PoolBuild::Failed("b".into())),
+            ),
+            (
+                "layered, succeeded but the config not pointed at it yet",
+                pool(false, Some(R2)),
+                vec![mosc(Some(OLD))],
+                vec![build("b", R2, Some("Succeeded"), NEW)],
+                waiting(PoolBuild::Succeeded {
+                    build: "b".into(),
+                    current: false,
+                }),
+            ),
+            (
+                "layered, the config has no image",
+                pool(false, Some(R2)),
+                vec![mosc(None)],
+                vec![build("b", R2, Some("Succeeded"), NEW)],
+                waiting(PoolBuild::Succeeded {
+                    build: "b".into(),
+                    current: false,
+                }),
+            ),
+            (
+                "a failed build and its fix: the fix counts",
+                pool(false, Some(R2)),
+                vec![mosc(Some(NEW))],
+                vec![
+                    build("b", R2, Some("Failed"), ""),
+                    build("c", R2, Some("Succeeded"), NEW),
+                ],
+                PoolTarget::Sends {
+                    config: R2,
+                    image: Some(NEW),
+                },
+            ),
+        ];
+        for (what, pool, configs, builds, want) in rows {
+            assert_eq!(pool_target(&pool, &configs, &builds), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn can_layered_continue_only_with_the_current_build_of_the_configuration() {
+        let configs = [mosc(Some(NEW))];
+        let done = [build("b", R2, Some("Succeeded"), NEW)];
+        assert_eq!(
+            can_layered_continue(&pool(false, Some(R2)), &configs[0], &done),
+            Some(true)
+        );
+        assert_eq!(
+            can_layered_continue(&pool(false, Some(R1)), &configs[0], &done),
+            Some(false)
+        );
+        assert_eq!(
+            can_layered_continue(&pool(false, None), &configs[0], &done),
+            None
+        );
+        let other_config = [build("b", R2, Some("Succeeded"), OLD)];
+        assert_eq!(
+            can_layered_continue(&pool(false, Some(R2)), &configs[0], &other_config),
+            Some(false)
+        );
+    }
+}
