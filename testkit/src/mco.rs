@@ -192,6 +192,9 @@ pub fn is_unschedulable(node: &Node) -> bool {
 /// Node label the kubelet sets to the node's OS; MCO never manages a node whose value is
 /// `windows` (`helpers.IsWindows`).
 pub const OS_LABEL: &str = "kubernetes.io/os";
+/// The zone label MCO's node controller sorts candidates by when it cannot take them all
+/// (`sortNodeList`).
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// One requirement of a label selector, as `metav1.LabelSelectorAsSelector` builds it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -94,7 +94,22 @@ pub struct Row {
     pub node_controller_clears_stale_annotation: bool,
     /// What a node's daemon writes in its `reason` when the rebase to its desiredImage fails.
     pub rebase_reason: RebaseReason,
+    /// The pool conditions that stop every new or reused build while True
+    /// (`createNewMachineOSBuildOrReuseExisting`: 4.19's `IsPoolAnyDegraded`, from 4.20
+    /// `shouldPreventBuildDueToDegradation`, which leaves out `Degraded` so that a build
+    /// failure alone can be retried).
+    pub builds_wait_while: &'static [&'static str],
 }
+
+/// 4.19's `IsPoolAnyDegraded`.
+const ANY_DEGRADED: &[&str] = &["Degraded", "NodeDegraded", "RenderDegraded"];
+/// 4.20 on: `shouldPreventBuildDueToDegradation`'s `nonBuildDegradedTypes`.
+const NON_BUILD_DEGRADED: &[&str] = &[
+    "NodeDegraded",
+    "RenderDegraded",
+    "PinnedImageSetsDegraded",
+    "SynchronizerDegraded",
+];
 
 /// Every release the harness plays, oldest first.
 pub const TABLE: [Row; 5] = [
@@ -111,6 +126,7 @@ pub const TABLE: [Row; 5] = [
         node_controller_prefers_annotated_build: false,
         node_controller_clears_stale_annotation: false,
         rebase_reason: RebaseReason::AfterRetries,
+        builds_wait_while: ANY_DEGRADED,
     },
     Row {
         release: Release::V4_20,
@@ -128,6 +144,7 @@ pub const TABLE: [Row; 5] = [
         node_controller_prefers_annotated_build: false,
         node_controller_clears_stale_annotation: false,
         rebase_reason: RebaseReason::RpmOstree,
+        builds_wait_while: NON_BUILD_DEGRADED,
     },
     Row {
         release: Release::V4_21,
@@ -145,6 +162,7 @@ pub const TABLE: [Row; 5] = [
         node_controller_prefers_annotated_build: true,
         node_controller_clears_stale_annotation: false,
         rebase_reason: RebaseReason::AfterRetries,
+        builds_wait_while: NON_BUILD_DEGRADED,
     },
     Row {
         release: Release::V4_22,
@@ -162,6 +180,7 @@ pub const TABLE: [Row; 5] = [
         node_controller_prefers_annotated_build: true,
         node_controller_clears_stale_annotation: true,
         rebase_reason: RebaseReason::AfterRetriesWithLastError,
+        builds_wait_while: NON_BUILD_DEGRADED,
     },
     Row {
         release: Release::V4_23,
@@ -176,6 +195,7 @@ pub const TABLE: [Row; 5] = [
         node_controller_prefers_annotated_build: true,
         node_controller_clears_stale_annotation: true,
         rebase_reason: RebaseReason::AfterRetriesWithLastError,
+        builds_wait_while: NON_BUILD_DEGRADED,
     },
 ];
 

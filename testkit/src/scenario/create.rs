@@ -78,22 +78,36 @@ pub async fn create_nodes(
     create_labelled_nodes(client, names, &[(role_label, "")], rendered_config).await
 }
 
+/// The region label and value of the kit's nodes (AWS's, like their names).
+const REGION_LABEL: &str = "topology.kubernetes.io/region";
+const REGION: &str = "us-east-2";
+
+/// The zone of the `i`-th node of a list: the region's three zones in turn, so that the node
+/// controller, which takes candidates by zone when it cannot take them all, takes a pool of
+/// three in the list's order.
+fn zone(i: usize) -> String {
+    let letter = ['a', 'b', 'c'][i % 3];
+    format!("{REGION}{letter}")
+}
+
 /// Creates plain Linux Node objects carrying `labels` (e.g. several role labels), settled on
 /// `rendered_config` as MCO leaves them (state Done, current = desired config, no image
 /// annotations, uncordoned after the daemon's last update: `desiredDrain` = `lastAppliedDrain`
 /// = `uncordon-<config>`, on a multi-node cluster) and Ready with a boot ID, as the kubelet
-/// reports it ([`crate::kubelet`]).
+/// reports it ([`crate::kubelet`]), in the region's zones in turn ([`mco::ZONE_LABEL`]).
 pub async fn create_labelled_nodes(
     client: &kube::Client,
     names: &[String],
     labels: &[(&str, &str)],
     rendered_config: &str,
 ) -> Result<()> {
-    for name in names {
+    for (i, name) in names.iter().enumerate() {
         let mut node_labels = BTreeMap::from([
             ("kubernetes.io/hostname".to_owned(), name.clone()),
             (mco::OS_LABEL.to_owned(), "linux".to_owned()),
             ("node.openshift.io/os_id".to_owned(), "rhel".to_owned()),
+            (REGION_LABEL.to_owned(), REGION.to_owned()),
+            (mco::ZONE_LABEL.to_owned(), zone(i)),
         ]);
         node_labels.extend(
             labels

@@ -18,10 +18,11 @@
 //!   image tag is gone is deleted and built again;
 //! - the rebuild annotation deletes the current build (image first, under the in-use check)
 //!   and builds again;
-//! - no build is created or reused for a MOSC whose pool is NodeDegraded
-//!   (`createNewMachineOSBuildOrReuseExisting`'s `shouldPreventBuildDueToDegradation`; 4.19
-//!   checks `Degraded`, which the simulated pool status sets exactly when NodeDegraded): the
-//!   build waits until the pool is no longer degraded;
+//! - no build is created or reused for a MOSC whose pool is NodeDegraded, RenderDegraded,
+//!   PinnedImageSetsDegraded or SynchronizerDegraded (`createNewMachineOSBuildOrReuseExisting`'s
+//!   `shouldPreventBuildDueToDegradation`; 4.19's `IsPoolAnyDegraded`: Degraded, NodeDegraded or
+//!   RenderDegraded; [`crate::release::Row::builds_wait_while`]): the build waits until the pool
+//!   is no longer degraded (the simulated pool status sets only NodeDegraded and Degraded);
 //! - 4.21 on, a MOSC annotated with a pre-built image gets a synthetic build ([`prebuilt`]);
 //! - the two delete handlers ([`deletes`]), which are where the releases differ most.
 //!
@@ -48,6 +49,7 @@ use super::ctx::Ctx;
 use super::reconcile::Reconciler;
 use crate::Result;
 use crate::mco::{self, CURRENT_MOSB, LABEL_PRE_BUILT, REBUILD, condition_true, str_at};
+use crate::release::Release;
 use deletes::Queued;
 
 /// MOSB annotation naming the MOSC's push secret (4.20 writes it on every build).
@@ -171,21 +173,23 @@ impl BuildController {
 
 impl BuildController {
     /// Whether MOSC `name`'s build (`new`: one to create or reuse, not the one it names) is
-    /// refused because `pool` is NodeDegraded (`shouldPreventBuildDueToDegradation`). A build
-    /// the MOSC already names carries on (its status is still reported).
+    /// refused because `pool` is degraded ([`prevents_build`]). A build the MOSC already names
+    /// carries on (its status is still reported).
     fn refused_while_degraded(&mut self, name: &str, pool: &DynamicObject, new: bool) -> bool {
-        let refused = new && condition_true(pool, "NodeDegraded");
+        let why = prevents_build(self.ctx.release(), pool).filter(|_| new);
         let pool_name = pool.metadata.name.as_deref().unwrap_or_default();
-        if refused && self.refused.insert(name.to_owned()) {
+        if let Some(condition) = why
+            && self.refused.insert(name.to_owned())
+        {
             tracing::info!(
-                "sim build: no build for MachineOSConfig {name}: pool {pool_name} is NodeDegraded"
+                "sim build: no build for MachineOSConfig {name}: pool {pool_name} is {condition}"
             );
-        } else if !refused && self.refused.remove(name) {
+        } else if why.is_none() && self.refused.remove(name) {
             tracing::info!(
-                "sim build: pool {pool_name} is no longer NodeDegraded; MachineOSConfig {name} may build"
+                "sim build: pool {pool_name} is no longer degraded; MachineOSConfig {name} may build"
             );
         }
-        refused
+        why.is_some()
     }
 }
 
@@ -216,6 +220,17 @@ impl Reconciler for BuildController {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// The condition of `pool` that stops a new or reused build on `release`, if one is True
+/// ([`crate::release::Row::builds_wait_while`]).
+fn prevents_build(release: Release, pool: &DynamicObject) -> Option<&'static str> {
+    release
+        .row()
+        .builds_wait_while
+        .iter()
+        .copied()
+        .find(|c| condition_true(pool, c))
 }
 
 fn label(obj: &DynamicObject, key: &str) -> Option<String> {
@@ -277,4 +292,50 @@ fn conditions(now: &str, states: &[(&str, bool, &str)]) -> Vec<Value> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pool(conditions: &[(&str, &str)]) -> DynamicObject {
+        let conditions: Vec<Value> = conditions
+            .iter()
+            .map(|(t, s)| json!({"type": t, "status": s}))
+            .collect();
+        DynamicObject::new("worker", &mco::mcp_resource())
+            .data(json!({"status": {"conditions": conditions}}))
+    }
+
+    /// Every degradation but the build's own stops builds from 4.20 (a simulator that checked
+    /// NodeDegraded alone would build here); 4.19 also stops on `Degraded` alone.
+    #[test]
+    fn builds_wait_while_the_pool_is_degraded_for_any_reason_but_the_build() {
+        for release in Release::ALL {
+            for condition in ["NodeDegraded", "RenderDegraded"] {
+                assert_eq!(
+                    prevents_build(release, &pool(&[(condition, "True")])),
+                    Some(condition),
+                    "{release:?}"
+                );
+            }
+            let from_4_20 = release >= Release::V4_20;
+            for condition in ["PinnedImageSetsDegraded", "SynchronizerDegraded"] {
+                assert_eq!(
+                    prevents_build(release, &pool(&[(condition, "True")])).is_some(),
+                    from_4_20,
+                    "{release:?} {condition}"
+                );
+            }
+            // A build failure alone (Degraded via ImageBuildDegraded) is retried from 4.20.
+            let build_failed = pool(&[("Degraded", "True"), ("ImageBuildDegraded", "True")]);
+            assert_eq!(prevents_build(release, &build_failed).is_some(), !from_4_20);
+            assert_eq!(
+                prevents_build(release, &pool(&[("NodeDegraded", "False")])),
+                None
+            );
+        }
+    }
 }

@@ -37,6 +37,17 @@ pub struct SimConfig {
     /// How long a Provisioned machine takes to boot and fetch its Ignition from the Machine
     /// Config Server; its first boot then pulls the served image and registers the Node.
     pub boot_delay: Duration,
+    /// How long after a node's `desiredDrain` changes the drain controller acts on it (its
+    /// queue's `UpdateDelay`: 5 s in MCO, `drain_controller.go`).
+    pub drain_delay: Duration,
+    /// How long after a change to a pool, its MachineOSConfig, its builds or one of its nodes
+    /// the node controller syncs the pool (`enqueueDefault`: `updateDelay`, 5 s in MCO,
+    /// `node_controller.go`). Zero: every pass syncs every pool (level-triggered).
+    pub pool_sync_delay: Duration,
+    /// How often a daemon checks whether the drain controller applied its drain or uncordon
+    /// request, the first check one interval after the request (`performDrain` and
+    /// `completeUpdate` poll every 10 s in MCO, `drain.go`, `daemon.go`).
+    pub drain_check_interval: Duration,
 }
 
 impl SimConfig {
@@ -69,6 +80,29 @@ impl SimConfig {
             in_use_check: true,
             provision_delay: Duration::from_millis(300),
             boot_delay: Duration::from_millis(300),
+            drain_delay: Duration::ZERO,
+            pool_sync_delay: Duration::ZERO,
+            drain_check_interval: Duration::from_millis(100),
+        }
+    }
+
+    /// MCO's delays on a node's way through an update, as its controllers' queues and the
+    /// daemon's polls take them: the drain controller acts 5 s after a request, the node
+    /// controller syncs a pool 5 s after a change, the daemon looks for its drain or uncordon
+    /// every 10 s, and its queue waits from 1 s doubling to 60 s on every node event and
+    /// failure. With them a daemon that finishes a no-op update leaves its node schedulable but
+    /// still Degraded for about 5 s, the window in which MCO's node controller, synced by
+    /// another event of the pool, sends it the pool's target (a pool with `maxUnavailable`
+    /// above 1). Every node update takes 20 s or more, so only the tests of that window play
+    /// them ([`super::Simulator::play_mco_node_delays`] switches to them mid-run).
+    pub fn with_mco_node_delays(self) -> Self {
+        Self {
+            drain_delay: Duration::from_secs(5),
+            pool_sync_delay: Duration::from_secs(5),
+            drain_check_interval: Duration::from_secs(10),
+            retry_interval: Duration::from_secs(1),
+            retry_cap: Duration::from_secs(60),
+            ..self
         }
     }
 }

@@ -17,6 +17,8 @@ use crate::release::{Release, ZStream};
 pub(super) struct Knobs {
     /// Nodes whose daemon is frozen.
     pub(super) held: HashSet<String>,
+    /// Nodes whose daemon, at the end of an update (uncordoned), waits before it reports Done.
+    pub(super) held_before_done: HashSet<String>,
     /// Overrides [`SimConfig::build_delay`] for builds that finish from now on.
     pub(super) build_delay: Option<Duration>,
     /// Builds that finish from now on fail instead of pushing an image.
@@ -47,6 +49,36 @@ pub(super) struct Knobs {
     pub(super) kept: Vec<String>,
     /// Node name -> how many of its daemon's update passes failed (each wrote Degraded).
     pub(super) failed_updates: BTreeMap<String, usize>,
+    /// The node the machine-config-operator's pod runs on, which the node controller defers
+    /// in the master pool (`filterControlPlaneCandidateNodes`); none by default.
+    pub(super) operator_node: Option<String>,
+    /// Replaces the configuration's drain delay, pool sync delay and drain check interval
+    /// from now on ([`super::Simulator::play_mco_node_delays`]).
+    pub(super) node_delays: Option<NodeDelays>,
+}
+
+/// The delays on a node's way through an update ([`SimConfig::drain_delay`],
+/// [`SimConfig::pool_sync_delay`], [`SimConfig::drain_check_interval`], and the daemon's
+/// queue: [`SimConfig::retry_interval`] doubling to [`SimConfig::retry_cap`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NodeDelays {
+    pub(super) drain: Duration,
+    pub(super) pool_sync: Duration,
+    pub(super) drain_check: Duration,
+    pub(super) queue_base: Duration,
+    pub(super) queue_cap: Duration,
+}
+
+impl NodeDelays {
+    pub(super) fn of(cfg: &SimConfig) -> Self {
+        Self {
+            drain: cfg.drain_delay,
+            pool_sync: cfg.pool_sync_delay,
+            drain_check: cfg.drain_check_interval,
+            queue_base: cfg.retry_interval,
+            queue_cap: cfg.retry_cap,
+        }
+    }
 }
 
 /// What every loop shares.
@@ -102,6 +134,12 @@ impl Ctx {
             Ok(mut k) => change(&mut k),
             Err(poisoned) => change(&mut poisoned.into_inner()),
         }
+    }
+
+    /// The node delays played now: the knob's, else the configuration's.
+    pub(super) fn node_delays(&self) -> NodeDelays {
+        self.knobs(|k| k.node_delays)
+            .unwrap_or_else(|| NodeDelays::of(&self.cfg))
     }
 
     pub(super) fn build_delay(&self) -> Duration {

@@ -4,7 +4,12 @@
 //! here), checks it is still cordoned (an uncordon by hand during the drain is not reported as
 //! done), then writes `lastAppliedDrain`; `uncordon-<config>` uncordons it and writes
 //! `lastAppliedDrain`. A request already applied is left alone, so a node uncordoned by hand
-//! after its drain stays uncordoned.
+//! after its drain stays uncordoned. A request is carried out [`super::SimConfig::drain_delay`]
+//! after the controller first saw it (its queue's `UpdateDelay`, 5 s in MCO): the uncordon
+//! comes before `lastAppliedDrain`, and before the daemon's next check.
+
+use std::collections::HashMap;
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
@@ -19,11 +24,29 @@ use crate::mco::{
 
 pub(super) struct DrainController {
     ctx: Ctx,
+    /// Node -> the request not applied yet, and when it was first seen (its queue time).
+    queued: HashMap<String, (String, Instant)>,
 }
 
 impl DrainController {
     pub(super) fn new(ctx: Ctx) -> Self {
-        Self { ctx }
+        Self {
+            ctx,
+            queued: HashMap::new(),
+        }
+    }
+
+    /// Whether `request` on `node` has waited out the queue's delay (queued now if new).
+    fn due(&mut self, node: &str, request: &str) -> bool {
+        let now = Instant::now();
+        let entry = self
+            .queued
+            .entry(node.to_owned())
+            .or_insert_with(|| (request.to_owned(), now));
+        if entry.0 != request {
+            *entry = (request.to_owned(), now);
+        }
+        now.duration_since(entry.1) >= self.ctx.node_delays().drain
     }
 
     /// `syncNode` for one node whose request is not applied yet.
@@ -75,15 +98,22 @@ impl Reconciler for DrainController {
     async fn sync(&mut self) -> Result<()> {
         let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
         let mut failures = Vec::new();
+        let mut pending = Vec::new();
         for node in &nodes {
+            let name = node.metadata.name.clone().unwrap_or_default();
             let request = annotation(node, DESIRED_DRAIN);
             if request == annotation(node, LAST_APPLIED_DRAIN) {
+                continue;
+            }
+            pending.push(name.clone());
+            if !self.due(&name, request) {
                 continue;
             }
             if let Err(e) = self.carry_out(node, request).await {
                 failures.push(e.to_string());
             }
         }
+        self.queued.retain(|node, _| pending.contains(node));
         if failures.is_empty() {
             Ok(())
         } else {

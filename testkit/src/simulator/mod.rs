@@ -51,6 +51,7 @@
 
 mod boot;
 mod build;
+mod candidates;
 mod config;
 mod ctx;
 mod daemon;
@@ -169,6 +170,38 @@ impl Simulator {
             knobs: ctx.knobs,
             builder_kubeconfig,
         })
+    }
+
+    /// From now on the drain controller, the node controller and the daemons play MCO's own
+    /// delays ([`SimConfig::with_mco_node_delays`]): a test sets its cluster up quickly and
+    /// plays the path it is about at MCO's pace.
+    pub fn play_mco_node_delays(&self) {
+        let delays = ctx::NodeDelays::of(&SimConfig::fast().with_mco_node_delays());
+        self.knobs(|k| k.node_delays = Some(delays));
+    }
+
+    /// `node`'s daemon, at the end of its next update (rebooted or not, uncordoned), waits
+    /// before it reports Done until [`Simulator::release_before_done`]: a test times another
+    /// node's completion (the event that syncs its pool) with it.
+    pub fn hold_before_done(&self, node: &str) {
+        let node = node.to_owned();
+        self.knobs(|k| {
+            k.held_before_done.insert(node);
+        });
+    }
+
+    /// Lets `node`'s daemon report Done ([`Simulator::hold_before_done`]).
+    pub fn release_before_done(&self, node: &str) {
+        self.knobs(|k| {
+            k.held_before_done.remove(node);
+        });
+    }
+
+    /// The machine-config-operator's pod runs on `node` from now on: the node controller defers
+    /// it in the master pool while another candidate exists.
+    pub fn set_operator_node(&self, node: &str) {
+        let node = node.to_owned();
+        self.knobs(|k| k.operator_node = Some(node));
     }
 
     /// The release the machine-os-builder plays now.

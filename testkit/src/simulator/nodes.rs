@@ -9,29 +9,72 @@
 //! MOSC and `spec.machineConfig` the pool's `spec.configuration`) has Succeeded and its
 //! `digestedImagePushSpec` is the MOSC's `currentImagePullSpec`, as exact strings. A build
 //! pending, running, failed or missing for `spec.configuration` stops the rollout (nodes already
-//! sent keep updating: their daemons go on).
+//! sent keep updating: their daemons go on). Which candidates go first: [`super::candidates`].
+//! With [`super::SimConfig::pool_sync_delay`] a pool is synced that long after a change to it,
+//! its MOSC, its builds or its nodes (MCO's `enqueueDefault`, 5 s), not on every pass.
+
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::candidates;
 use super::ctx::Ctx;
 use super::node_state::{self, Target};
 use super::reconcile::Reconciler;
 use crate::Result;
-use crate::mco::{self, CURRENT_MOSB, DESIRED_CONFIG, DESIRED_IMAGE, str_at};
+use crate::mco::{
+    self, CURRENT_CONFIG, CURRENT_IMAGE, CURRENT_MOSB, DESIRED_CONFIG, DESIRED_IMAGE, REASON,
+    STATE, str_at,
+};
 use crate::release::Release;
 
 pub(super) struct NodeController {
     ctx: Ctx,
     /// Passes so far: which of several builds for one config a pass finds first (see
-    /// [`pool_build`]).
+    /// [`pool_build`]), and the lister's order of the candidates ([`candidates::choose`]).
     turn: usize,
+    /// Pool -> what its sync reads as last seen (a hash), and when its queued sync is due.
+    queued: HashMap<String, (u64, Option<Instant>)>,
 }
 
 impl NodeController {
     pub(super) fn new(ctx: Ctx) -> Self {
-        Self { ctx, turn: 0 }
+        Self {
+            ctx,
+            turn: 0,
+            queued: HashMap::new(),
+        }
+    }
+
+    /// Whether `pool`'s sync is due now: always without a
+    /// [`super::SimConfig::pool_sync_delay`]; with one, that long after a change to what the
+    /// sync reads (`inputs`: a hash of the objects' resourceVersions) was first seen.
+    fn due(&mut self, pool: &str, inputs: u64, now: Instant) -> bool {
+        let delay = self.ctx.node_delays().pool_sync;
+        if delay.is_zero() {
+            return true;
+        }
+        let entry = self
+            .queued
+            .entry(pool.to_owned())
+            .or_insert((inputs, Some(now)));
+        if entry.0 != inputs {
+            entry.0 = inputs;
+            entry.1.get_or_insert(now + delay);
+        }
+        entry.1.is_some_and(|due| due <= now)
+    }
+
+    /// The pool's sync ran: nothing is queued for it until the next change.
+    fn synced(&mut self, pool: &str) {
+        if let Some(entry) = self.queued.get_mut(pool) {
+            entry.1 = None;
+        }
     }
 
     async fn sync_pool(
@@ -67,12 +110,20 @@ impl NodeController {
         let Some(capacity) = capacity(pool, members, &target) else {
             return Ok(()); // maxUnavailable used up: the pool waits.
         };
-        let mut candidates: Vec<&&Node> = members
+        let candidates: Vec<&Node> = members
             .iter()
+            .copied()
             .filter(|n| node_state::is_candidate(n, &target) && node_state::is_ready(n))
             .collect();
-        candidates.sort_by_key(|n| n.metadata.name.clone());
-        for node in candidates.into_iter().take(capacity) {
+        let operator_node = self.ctx.knobs(|k| k.operator_node.clone());
+        let chosen = candidates::choose(
+            candidates,
+            capacity,
+            pool_name == "master",
+            operator_node.as_deref(),
+            turn,
+        );
+        for node in chosen {
             let name = node.metadata.name.clone().unwrap_or_default();
             let patch = json!({"metadata": {"annotations": {
                 DESIRED_IMAGE: target.image,
@@ -136,13 +187,58 @@ impl Reconciler for NodeController {
         let mosbs = mco::list_all(&mco::mosbs(&self.ctx.client)).await?;
         let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
         self.turn = self.turn.wrapping_add(1);
+        let now = Instant::now();
         for pool in &pools {
+            let name = pool.metadata.name.clone().unwrap_or_default();
             let members = pool_members(pool, &pools, &nodes);
+            let inputs = inputs_of(pool, &members, &moscs, &mosbs);
+            if !self.due(&name, inputs, now) {
+                continue;
+            }
             self.sync_pool(pool, &members, &moscs, &mosbs, self.turn)
                 .await?;
+            self.synced(&name);
         }
         Ok(())
     }
+}
+
+/// A hash of what queues a pool's sync in MCO: any change to the pool, a MOSC or a build (their
+/// resourceVersions), and of its nodes what `updateNode` counts as a change: readiness
+/// (`CheckNodeReady`: the Ready, DiskPressure and NetworkUnavailable conditions, and
+/// `spec.unschedulable`), the daemon's six annotations (configs, images, state, reason), labels
+/// and taints. Not the drain annotations: a daemon asking for its uncordon queues no sync, the
+/// drain controller's uncordon does.
+fn inputs_of(
+    pool: &DynamicObject,
+    members: &[&Node],
+    moscs: &[DynamicObject],
+    mosbs: &[DynamicObject],
+) -> u64 {
+    let mut h = DefaultHasher::new();
+    pool.metadata.resource_version.hash(&mut h);
+    for o in moscs.iter().chain(mosbs) {
+        (&o.metadata.name, &o.metadata.resource_version).hash(&mut h);
+    }
+    for n in members {
+        n.metadata.name.hash(&mut h);
+        node_state::is_ready(n).hash(&mut h);
+        for key in [
+            CURRENT_CONFIG,
+            DESIRED_CONFIG,
+            STATE,
+            REASON,
+            CURRENT_IMAGE,
+            DESIRED_IMAGE,
+        ] {
+            let annotations = n.metadata.annotations.as_ref();
+            annotations.and_then(|a| a.get(key)).hash(&mut h);
+        }
+        n.metadata.labels.hash(&mut h);
+        let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
+        format!("{taints:?}").hash(&mut h);
+    }
+    h.finish()
 }
 
 /// The target of a pool: its rendered config, and while its MOSC exists (even with a

@@ -9,9 +9,11 @@
 //! makes the next pass uncordon the node and report Done with no reboot.
 //!
 //! A held daemon ([`super::Simulator::hold`]) may start an update (Working, the drain) and then
-//! waits before it changes anything else.
+//! waits before it changes anything else. When a node's next pass may run is its daemon's work
+//! queue's to say ([`queue`]): every node event and every failed pass push it further away.
 
 mod plan;
+mod queue;
 mod rebase;
 mod update;
 
@@ -30,6 +32,7 @@ use super::reconcile::Reconciler;
 use crate::Result;
 use crate::mco::{self, CURRENT_CONFIG, CURRENT_IMAGE, node_annotation};
 use plan::{Disk, Pass};
+use queue::NodeQueue;
 use update::Outcome;
 
 /// What each node's machine runs, by node uid (the daemon's on-disk state).
@@ -68,8 +71,8 @@ pub(super) struct Daemons {
     running: HashMap<tokio::task::Id, String>,
     // Dropping the set (when the loop is aborted) aborts the running passes.
     tasks: JoinSet<(String, Result<Outcome>)>,
-    /// Nodes whose last passes failed: how many, and when the next may start.
-    backoff: HashMap<String, (u32, Instant)>,
+    /// Each node's place in its daemon's work queue.
+    queues: HashMap<String, NodeQueue>,
 }
 
 impl Daemons {
@@ -79,33 +82,26 @@ impl Daemons {
             disks: Disks::default(),
             running: HashMap::new(),
             tasks: JoinSet::new(),
-            backoff: HashMap::new(),
+            queues: HashMap::new(),
         }
     }
 
-    /// The rate limiter of the daemon's queue (`AddRateLimited`): after `failures` failed
-    /// passes, the next waits `retry_interval * 2^(failures-1)`, at most `retry_cap`.
-    fn delay(&self, failures: u32) -> Duration {
-        let doubled = self
-            .ctx
-            .cfg
-            .retry_interval
-            .saturating_mul(1 << failures.saturating_sub(1).min(16));
-        doubled.min(self.ctx.cfg.retry_cap)
+    /// The rate limiter's base and cap.
+    fn limits(&self) -> (Duration, Duration) {
+        let delays = self.ctx.node_delays();
+        (delays.queue_base, delays.queue_cap)
     }
 
     fn finished(&mut self, name: String, result: Result<Outcome>) {
+        let (base, cap) = self.limits();
+        let queue = self.queues.entry(name.clone()).or_default();
         match result {
-            Ok(Outcome::Progressed) => {
-                self.backoff.remove(&name);
-            }
+            Ok(Outcome::Progressed) => queue.forget(),
             failed => {
                 if let Err(e) = failed {
                     tracing::warn!("sim daemon {name}: {e} (will retry)");
                 }
-                let failures = self.backoff.get(&name).map_or(0, |b| b.0) + 1;
-                let next = Instant::now() + self.delay(failures);
-                self.backoff.insert(name, (failures, next));
+                queue.add_rate_limited(Instant::now(), base, cap);
             }
         }
     }
@@ -131,18 +127,24 @@ impl Reconciler for Daemons {
             .filter_map(|c| c.metadata.name)
             .collect();
         let now = Instant::now();
+        let (base, cap) = self.limits();
         for node in nodes {
             let name = node.metadata.name.clone().unwrap_or_default();
+            let queue = self.queues.entry(name.clone()).or_default();
+            queue.observe(node.metadata.resource_version.as_deref(), now, base, cap);
             if mco::is_windows(&node)
                 || node_annotation(&node, CURRENT_CONFIG).is_none()
                 || self.running.values().any(|n| *n == name)
-                || self.backoff.get(&name).is_some_and(|b| b.1 > now)
+                || !queue.ready(now)
             {
                 continue;
             }
+            queue.take();
             let disk = self.disks.of(&node);
             let pass = plan::plan(&node, &disk, |c| configs.contains(c));
             if matches!(pass, Pass::Idle | Pass::AwaitDrain) {
+                // The sync found nothing to do: `Forget`.
+                queue.forget();
                 continue;
             }
             let (ctx, disks, task_name) = (self.ctx.clone(), self.disks.clone(), name.clone());

@@ -6,6 +6,12 @@
 //! cleared, empty image annotations dropped). A failed rebase rolls back what it staged (nothing
 //! is written before the rebase succeeds), leaves the node cordoned and writes only `state` and
 //! `reason` (`SetDegraded`): the caller retries later ([`super::Daemons`]).
+//!
+//! The daemon finishes from the copy of the node it read before `completeUpdate`
+//! (`getStateAndConfigs` in `finishRebootlessUpdate`, update.go; `SetDone` from that state,
+//! writer.go), not from a read after the uncordon: a target the node controller sends while the
+//! daemon waits for its uncordon is followed by `SetDone` all the same, and `desiredImage` is
+//! dropped if the copy had none ([`finish`]).
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
@@ -97,19 +103,23 @@ impl NodeDaemon<'_> {
             self.disks.set(node, disk.clone());
             self.reboot(change).await?;
         }
-        // After the reboot (or none), `updateConfigAndState`: completes only if the node still
-        // asks for what the machine now runs; otherwise the next pass updates again.
-        if goal_of(&self.get().await?)
-            != (Goal {
-                config: disk.config.clone(),
-                image: disk.image.clone(),
-            })
-        {
+        // After the reboot (or none), `updateConfigAndState` on the copy read now: completes
+        // only if the node still asks for what the machine now runs; otherwise the next pass
+        // updates again.
+        let Some(done) = finish(&self.get().await?, &disk) else {
             tracing::info!("sim daemon {name}: the node's target changed during the update");
             return Ok(Outcome::Progressed);
-        }
+        };
         self.request_drain(&uncordon_request(&disk.config)).await?;
-        self.set_done(&disk).await?;
+        while self.ctx.knobs(|k| k.held_before_done.contains(name)) {
+            tokio::time::sleep(self.ctx.cfg.poll_interval).await;
+        }
+        self.annotate(done, "setting Done").await?;
+        tracing::info!(
+            "sim daemon {name}: Done on {} ({})",
+            disk.config,
+            disk.image.as_deref().unwrap_or("no layered image")
+        );
         Ok(Outcome::Progressed)
     }
 
@@ -133,16 +143,18 @@ impl NodeDaemon<'_> {
         Ok(())
     }
 
-    /// `SetDesiredDrainer(request)`, then polls until the drain controller applied it.
+    /// `SetDesiredDrainer(request)`, then looks every [`super::super::SimConfig::drain_check_interval`],
+    /// the first time one interval later (`wait.PollUntilContextTimeout(..., false, ...)`),
+    /// until the drain controller applied it.
     async fn request_drain(&self, request: &str) -> Result<()> {
         self.annotate(json!({DESIRED_DRAIN: request}), "requesting a drain")
             .await?;
         loop {
+            tokio::time::sleep(self.ctx.node_delays().drain_check).await;
             let node = self.get().await?;
             if node_annotation(&node, LAST_APPLIED_DRAIN) == Some(request) {
                 return Ok(());
             }
-            tokio::time::sleep(self.ctx.cfg.poll_interval).await;
         }
     }
 
@@ -181,29 +193,6 @@ impl NodeDaemon<'_> {
             .update_knobs(|k| *k.failed_updates.entry(name).or_default() += 1);
         Ok(())
     }
-
-    /// `SetDone`: state Done, currentConfig and currentImage from the machine (currentImage
-    /// removed when it runs none), `reason` cleared (empty), desiredImage removed when empty.
-    async fn set_done(&self, disk: &Disk) -> Result<()> {
-        let fresh = self.get().await?;
-        let mut annotations = json!({
-            STATE: STATE_DONE,
-            CURRENT_CONFIG: disk.config,
-            REASON: "",
-            CURRENT_IMAGE: disk.image,
-        });
-        if node_annotation(&fresh, DESIRED_IMAGE).is_none() {
-            annotations[DESIRED_IMAGE] = Value::Null;
-        }
-        self.annotate(annotations, "setting Done").await?;
-        tracing::info!(
-            "sim daemon {}: Done on {} ({})",
-            self.name,
-            disk.config,
-            disk.image.as_deref().unwrap_or("no layered image")
-        );
-        Ok(())
-    }
 }
 
 /// What the node is told to run.
@@ -213,5 +202,85 @@ fn goal_of(node: &Node) -> Goal {
             .unwrap_or_default()
             .to_owned(),
         image: node_annotation(node, DESIRED_IMAGE).map(str::to_owned),
+    }
+}
+
+/// `updateConfigAndState` and `SetDone` on `copy`, the node as the daemon read it before
+/// `completeUpdate`, whose machine now runs `disk`: `None` when the copy asks for something
+/// else (the next pass updates again), else the annotations `SetDone` writes from that copy:
+/// state Done, currentConfig and currentImage from the machine (currentImage removed when it
+/// runs none), `reason` cleared (empty), `desiredImage` removed when the copy had none.
+fn finish(copy: &Node, disk: &Disk) -> Option<Value> {
+    let runs = Goal {
+        config: disk.config.clone(),
+        image: disk.image.clone(),
+    };
+    if goal_of(copy) != runs {
+        return None;
+    }
+    let mut annotations = json!({
+        STATE: STATE_DONE,
+        CURRENT_CONFIG: disk.config,
+        REASON: "",
+        CURRENT_IMAGE: disk.image,
+    });
+    if node_annotation(copy, DESIRED_IMAGE).is_none() {
+        annotations[DESIRED_IMAGE] = Value::Null;
+    }
+    Some(annotations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const R1: &str = "rendered-worker-1";
+    const R2: &str = "rendered-worker-2";
+    const IMAGE: &str = "registry.example.com/ocb-image@sha256:aaaa";
+
+    fn node(annotations: Value) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": "n", "annotations": annotations}}))
+            .expect("node")
+    }
+
+    /// A cancelled target: the copy read before the uncordon asks for what the machine runs,
+    /// so `SetDone` follows from it, even when the node controller sends the node its pool's
+    /// target during the wait (a read after the wait would find `R2` and never report Done).
+    #[test]
+    fn set_done_comes_from_the_copy_read_before_the_uncordon() {
+        let disk = Disk {
+            config: R1.into(),
+            image: None,
+        };
+        let copy = node(json!({STATE: STATE_DEGRADED, CURRENT_CONFIG: R1, DESIRED_CONFIG: R1}));
+        let done = finish(&copy, &disk).expect("in its desired config");
+        assert_eq!(done[STATE], STATE_DONE);
+        assert_eq!(done[CURRENT_CONFIG], R1);
+        assert_eq!(done[REASON], "");
+        assert_eq!(done[CURRENT_IMAGE], Value::Null, "runs no image");
+        assert_eq!(
+            done[DESIRED_IMAGE],
+            Value::Null,
+            "the copy had no desiredImage"
+        );
+
+        let on_image = Disk {
+            config: R1.into(),
+            image: Some(IMAGE.into()),
+        };
+        let copy = node(json!({CURRENT_CONFIG: R1, DESIRED_CONFIG: R1, DESIRED_IMAGE: IMAGE}));
+        let done = finish(&copy, &on_image).expect("in its desired config");
+        assert_eq!(done[CURRENT_IMAGE], IMAGE);
+        assert!(
+            done.get(DESIRED_IMAGE).is_none(),
+            "desiredImage left as it is"
+        );
+
+        let retargeted = node(json!({CURRENT_CONFIG: R1, DESIRED_CONFIG: R2}));
+        assert_eq!(
+            finish(&retargeted, &disk),
+            None,
+            "a copy asking for R2 updates again"
+        );
     }
 }
