@@ -2,7 +2,7 @@
 //! guard's ServiceAccount keeps no write on nodes): every Node whole (the drain annotations,
 //! `spec.unschedulable` and the boot ID are not in the metadata the policy lists), the
 //! MachineConfigs' names (metadata only: their contents are never held), one node re-read right
-//! before its patch, the conditional patch itself, and one pool's status for `--wait`.
+//! before its patch (and while `--apply` waits for it), and the conditional patch itself.
 
 use std::collections::BTreeSet;
 
@@ -13,7 +13,6 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::access::live::{self, LiveError, NODES};
-use crate::core::model::MachineConfigPool;
 use crate::core::recovery::{NodePatch, RecoveryNode, RecoverySnapshot};
 
 /// Page size of the full node list: a real Node is 10 to 20 KiB of JSON.
@@ -21,7 +20,6 @@ const NODE_PAGE: u32 = 250;
 /// Page size of the MachineConfig list (metadata only).
 const MC_PAGE: u32 = 500;
 const MACHINE_CONFIGS: &str = "/apis/machineconfiguration.openshift.io/v1/machineconfigs";
-const POOLS: &str = "/apis/machineconfiguration.openshift.io/v1/machineconfigpools";
 
 /// Everything a recovery plan reads, listed now, and the APIs the cluster does not serve.
 pub async fn snapshot(client: &Client) -> Result<(RecoverySnapshot, Vec<&'static str>), LiveError> {
@@ -64,11 +62,6 @@ pub async fn get_node(client: &Client, name: &str) -> Result<Option<RecoveryNode
     get(client, NODES, name, "nodes").await
 }
 
-/// One pool now, or `None` when it does not exist.
-pub async fn get_pool(client: &Client, name: &str) -> Result<Option<MachineConfigPool>, LiveError> {
-    get(client, POOLS, name, "machineconfigpools").await
-}
-
 /// Object `name` of the collection at `path`, or `None` when it does not exist.
 async fn get<T: DeserializeOwned>(
     client: &Client,
@@ -93,6 +86,11 @@ pub enum PatchError {
     /// failed (the node moved since it was read). Nothing was written.
     #[error("the API server refused the patch: {0}")]
     Refused(String),
+    /// The API server answered with another error status (403 Forbidden, 404, 429, ...): it
+    /// decided before writing, so nothing was written.
+    #[error("the API server answered {code}: {message}")]
+    Rejected { code: u16, message: String },
+    /// No answer, or a server error: the request may or may not have been applied.
     #[error("patching the node: {}", live::chain(.0))]
     Failed(#[source] kube::Error),
 }
@@ -116,6 +114,10 @@ pub async fn patch_node(
         Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => {
             Err(PatchError::Refused(s.message))
         }
+        Err(kube::Error::Api(s)) if (400..500).contains(&s.code) => Err(PatchError::Rejected {
+            code: s.code,
+            message: s.message,
+        }),
         Err(e) => Err(PatchError::Failed(e)),
     }
 }

@@ -138,21 +138,76 @@ fn a_pool_filter_plans_that_pool_and_an_unknown_pool_is_an_error() {
     );
 }
 
-#[test]
-fn a_recreated_mosc_on_an_unpaused_pool_needs_a_person_exit_1() {
-    let dir = copy();
-    let mosc = resources(
-        dir.path(),
-        "machineconfiguration.openshift.io/machineosconfigs",
-    );
+/// The fixture's pool renders this config (its `spec.configuration`).
+const POOL_CONFIG: &str = "rendered-worker-5f2e9a1c7b3d8e4f0a6c2b9d1e7f3a5c";
+const NEW_IMAGE: &str = "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image@sha256:0ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+
+/// Writes a MachineOSConfig `worker` into the copy at `dir` (recreated after the bug), pointing
+/// at [`NEW_IMAGE`], and with `build`, a MachineOSBuild of it for the pool's configuration with
+/// that condition.
+fn recreate_mosc(dir: &Path, build: Option<&str>) {
+    let mosc = resources(dir, "machineconfiguration.openshift.io/machineosconfigs");
     fs::create_dir_all(&mosc).expect("mkdir");
     fs::write(
         mosc.join("worker.yaml"),
-        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineOSConfig\n\
-         metadata: {name: worker, uid: 1e2d3c4b-0000-4000-8000-000000000001}\n\
-         spec: {machineConfigPool: {name: worker}}\n",
+        format!(
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineOSConfig\n\
+             metadata: {{name: worker, uid: 1e2d3c4b-0000-4000-8000-000000000001}}\n\
+             spec: {{machineConfigPool: {{name: worker}}}}\n\
+             status: {{currentImagePullSpec: '{NEW_IMAGE}'}}\n"
+        ),
     )
     .expect("write");
+    let Some(condition) = build else { return };
+    let mosb = resources(dir, "machineconfiguration.openshift.io/machineosbuilds");
+    fs::create_dir_all(&mosb).expect("mkdir");
+    fs::write(
+        mosb.join("worker-new.yaml"),
+        format!(
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineOSBuild\n\
+             metadata: {{name: worker-new, labels: \
+             {{machineconfiguration.openshift.io/machine-os-config: worker}}}}\n\
+             spec: {{machineOSConfig: {{name: worker}}, machineConfig: {{name: {POOL_CONFIG}}}}}\n\
+             status: {{digestedImagePushSpec: '{NEW_IMAGE}', \
+             conditions: [{{type: {condition}, status: 'True'}}]}}\n"
+        ),
+    )
+    .expect("write");
+}
+
+/// A MachineOSConfig recreated after the bug whose build for the pool's configuration has not
+/// succeeded (none yet: MCO builds nothing while the pool is NodeDegraded; or one that failed)
+/// sends the pool's nodes no image (`canLayeredContinue`): no pause needed, the node is
+/// recoverable.
+#[test]
+fn a_recreated_mosc_whose_build_has_not_succeeded_needs_no_pause() {
+    for build in [None, Some("Failed")] {
+        let dir = copy();
+        recreate_mosc(dir.path(), build);
+        let run = recover_dir(dir.path(), &["-o", "json"]);
+        assert_eq!(run.code, Some(0), "{build:?}: {run:?}");
+        let report = run.json();
+        assert_eq!(
+            nodes_in(&report, "recoverable"),
+            [STUCK],
+            "{build:?}: {report:#}"
+        );
+        let text = recover_dir(dir.path(), &[]);
+        assert!(
+            text.stdout.contains(
+                "MachineOSConfig worker targets pool worker but sends its nodes no image"
+            ),
+            "{build:?}: {text:?}"
+        );
+    }
+}
+
+/// One whose build for the pool's configuration succeeded with its image would send the node
+/// straight back to it once Done: pause first.
+#[test]
+fn a_recreated_mosc_whose_build_succeeded_needs_a_pause_exit_1() {
+    let dir = copy();
+    recreate_mosc(dir.path(), Some("Succeeded"));
     let run = recover_dir(dir.path(), &["-o", "json"]);
     assert_eq!(run.code, Some(1), "{run:?}");
     let report = run.json();

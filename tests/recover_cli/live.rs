@@ -213,7 +213,7 @@ async fn apply_records_patches_once_waits_and_stops_at_its_timeout_and_a_rerun_t
     for line in [
         "still recoverable",
         "recorded Event default/",
-        "patching: oc patch node",
+        "patching with the plan's patch",
         "waiting for its daemon",
     ] {
         assert!(run.stderr.contains(line), "progress line {line:?}: {run:?}");

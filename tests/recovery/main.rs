@@ -7,6 +7,8 @@
 //! - [`with_the_command`]: `mosc-guard recover` plans the same cancel and `--apply --wait`
 //!   carries it out, on 4.20 and on 4.22;
 //! - [`two_pools`]: two pools stuck at once, healed by one command, one node after the other;
+//! - [`several_at_once`]: a pool that updates two nodes at once, where MCO sends the node its
+//!   pool's target before its daemon reports Done: a recovery, and the run goes on;
 //! - [`recreated`]: a MOSC recreated before the recovery: refused until the pool is paused;
 //! - [`uncordoned`]: a node uncordoned by hand: refused until it is cordoned again;
 //! - [`interrupted`]: a run that times out, one interrupted (Ctrl-C), then one that finishes:
@@ -23,6 +25,7 @@
 mod by_hand;
 mod interrupted;
 mod recreated;
+mod several_at_once;
 mod two_pools;
 mod uncordoned;
 mod with_the_command;

@@ -20,7 +20,10 @@ use kube::Client;
 
 use crate::access::recovery::{self as live, PatchError};
 use crate::cli::args::RecoverArgs;
-use crate::core::recovery::{self, Plan, Verdict, words};
+use crate::core::model::node_annotations::{
+    CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, STATE,
+};
+use crate::core::recovery::{self, NodePatch, Plan, Verdict, words};
 use crate::telemetry::events::{self, REASON_RECOVERY};
 
 use super::outcome::{Applied, Clock, Outcome, minutes};
@@ -51,6 +54,11 @@ pub(super) async fn run(client: &Client, plan: &Plan, args: &RecoverArgs) -> Don
         })
         .map(|n| (n.node.as_str(), n.pool.as_deref()))
         .collect();
+    let planned = |node: &str| {
+        plan.recoverable()
+            .find(|(n, _)| n.node == node)
+            .map(|(_, r)| &r.patch)
+    };
     let mut done = Done::default();
     if todo.is_empty() {
         clock.line("nothing to apply: no node is recoverable or waiting for its daemon");
@@ -61,7 +69,7 @@ pub(super) async fn run(client: &Client, plan: &Plan, args: &RecoverArgs) -> Don
         let work = async {
             for (i, &(node, pool)) in todo.iter().enumerate() {
                 current = Some((node, pool));
-                let applied = one(client, &clock, node, pool, args.timeout).await;
+                let applied = one(client, &clock, node, pool, planned(node), args.timeout).await;
                 current = None;
                 let goes_on = applied.goes_on();
                 done.failed |= applied.outcome == Outcome::Failed;
@@ -103,12 +111,14 @@ pub(super) async fn run(client: &Client, plan: &Plan, args: &RecoverArgs) -> Don
     done
 }
 
-/// One node: re-read, re-plan, record, patch, wait.
+/// One node: re-read, re-plan, record, patch, wait. `planned`: the patch the plan showed for
+/// it (the progress lines name it rather than print its 3 KB again).
 async fn one(
     client: &Client,
     clock: &Clock,
     node: &str,
     pool: Option<&str>,
+    planned: Option<&NodePatch>,
     timeout: Duration,
 ) -> Applied {
     let a = Applied::new(node, pool);
@@ -136,7 +146,8 @@ async fn one(
         Some(Verdict::Recoverable(r)) => {
             let mut a = a;
             clock.line(format!(
-                "node {node}: still recoverable; its annotations before the patch: {}",
+                "node {node}: still recoverable; before the patch: {} (every MCO annotation is \
+                 recorded in mosc-guard.dev/recovery and in the JSON output)",
                 shown(&r.marker.annotations)
             ));
             a.recorded = Some(r.marker.annotations.clone());
@@ -164,7 +175,19 @@ async fn one(
                     }
                 },
             );
-            clock.line(format!("node {node}: patching: {}", r.patch.command(node)));
+            if planned == Some(&r.patch) {
+                clock.line(format!(
+                    "node {node}: patching with the plan's patch ({} operations: tests of what was \
+                     read, the target cancelled, the marker)",
+                    r.patch.ops.len()
+                ));
+            } else {
+                clock.line(format!(
+                    "node {node}: patching (the node changed since the plan in ways its rules \
+                     allow, so the patch tests what was read now): {}",
+                    r.patch.command(node)
+                ));
+            }
             match live::patch_node(client, node, &r.patch).await {
                 Ok(_) => clock.line(format!(
                     "node {node}: patched; waiting up to {} for its daemon's no-op update",
@@ -176,6 +199,10 @@ async fn one(
                          the patch ({message}); nothing was written"
                     );
                     return a.stop(clock, "patchRefused", why, RERUN);
+                }
+                Err(e @ PatchError::Rejected { .. }) => {
+                    let why = format!("{e}; nothing was written");
+                    return a.end(clock, Outcome::Failed, why);
                 }
                 Err(e @ PatchError::Failed(_)) => {
                     // A request that failed in transit may still have been applied: say so, and
@@ -203,20 +230,25 @@ async fn one(
 
 const RERUN: &str = "run recover again: it re-reads and re-plans every node";
 
-/// Annotations on one line (`key=value, ...`), values abbreviated where long.
+/// The annotations the cancel reads and changes, on one line (`state=..., desiredImage=...`,
+/// by their short names); the others (`reason` above all, the daemon's whole error) are in the
+/// marker and the JSON output.
 fn shown(annotations: &BTreeMap<String, String>) -> String {
-    annotations
-        .iter()
-        .map(|(k, v)| {
-            let v: String = if v.chars().count() > 120 {
-                v.chars().take(117).chain("...".chars()).collect()
-            } else {
-                v.clone()
-            };
-            format!("{k}={v}")
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    [
+        STATE,
+        DESIRED_IMAGE,
+        CURRENT_IMAGE,
+        DESIRED_CONFIG,
+        CURRENT_CONFIG,
+    ]
+    .into_iter()
+    .map(|key| {
+        let short = key.rsplit('/').next().unwrap_or(key);
+        let value = annotations.get(key).map_or("<none>", String::as_str);
+        format!("{short}={value}")
+    })
+    .collect::<Vec<_>>()
+    .join(", ")
 }
 
 /// The text summary of a run.

@@ -7,12 +7,10 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{Api, ListParams};
 use serde::Serialize;
 
-use crate::access::live::LiveError;
-use crate::access::recovery as live;
-use crate::core::model::MachineOSConfig;
+use crate::access::live;
+use crate::access::recovery::get_node;
 use crate::core::recovery::pool::{PoolState, pool_state};
 use crate::core::recovery::{Marker, Progress, progress};
 
@@ -23,7 +21,10 @@ const NODE_POLL: Duration = Duration::from_secs(1);
 /// How often a pool is re-read while MCO rolls it.
 const POOL_POLL: Duration = Duration::from_secs(5);
 
-/// Waits until node `a.node`, cancelled as `marker` records, has finished its no-op update.
+/// Waits until node `a.node`, cancelled as `marker` records, has finished its no-op update, or
+/// MCO moved it on. Each poll reads the node and the pools, MachineOSConfigs and
+/// MachineOSBuilds: a new target on a node still Degraded is MCO's only if it is what MCO's node
+/// controller sends its pool now.
 pub(super) async fn node(
     client: &Client,
     clock: &Clock,
@@ -34,8 +35,9 @@ pub(super) async fn node(
     let name = a.node.clone();
     let mut watch = Watch::new(clock, format!("node {name}"), timeout, NODE_POLL);
     loop {
-        let seen = match live::get_node(client, &name).await {
-            Ok(Some(node)) => match progress(&node, marker) {
+        let read = tokio::try_join!(get_node(client, &name), live::decision_objects(client));
+        let seen = match read {
+            Ok((Some(node), objects)) => match progress(&node, marker, &objects) {
                 Progress::Recovered => {
                     let why = "recovered: Done, reason cleared, uncordoned by its daemon, same \
                                bootID (no reboot)"
@@ -45,13 +47,25 @@ pub(super) async fn node(
                 Progress::MovedOn {
                     desired_config,
                     desired_image,
+                    degraded,
                 } => {
-                    let why = format!(
-                        "recovered: its daemon finished, and MCO has already sent it the pool's \
-                         next target (desiredConfig={}, desiredImage={})",
+                    let target = format!(
+                        "desiredConfig={}, desiredImage={}",
                         desired_config.as_deref().unwrap_or("<none>"),
                         desired_image.as_deref().unwrap_or("<none>")
                     );
+                    let why = if degraded {
+                        format!(
+                            "recovered: its daemon uncordoned it, and MCO's node controller sent \
+                             it the pool's target ({target}) before the daemon reported Done; the \
+                             daemon reports Done, then carries out that update"
+                        )
+                    } else {
+                        format!(
+                            "recovered: its daemon finished, and MCO has already sent it the \
+                             pool's next target ({target})"
+                        )
+                    };
                     return a.end(clock, Outcome::MovedOn, why);
                 }
                 Progress::Retargeted {
@@ -61,8 +75,8 @@ pub(super) async fn node(
                 } => {
                     let why = format!(
                         "its target changed (desiredConfig={}, desiredImage={}) while it is still \
-                         {state}: MCO sends a new target only to a Done node, so this is not the \
-                         no-op update expected; nothing more was written",
+                         {state}, and not to what MCO's node controller sends its pool now on an \
+                         uncordoned node: not the no-op update expected; nothing more was written",
                         desired_config.as_deref().unwrap_or("<none>"),
                         desired_image.as_deref().unwrap_or("<none>")
                     );
@@ -87,7 +101,7 @@ pub(super) async fn node(
                     format!("waiting for its daemon: {}", waiting.join(", "))
                 }
             },
-            Ok(None) => {
+            Ok((None, _)) => {
                 let why = "the node was deleted while waiting for it".to_string();
                 return a.stop(
                     clock,
@@ -190,12 +204,15 @@ async fn one_pool(client: &Client, clock: &Clock, pool: &str, timeout: Duration)
         }
     };
     loop {
-        let read = tokio::try_join!(live::get_pool(client, pool), config_of(client, pool));
-        let seen = match read {
-            Ok((None, _)) => return end("gone", false, "the pool was deleted".to_string()),
-            Ok((Some(p), config)) => match pool_state(&p, config.as_deref()) {
-                PoolState::Finished(outcome, why) => return end(outcome, true, why),
-                PoolState::Waiting(what) => what,
+        let seen = match live::decision_objects(client).await {
+            Ok(objects) => match objects.pools.iter().find(|p| p.name() == pool) {
+                None => return end("gone", false, "the pool was deleted".to_string()),
+                Some(p) => {
+                    match pool_state(p, &objects.machine_os_configs, &objects.machine_os_builds) {
+                        PoolState::Finished(outcome, why) => return end(outcome, true, why),
+                        PoolState::Waiting(what) => what,
+                    }
+                }
             },
             Err(e) => format!("could not read it ({e}); retrying"),
         };
@@ -208,23 +225,4 @@ async fn one_pool(client: &Client, clock: &Clock, pool: &str, timeout: Duration)
             return end("timedOut", false, why);
         }
     }
-}
-
-/// The MachineOSConfig that targets `pool`, if any.
-async fn config_of(client: &Client, pool: &str) -> Result<Option<String>, LiveError> {
-    let api: Api<MachineOSConfig> = Api::all(client.clone());
-    let configs = match api.list(&ListParams::default()).await {
-        Ok(list) => list.items,
-        Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
-        Err(source) => {
-            return Err(LiveError::List {
-                what: "machineosconfigs",
-                source,
-            });
-        }
-    };
-    Ok(configs
-        .iter()
-        .find(|m| m.pool_name() == pool)
-        .map(|m| m.name().to_string()))
 }

@@ -37,7 +37,7 @@ pub use node::MARKER;
 pub use node::RecoveryNode;
 pub use patch::NodePatch;
 pub use progress::{Progress, progress};
-pub use rules::{Drain, Problem, Scope};
+pub use rules::{Drain, PoolConfig, Problem, Scope};
 
 /// What a recovery plan reads.
 #[derive(Clone, Debug, Default)]
@@ -94,8 +94,8 @@ pub struct Recovery {
     pub desired_config: String,
     pub current_config: String,
     pub drain: Drain,
-    /// A MachineOSConfig that targets the node's pool, which is paused.
-    pub paused_for: Option<String>,
+    /// A MachineOSConfig that targets the node's pool, if any, and why it sends no image.
+    pub pool_config: PoolConfig,
     /// What the patch records in the marker (MCO's annotations as read, the boot ID).
     pub marker: Marker,
     pub patch: NodePatch,

@@ -1,8 +1,14 @@
 //! When MCO has finished a pool a recovered node was in, for `recover --wait`: `Updated` for a
-//! pool without a MachineOSConfig, the rollout resumed for one a MachineOSConfig targets (it
-//! builds and rolls on once the admin unpauses it).
+//! pool without a MachineOSConfig; for one a MachineOSConfig targets, the rollout resumed: MCO
+//! sends the pool's nodes the config's image again, or the build for the pool's configuration
+//! runs (MCO sends the image once it succeeds). MCO reports `Updating=True` on any unpaused pool
+//! not yet updated, also while it waits for a build to start, and a failed build turns it False
+//! (`status.go`), so the pool's conditions alone do not say the rollout resumed.
 
-use crate::core::model::MachineConfigPool;
+use std::sync::Arc;
+
+use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use crate::core::node_controller::{PoolBuild, config_of, pool_build};
 
 /// Where a pool stands for `recover --wait`.
 #[derive(Debug, PartialEq, Eq)]
@@ -13,10 +19,15 @@ pub enum PoolState {
     Waiting(String),
 }
 
-/// Whether MCO finished `pool`: `Updated=True` (and no node degraded); for a pool a
-/// MachineOSConfig targets, its rollout resumed (unpaused, `Updating` or `Updated`, no node
-/// degraded). Otherwise what it waits for, in words.
-pub fn pool_state(pool: &MachineConfigPool, config: Option<&str>) -> PoolState {
+/// Whether MCO finished `pool`: `Updated=True` and no node degraded; for a pool a
+/// MachineOSConfig (of `configs`) targets, unpaused, no node degraded, and either `Updated=True`
+/// or the build for the pool's configuration (of `builds`) running, or succeeded and the
+/// config's current one (MCO sends the nodes its image). Otherwise what it waits for, in words.
+pub fn pool_state(
+    pool: &MachineConfigPool,
+    configs: &[Arc<MachineOSConfig>],
+    builds: &[Arc<MachineOSBuild>],
+) -> PoolState {
     let condition = |t: &str| {
         pool.status
             .conditions
@@ -26,7 +37,6 @@ pub fn pool_state(pool: &MachineConfigPool, config: Option<&str>) -> PoolState {
     };
     let degraded = condition("NodeDegraded") == Some("True");
     let updated = condition("Updated") == Some("True");
-    let updating = condition("Updating") == Some("True");
     let counts = format!(
         "{} of {} machines updated, NodeDegraded={}",
         pool.status.updated_machine_count.unwrap_or(0),
@@ -34,35 +44,83 @@ pub fn pool_state(pool: &MachineConfigPool, config: Option<&str>) -> PoolState {
         condition("NodeDegraded").unwrap_or("<none>")
     );
     let name = pool.name();
-    match config {
-        Some(config) if pool.is_paused() => PoolState::Waiting(format!(
-            "paused, and MachineOSConfig {config} targets it: waiting until you unpause it \
-             (oc patch mcp {name} --type=merge -p '{{\"spec\":{{\"paused\":false}}}}', once its \
-             build is current) and its rollout resumes ({counts})"
-        )),
-        Some(config) if !degraded && (updating || updated) => PoolState::Finished(
-            "rolloutResumed",
-            format!("the rollout of MachineOSConfig {config} resumed ({counts})"),
-        ),
-        Some(config) => PoolState::Waiting(format!(
-            "waiting for the rollout of MachineOSConfig {config} to resume ({counts})"
-        )),
-        None if pool.is_paused() => PoolState::Waiting(format!(
-            "paused: waiting until you unpause it (oc patch mcp {name} --type=merge -p \
-             '{{\"spec\":{{\"paused\":false}}}}') and MCO finishes it ({counts})"
-        )),
-        None if updated && !degraded => {
+    let unpause =
+        format!("oc patch mcp {name} --type=merge -p '{{\"spec\":{{\"paused\":false}}}}'");
+    let Some(config) = config_of(name, configs) else {
+        return if pool.is_paused() {
+            PoolState::Waiting(format!(
+                "paused: waiting until you unpause it ({unpause}) and MCO finishes it ({counts})"
+            ))
+        } else if updated && !degraded {
             PoolState::Finished("updated", format!("Updated=True ({counts})"))
-        }
-        None => PoolState::Waiting(format!("waiting for Updated=True ({counts})")),
+        } else {
+            PoolState::Waiting(format!("waiting for Updated=True ({counts})"))
+        };
+    };
+    let config = config.name();
+    if pool.is_paused() {
+        return PoolState::Waiting(format!(
+            "paused, and MachineOSConfig {config} targets it: waiting until you unpause it \
+             ({unpause}, once its build is current) and its rollout resumes ({counts})"
+        ));
+    }
+    if degraded {
+        return PoolState::Waiting(format!(
+            "waiting for the rollout of MachineOSConfig {config} to resume: a node is still \
+             degraded ({counts})"
+        ));
+    }
+    let resumed = |why: String| PoolState::Finished("rolloutResumed", format!("{why} ({counts})"));
+    if updated {
+        return resumed(format!(
+            "Updated=True: every node runs MachineOSConfig {config}'s image"
+        ));
+    }
+    let configs_build = configs
+        .iter()
+        .find(|c| c.name() == config)
+        .and_then(|c| pool_build(pool, c, builds));
+    match configs_build {
+        Some(PoolBuild::Running(build)) => resumed(format!(
+            "the rollout of MachineOSConfig {config} resumed: its build {build} for the pool's \
+             configuration is running, and MCO sends the nodes its image once it succeeds"
+        )),
+        Some(PoolBuild::Succeeded {
+            build,
+            current: true,
+        }) => resumed(format!(
+            "the rollout of MachineOSConfig {config} resumed: MCO sends the pool's nodes the \
+             image of its build {build}"
+        )),
+        Some(PoolBuild::Succeeded { build, .. }) => PoolState::Waiting(format!(
+            "waiting for MachineOSConfig {config} to point at the image of its build {build}, \
+             which succeeded ({counts})"
+        )),
+        Some(PoolBuild::Failed(build)) => PoolState::Waiting(format!(
+            "the build {build} of MachineOSConfig {config} for the pool's configuration failed, \
+             and MCO resumes the rollout only once a build succeeds: look at the build (oc \
+             describe machineosbuild {build}) and rebuild (oc annotate machineosconfig {config} \
+             machineconfiguration.openshift.io/rebuild=) ({counts})"
+        )),
+        Some(PoolBuild::Missing) => PoolState::Waiting(format!(
+            "waiting for MCO to start a build of MachineOSConfig {config} for the pool's \
+             configuration ({counts})"
+        )),
+        None => PoolState::Waiting(format!(
+            "waiting for the rollout of MachineOSConfig {config} to resume: the pool's \
+             configuration is not known ({counts})"
+        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
+
+    const R2: &str = "rendered-worker-2";
+    const IMAGE: &str = "registry.example.com/ocb@sha256:bbbb";
 
     fn pool(paused: bool, conditions: &[(&str, &str)]) -> MachineConfigPool {
         let conditions: Vec<_> = conditions
@@ -71,10 +129,32 @@ mod tests {
             .collect();
         serde_json::from_value(json!({
             "metadata": {"name": "worker"},
-            "spec": {"paused": paused},
-            "status": {"conditions": conditions, "machineCount": 3, "updatedMachineCount": 3},
+            "spec": {"paused": paused, "configuration": {"name": R2}},
+            "status": {"conditions": conditions, "machineCount": 3, "updatedMachineCount": 1},
         }))
         .expect("pool decodes")
+    }
+
+    fn configs() -> Vec<Arc<MachineOSConfig>> {
+        vec![Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": "worker"},
+                "spec": {"machineConfigPool": {"name": "worker"}},
+                "status": {"currentImagePullSpec": IMAGE}}))
+            .expect("mosc"),
+        )]
+    }
+
+    fn build(condition: Option<&str>, image: &str) -> Vec<Arc<MachineOSBuild>> {
+        let conditions: Vec<Value> = condition
+            .map(|c| json!({"type": c, "status": "True"}))
+            .into_iter()
+            .collect();
+        vec![Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": "worker-b"},
+                "spec": {"machineOSConfig": {"name": "worker"}, "machineConfig": {"name": R2}},
+                "status": {"digestedImagePushSpec": image, "conditions": conditions}}))
+            .expect("mosb"),
+        )]
     }
 
     fn outcome(state: PoolState) -> Option<&'static str> {
@@ -85,40 +165,105 @@ mod tests {
     }
 
     #[test]
-    fn a_pool_is_finished_as_mco_reports_it() {
+    fn a_pool_without_a_machine_os_config_is_finished_when_updated() {
         let updated = [("Updated", "True"), ("NodeDegraded", "False")];
         let updating = [("Updating", "True"), ("NodeDegraded", "False")];
         let degraded = [("Updated", "True"), ("NodeDegraded", "True")];
-        let cases: [(&str, MachineConfigPool, Option<&str>, Option<&str>); 8] = [
-            ("updated", pool(false, &updated), None, Some("updated")),
-            ("still degraded", pool(false, &degraded), None, None),
-            ("updating, no config", pool(false, &updating), None, None),
-            ("paused, no config", pool(true, &updated), None, None),
+        let cases = [
+            ("updated", pool(false, &updated), Some("updated")),
+            ("still degraded", pool(false, &degraded), None),
+            ("updating", pool(false, &updating), None),
+            ("paused", pool(true, &updated), None),
+        ];
+        for (what, pool, want) in cases {
+            assert_eq!(outcome(pool_state(&pool, &[], &[])), want, "{what}");
+        }
+    }
+
+    /// What, the pool, its builds, the outcome.
+    type Case = (
+        &'static str,
+        MachineConfigPool,
+        Vec<Arc<MachineOSBuild>>,
+        Option<&'static str>,
+    );
+
+    /// MCO says `Updating=True` on every unpaused pool not yet updated, also "waiting for a new
+    /// OS image build to start": the rollout resumed only once its build runs or MCO sends the
+    /// image again.
+    #[test]
+    fn a_layered_pool_has_resumed_only_once_its_build_runs_or_its_image_is_sent() {
+        let updating = [("Updating", "True"), ("NodeDegraded", "False")];
+        let updated = [("Updated", "True"), ("NodeDegraded", "False")];
+        let degraded = [("Updating", "True"), ("NodeDegraded", "True")];
+        let other = "registry.example.com/ocb@sha256:aaaa";
+        let cases: Vec<Case> = vec![
             (
-                "config, rolling",
+                "no build yet: waiting for one to start",
                 pool(false, &updating),
-                Some("worker"),
+                vec![],
+                None,
+            ),
+            (
+                "its build running",
+                pool(false, &updating),
+                build(None, ""),
                 Some("rolloutResumed"),
             ),
             (
-                "config, updated",
+                "its build current: nodes sent",
+                pool(false, &updating),
+                build(Some("Succeeded"), IMAGE),
+                Some("rolloutResumed"),
+            ),
+            (
+                "succeeded, the config not pointed at it yet",
+                pool(false, &updating),
+                build(Some("Succeeded"), other),
+                None,
+            ),
+            (
+                "its build failed",
+                pool(false, &updating),
+                build(Some("Failed"), ""),
+                None,
+            ),
+            (
+                "updated",
                 pool(false, &updated),
-                Some("worker"),
+                vec![],
                 Some("rolloutResumed"),
             ),
-            ("config, paused", pool(true, &updated), Some("worker"), None),
             (
-                "config, degraded",
+                "degraded",
                 pool(false, &degraded),
-                Some("worker"),
+                build(Some("Succeeded"), IMAGE),
+                None,
+            ),
+            (
+                "paused",
+                pool(true, &updated),
+                build(Some("Succeeded"), IMAGE),
                 None,
             ),
         ];
-        for (what, pool, config, want) in cases {
-            assert_eq!(outcome(pool_state(&pool, config)), want, "{what}");
+        for (what, pool, builds, want) in cases {
+            assert_eq!(
+                outcome(pool_state(&pool, &configs(), &builds)),
+                want,
+                "{what}"
+            );
         }
-        match pool_state(&pool(true, &updated), Some("worker")) {
+        match pool_state(&pool(true, &updated), &configs(), &[]) {
             PoolState::Waiting(why) => assert!(why.contains("until you unpause it"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        match pool_state(
+            &pool(false, &updating),
+            &configs(),
+            &build(Some("Failed"), ""),
+        ) {
+            PoolState::Waiting(why) => assert!(why.contains("rebuild"), "{why}"),
             other => panic!("{other:?}"),
         }
     }

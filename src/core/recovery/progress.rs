@@ -1,9 +1,23 @@
 //! Where a cancelled node is on its way back: what the daemon's no-op update does after the
 //! cancel (`completeUpdate` asks the drain controller to uncordon, `SetDone` sets `state=Done` and
 //! clears `reason`, with no reboot), read from the node as each step shows it.
+//!
+//! MCO may move the node on before its daemon reports Done: the daemon asks for the uncordon
+//! and checks for it only every 10 s (`completeUpdate`), the drain controller uncordons about
+//! 5 s after the request, and the uncordon queues a pool sync about 5 s later. In that window
+//! the node is schedulable but still `Degraded`: it counts as unavailable yet is a candidate
+//! (only unschedulable candidates are skipped), so in a pool with capacity left (`maxUnavailable`
+//! above 1, or a percentage) the node controller sends it the pool's target, and the daemon's
+//! `SetDone` follows from the copy of the node it read before the wait. A new target that is
+//! exactly what the node controller writes ([`crate::core::node_controller::pool_target`])
+//! on an uncordoned node is MCO moving on; any other new target on a node still `Degraded` is
+//! not.
 
 use crate::core::model::node_annotations::{CURRENT_CONFIG, CURRENT_IMAGE};
 use crate::core::model::trimmed;
+use crate::core::node_controller::{PoolTarget, pool_target};
+use crate::core::policy::Membership;
+use crate::core::snapshot::Snapshot;
 
 use super::marker::Marker;
 use super::node::RecoveryNode;
@@ -14,16 +28,18 @@ pub enum Progress {
     /// `Done` with an empty `reason`, schedulable, `desiredDrain` = `lastAppliedDrain` =
     /// `uncordon-<config>`, same boot: the recovery is complete.
     Recovered,
-    /// The node's target is no longer the one the cancel set: MCO's node controller sends a
-    /// new one only to a `Done`, schedulable node, so the no-op update finished between two
-    /// reads and MCO moved on (its revert, or the pool's next config).
+    /// The node's target is no longer the one the cancel set, and MCO set it: the node is no
+    /// longer `Degraded` (its daemon finished the no-op update and MCO sent it the pool's next
+    /// target), or it is, uncordoned, with exactly the target MCO's node controller writes to
+    /// its pool's candidates (`degraded`: the daemon has not reported Done yet, and will).
     MovedOn {
         desired_config: Option<String>,
         desired_image: Option<String>,
+        degraded: bool,
     },
-    /// The node's target changed while it is still `Degraded` (or `Unreconcilable`): MCO sends
-    /// a new target only to a `Done` node, so someone or something else wrote it. Not a
-    /// recovery; stop, a person looks.
+    /// The node's target changed while it is still `Degraded` (or `Unreconcilable`), and not to
+    /// what MCO's node controller writes on an uncordoned node: someone or something else wrote
+    /// it. Not a recovery; stop, a person looks.
     Retargeted {
         desired_config: Option<String>,
         desired_image: Option<String>,
@@ -48,13 +64,31 @@ pub fn cancel_holds(node: &RecoveryNode, marker: &Marker) -> bool {
     config.is_some()
         && node.current_config() == config
         && matches!(
-            progress(node, marker),
+            progress_toward(node, marker, &PoolTarget::Unknown),
             Progress::Waiting(_) | Progress::Recovered
         )
 }
 
-/// The progress of `node` since the cancel `marker` records.
-pub fn progress(node: &RecoveryNode, marker: &Marker) -> Progress {
+/// The progress of `node` since the cancel `marker` records, with `objects` (the pools,
+/// MachineOSConfigs and MachineOSBuilds read with it) telling what MCO's node controller
+/// sends the node's pool now.
+pub fn progress(node: &RecoveryNode, marker: &Marker, objects: &Snapshot) -> Progress {
+    let members = Membership::new(&objects.pools);
+    let target = members
+        .primary(node)
+        .and_then(|name| objects.pools.iter().find(|p| p.name() == name))
+        .map_or(PoolTarget::Unknown, |pool| {
+            pool_target(
+                pool,
+                &objects.machine_os_configs,
+                &objects.machine_os_builds,
+            )
+        });
+    progress_toward(node, marker, &target)
+}
+
+/// [`progress`], with `mco` what the node controller writes to a candidate of the node's pool.
+pub fn progress_toward(node: &RecoveryNode, marker: &Marker, mco: &PoolTarget<'_>) -> Progress {
     let was = |key: &str| trimmed(marker.annotations.get(key).map(String::as_str));
     let config = was(CURRENT_CONFIG).unwrap_or_default();
     if node.boot_id != marker.boot_id {
@@ -63,12 +97,24 @@ pub fn progress(node: &RecoveryNode, marker: &Marker) -> Progress {
             now: node.boot_id.clone(),
         };
     }
+    let uncordon = format!("uncordon-{config}");
     if node.desired_config() != Some(config) || node.desired_image() != was(CURRENT_IMAGE) {
         let (desired_config, desired_image) = (
             node.desired_config().map(str::to_string),
             node.desired_image().map(str::to_string),
         );
+        let by_mco =
+            *mco == PoolTarget::Sends {
+                config: node.desired_config().unwrap_or_default(),
+                image: node.desired_image(),
+            } && node.desired_drain() == Some(uncordon.as_str())
+                && !node.unschedulable;
         return match node.state() {
+            Some("Degraded") if by_mco => Progress::MovedOn {
+                desired_config,
+                desired_image,
+                degraded: true,
+            },
             Some(state @ ("Degraded" | "Unreconcilable")) => Progress::Retargeted {
                 desired_config,
                 desired_image,
@@ -77,10 +123,10 @@ pub fn progress(node: &RecoveryNode, marker: &Marker) -> Progress {
             _ => Progress::MovedOn {
                 desired_config,
                 desired_image,
+                degraded: false,
             },
         };
     }
-    let uncordon = format!("uncordon-{config}");
     let mut waiting = Vec::new();
     if node.state() != Some("Done") {
         waiting.push(format!("state={} (want Done)", shown(node.state())));

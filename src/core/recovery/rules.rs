@@ -9,17 +9,21 @@
 //! 4. it is drained as the daemon leaves a failed update: `desiredDrain` = `lastAppliedDrain` =
 //!    `drain-<desiredConfig>` and `spec.unschedulable`, unless the node is single-node (MCO's
 //!    `controlPlaneTopology` annotation says `SingleReplica`: the daemon does not drain);
-//! 5. the rendered MachineConfigs it names (`desiredConfig`, `currentConfig`) exist: the daemon
-//!    reads both to work out the (empty) update;
-//! 6. no MachineOSConfig targets its pool, unless the pool is paused (otherwise the node
-//!    controller sends the node straight back to that config's image);
+//! 5. the rendered MachineConfig its `currentConfig` names exists: after the cancel both
+//!    `desiredConfig` and `currentConfig` name it, and the daemon reads only those
+//!    (`prepUpdateFromCluster`, daemon.go); the old `desiredConfig` is never read again, so its
+//!    being gone is no reason to refuse;
+//! 6. no MachineOSConfig sends its pool's nodes an image, unless the pool is paused: while the
+//!    build for the pool's `spec.configuration` has succeeded with the config's image
+//!    (`canLayeredContinue`), the node controller would send the node straight back to that
+//!    image once it is Done (the loop a missing image makes). A MachineOSConfig whose build for
+//!    the pool's configuration has not succeeded (a recreated config whose build waits while the
+//!    pool is NodeDegraded) sends nothing; that build pushes a new image;
 //! 7. the source shows one version of it (a dump's disagreeing copies cannot be trusted).
 
-use std::sync::Arc;
-
-use crate::core::model::MachineOSConfig;
 use crate::core::model::node_annotations::{CURRENT_CONFIG, DESIRED_CONFIG};
 use crate::core::node::NodeImages;
+use crate::core::node_controller::{self, PoolBuild, can_layered_continue, pool_build};
 
 use super::marker::Marker;
 use super::node::RecoveryNode;
@@ -44,7 +48,8 @@ pub enum Problem {
     /// A build still carries the image: the pull failed for another reason (registry, its
     /// credentials); the daemon retries by itself.
     ImageCarried { image: String, build: String },
-    /// A MachineOSConfig targets the pool and the pool is not paused.
+    /// A MachineOSConfig sends the pool's nodes an image (`canLayeredContinue`) and the pool is
+    /// not paused.
     PoolTargeted { pool: String, config: String },
     /// `lastAppliedDrain` says drained but the node is schedulable: uncordoned by hand.
     UncordonedByHand { drain: String },
@@ -101,7 +106,7 @@ pub(super) fn verdict(
     let builds = &snapshot.objects.machine_os_builds;
     let marker = Marker::read(node);
     if let Some(marker) = marker.as_ref().filter(|m| cancel_holds(node, m)) {
-        return match progress(node, marker) {
+        return match progress(node, marker, &snapshot.objects) {
             Progress::Waiting(waiting) => Some(Verdict::Cancelled {
                 marker: marker.clone(),
                 waiting,
@@ -157,17 +162,13 @@ fn lost_image_verdict(
     image: &str,
 ) -> Verdict {
     let mut problems = Vec::new();
-    let paused_for = match pool_config(snapshot, pool) {
-        Some((config, true)) => Some(config.name().to_string()),
-        Some((config, false)) => {
-            problems.push(Problem::PoolTargeted {
-                pool: pool.to_string(),
-                config: config.name().to_string(),
-            });
-            None
-        }
-        None => None,
-    };
+    let pool_config = pool_config(snapshot, pool);
+    if let PoolConfig::SendsImage { config } = &pool_config {
+        problems.push(Problem::PoolTargeted {
+            pool: pool.to_string(),
+            config: config.clone(),
+        });
+    }
     let drain = drain(node, &mut problems);
     let configs = configs(snapshot, node, &mut problems);
     if snapshot.disagreeing.contains(&node.name) {
@@ -182,7 +183,7 @@ fn lost_image_verdict(
                 desired_config: desired_config.to_string(),
                 current_config: current_config.to_string(),
                 drain,
-                paused_for,
+                pool_config,
                 patch: NodePatch::cancel(node, &marker, !node.single_node()),
                 marker,
             }))
@@ -191,24 +192,47 @@ fn lost_image_verdict(
     }
 }
 
+/// A MachineOSConfig that targets a stuck node's pool, as the node controller would act on it
+/// once the node is Done and schedulable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoolConfig {
+    /// No MachineOSConfig targets the pool.
+    None,
+    /// One does, and the pool is paused: the node controller sends nothing.
+    Paused { config: String },
+    /// One does, and it sends no image: the build for the pool's configuration has not
+    /// succeeded with the config's image (`build`); that build pushes a new image first.
+    Waiting { config: String, build: PoolBuild },
+    /// One does and would send the node its image (`canLayeredContinue`, or the pool's
+    /// configuration is not known): the pool must be paused first.
+    SendsImage { config: String },
+}
+
 /// The MachineOSConfig that targets `pool` (MCO's `getConfigAndBuild`: by
-/// `spec.machineConfigPool.name`), and whether the pool is paused.
-fn pool_config<'s>(
-    snapshot: &'s RecoverySnapshot,
-    pool: &str,
-) -> Option<(&'s MachineOSConfig, bool)> {
-    let config = snapshot
-        .objects
-        .machine_os_configs
-        .iter()
-        .map(Arc::as_ref)
-        .find(|m| m.pool_name() == pool)?;
-    let paused = snapshot
-        .objects
-        .pools
-        .iter()
-        .any(|p| p.name() == pool && p.is_paused());
-    Some((config, paused))
+/// `spec.machineConfigPool.name`), as the node controller would act on it.
+fn pool_config(snapshot: &RecoverySnapshot, pool: &str) -> PoolConfig {
+    let objects = &snapshot.objects;
+    let Some(config) = node_controller::config_of(pool, &objects.machine_os_configs) else {
+        return PoolConfig::None;
+    };
+    let name = config.name().to_string();
+    let Some(p) = objects.pools.iter().find(|p| p.name() == pool) else {
+        return PoolConfig::SendsImage { config: name };
+    };
+    if p.is_paused() {
+        return PoolConfig::Paused { config: name };
+    }
+    let builds = &objects.machine_os_builds;
+    match (
+        can_layered_continue(p, config, builds),
+        pool_build(p, config, builds),
+    ) {
+        (Some(false), Some(build)) => PoolConfig::Waiting {
+            config: name,
+            build,
+        },
+        _ => PoolConfig::SendsImage { config: name },
+    }
 }
 
 /// Rule 4: how the node is drained, or the problem.
@@ -242,33 +266,37 @@ fn drain(node: &RecoveryNode, problems: &mut Vec<Problem>) -> Option<Drain> {
     None
 }
 
-/// Rule 5: the node's desired and current configs, both existing, or the problems.
+/// Rule 5: the node's desired and current configs (both annotations present, for the patch's
+/// tests and replace), the current one existing, or the problems.
 fn configs<'n>(
     snapshot: &RecoverySnapshot,
     node: &'n RecoveryNode,
     problems: &mut Vec<Problem>,
 ) -> Option<(&'n str, &'n str)> {
-    let mut named = |annotation: &'static str, value: Option<&'n str>| {
-        let Some(config) = value else {
-            problems.push(Problem::NoConfig { annotation });
-            return None;
-        };
-        match &snapshot.machine_configs {
-            Some(known) if known.contains(config) => Some(config),
-            Some(_) => {
-                problems.push(Problem::ConfigGone {
-                    annotation,
-                    config: config.to_string(),
-                });
-                None
-            }
-            None => None,
-        }
-    };
-    let desired = named(DESIRED_CONFIG, node.desired_config());
-    let current = named(CURRENT_CONFIG, node.current_config());
-    if snapshot.machine_configs.is_none() {
-        problems.push(Problem::ConfigsUnknown);
+    let desired = node.desired_config();
+    if desired.is_none() {
+        problems.push(Problem::NoConfig {
+            annotation: DESIRED_CONFIG,
+        });
     }
-    Some((desired?, current?))
+    let Some(current) = node.current_config() else {
+        problems.push(Problem::NoConfig {
+            annotation: CURRENT_CONFIG,
+        });
+        return None;
+    };
+    match &snapshot.machine_configs {
+        Some(known) if known.contains(current) => Some((desired?, current)),
+        Some(_) => {
+            problems.push(Problem::ConfigGone {
+                annotation: CURRENT_CONFIG,
+                config: current.to_string(),
+            });
+            None
+        }
+        None => {
+            problems.push(Problem::ConfigsUnknown);
+            None
+        }
+    }
 }

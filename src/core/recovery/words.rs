@@ -9,7 +9,9 @@ use crate::core::model::node_annotations::{
 };
 use crate::core::report::columns;
 
-use super::rules::{Drain, Problem, Scope};
+use crate::core::node_controller::PoolBuild;
+
+use super::rules::{Drain, PoolConfig, Problem, Scope};
 use super::{NodePlan, Plan, Recovery, Verdict};
 
 /// Why a recoverable node qualifies, one line per rule, then what the patch does.
@@ -43,16 +45,26 @@ pub fn why_recoverable(plan: &NodePlan, r: &Recovery) -> Vec<String> {
             ),
         },
         format!(
-            "the rendered MachineConfigs it names exist: {} (desired), {} (current)",
-            r.desired_config, r.current_config
+            "the rendered MachineConfig of its currentConfig exists: {} (after the cancel both \
+             desiredConfig and currentConfig name it, and the daemon reads only those; {} is \
+             not read again)",
+            r.current_config, r.desired_config
         ),
-        match &r.paused_for {
-            Some(config) => format!(
+        match &r.pool_config {
+            PoolConfig::Paused { config } => format!(
                 "MachineOSConfig {config} targets pool {pool}, which is paused: the node \
                  controller does not send the node back to its image while paused; unpause the \
                  pool once it is no longer degraded and the build is current"
             ),
-            None => format!("no MachineOSConfig targets pool {pool}"),
+            PoolConfig::Waiting { config, build } => format!(
+                "MachineOSConfig {config} targets pool {pool} but sends its nodes no image: {}; \
+                 MCO sends the image only once that build has succeeded with the config's image \
+                 (canLayeredContinue), and that build pushes a new one",
+                pool_build(build)
+            ),
+            PoolConfig::None | PoolConfig::SendsImage { .. } => {
+                format!("no MachineOSConfig targets pool {pool}")
+            }
         },
     ];
     let image = match &r.current_image {
@@ -77,8 +89,9 @@ pub fn problem(p: &Problem) -> String {
             abbreviate(image)
         ),
         Problem::PoolTargeted { pool, config } => format!(
-            "MachineOSConfig {config} targets pool {pool} and the pool is not paused: once Done \
-             and schedulable, the node would be sent straight back to that config's image"
+            "MachineOSConfig {config} targets pool {pool}, the pool is not paused and the \
+             config's build for the pool's configuration has succeeded: once Done and \
+             schedulable, the node would be sent straight back to that config's image"
         ),
         Problem::UncordonedByHand { drain } => format!(
             "the node was uncordoned by hand: {LAST_APPLIED_DRAIN} says {drain} but the node is \
@@ -228,6 +241,23 @@ pub fn cancelled(waiting: &[String]) -> String {
          for its daemon's no-op update: {}",
         waiting.join(", ")
     )
+}
+
+/// Where the build for a pool's configuration stands, in words.
+pub fn pool_build(build: &PoolBuild) -> String {
+    match build {
+        PoolBuild::Missing => {
+            "no build for the pool's configuration yet (MCO builds none while the pool is \
+             degraded)"
+                .to_string()
+        }
+        PoolBuild::Running(b) => format!("its build {b} for the pool's configuration is running"),
+        PoolBuild::Succeeded { build, .. } => format!(
+            "its build {build} for the pool's configuration succeeded, but the config does not \
+             point at its image yet"
+        ),
+        PoolBuild::Failed(b) => format!("its build {b} for the pool's configuration failed"),
+    }
 }
 
 /// The last part of an MCO annotation key (`desiredConfig`).

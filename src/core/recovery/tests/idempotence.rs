@@ -54,12 +54,19 @@ fn each_step_of_the_no_op_update_is_followed_to_the_end() {
     let node = |c: &Cluster| -> RecoveryNode { c.snapshot().nodes[0].clone() };
     let uncordon = format!("uncordon-{OLD_CONFIG}");
     annotate(&mut c.nodes[0], DESIRED_DRAIN, Some(&uncordon));
-    assert!(matches!(progress(&node(&c), &marker), Progress::Waiting(w) if w.len() == 4));
+    assert!(
+        matches!(progress(&node(&c), &marker, &c.snapshot().objects), Progress::Waiting(w) if w.len() == 4)
+    );
     annotate(&mut c.nodes[0], LAST_APPLIED_DRAIN, Some(&uncordon));
     c.nodes[0]["spec"]["unschedulable"] = json!(false);
-    assert!(matches!(progress(&node(&c), &marker), Progress::Waiting(w) if w.len() == 2));
+    assert!(
+        matches!(progress(&node(&c), &marker, &c.snapshot().objects), Progress::Waiting(w) if w.len() == 2)
+    );
     complete(&mut c.nodes[0]);
-    assert_eq!(progress(&node(&c), &marker), Progress::Recovered);
+    assert_eq!(
+        progress(&node(&c), &marker, &c.snapshot().objects),
+        Progress::Recovered
+    );
     assert!(
         c.plan(None).nodes.is_empty(),
         "a recovered node is not listed"
@@ -72,16 +79,16 @@ fn each_step_of_the_no_op_update_is_followed_to_the_end() {
         Some("rendered-worker-9d9d"),
     );
     assert!(matches!(
-        progress(&node(&c), &marker),
-        Progress::MovedOn { desired_config: Some(ref d), desired_image: Some(_) } if d == "rendered-worker-9d9d"
+        progress(&node(&c), &marker, &c.snapshot().objects),
+        Progress::MovedOn { desired_config: Some(ref d), desired_image: Some(_), degraded: false } if d == "rendered-worker-9d9d"
     ));
     assert!(c.plan(None).nodes.is_empty(), "nor one MCO moved on");
 }
 
 #[test]
 fn a_target_changed_while_still_degraded_is_not_a_recovery() {
-    // MCO sends a new target only to a Done node: one written while the node is still
-    // Degraded is someone else's edit, whatever it says.
+    // Still cordoned, and the pool's target is not known: not what MCO's node controller
+    // writes (it sends only schedulable nodes), so someone else's edit, whatever it says.
     let (mut c, marker) = cancelled();
     let node = |c: &Cluster| -> RecoveryNode { c.snapshot().nodes[0].clone() };
     annotate(
@@ -90,7 +97,7 @@ fn a_target_changed_while_still_degraded_is_not_a_recovery() {
         Some("rendered-worker-9d9d"),
     );
     assert_eq!(
-        progress(&node(&c), &marker),
+        progress(&node(&c), &marker, &c.snapshot().objects),
         Progress::Retargeted {
             desired_config: Some("rendered-worker-9d9d".to_string()),
             desired_image: node(&c).desired_image().map(str::to_string),
@@ -112,7 +119,7 @@ fn a_reboot_since_the_cancel_ends_the_match() {
     let (mut c, marker) = cancelled();
     c.nodes[0]["status"]["nodeInfo"]["bootID"] = json!("another-boot");
     assert_eq!(
-        progress(&c.snapshot().nodes[0], &marker),
+        progress(&c.snapshot().nodes[0], &marker, &c.snapshot().objects),
         Progress::Rebooted {
             was: Some(BOOT.to_string()),
             now: Some("another-boot".to_string())
@@ -156,4 +163,96 @@ fn a_broken_marker_counts_as_none() {
             earlier_recovery: false
         })
     );
+}
+
+/// The window MCO moves on in (node_controller.go, daemon.go `completeUpdate`): the daemon asked
+/// for the uncordon, the drain controller uncordoned, and with capacity left the node controller
+/// sends the node its pool's target before the daemon's 10 s check reports Done.
+fn uncordoned_while_degraded(c: &mut Cluster) {
+    let uncordon = format!("uncordon-{OLD_CONFIG}");
+    annotate(&mut c.nodes[0], DESIRED_DRAIN, Some(&uncordon));
+    annotate(&mut c.nodes[0], LAST_APPLIED_DRAIN, Some(&uncordon));
+    c.nodes[0]["spec"]["unschedulable"] = json!(false);
+}
+
+/// The pool's `spec.configuration` (what the render controller wrote).
+fn configure_pool(c: &mut Cluster, pool: &str, rendered: &str) {
+    let p = c
+        .pools
+        .iter_mut()
+        .find(|p| p["metadata"]["name"] == pool)
+        .expect("pool");
+    p["spec"]["configuration"] = json!({"name": rendered});
+}
+
+#[test]
+fn mco_sending_the_pools_target_before_the_daemon_reports_done_is_mco_moving_on() {
+    let (mut c, marker) = cancelled();
+    let node = |c: &Cluster| -> RecoveryNode { c.snapshot().nodes[0].clone() };
+    configure_pool(&mut c, "worker", NEW_CONFIG);
+    uncordoned_while_degraded(&mut c);
+    // The pool left image mode: its configuration, desiredImage removed.
+    annotate(&mut c.nodes[0], DESIRED_CONFIG, Some(NEW_CONFIG));
+    annotate(&mut c.nodes[0], DESIRED_IMAGE, None);
+    assert_eq!(
+        progress(&node(&c), &marker, &c.snapshot().objects),
+        Progress::MovedOn {
+            desired_config: Some(NEW_CONFIG.to_string()),
+            desired_image: None,
+            degraded: true,
+        }
+    );
+
+    // Anything else on a node still Degraded is not MCO's: another config, an image MCO does
+    // not send (no MachineOSConfig), the same target on a node still cordoned.
+    let retargeted = |c: &Cluster| {
+        matches!(
+            progress(&node(c), &marker, &c.snapshot().objects),
+            Progress::Retargeted { .. }
+        )
+    };
+    let mut other = c.clone();
+    annotate(
+        &mut other.nodes[0],
+        DESIRED_CONFIG,
+        Some("rendered-worker-by-hand"),
+    );
+    assert!(retargeted(&other), "another config");
+    let mut imaged = c.clone();
+    annotate(&mut imaged.nodes[0], DESIRED_IMAGE, Some(&img(RAN)));
+    assert!(retargeted(&imaged), "an image MCO does not send");
+    let mut cordoned = c.clone();
+    cordoned.nodes[0]["spec"]["unschedulable"] = json!(true);
+    assert!(retargeted(&cordoned), "MCO sends only schedulable nodes");
+    let mut paused = c.clone();
+    paused.pools[1]["spec"]["paused"] = json!(true);
+    assert!(retargeted(&paused), "MCO sends nothing while paused");
+}
+
+#[test]
+fn a_layered_pool_moves_the_node_on_only_to_its_configs_current_build() {
+    let (mut c, marker) = cancelled();
+    let node = |c: &Cluster| -> RecoveryNode { c.snapshot().nodes[0].clone() };
+    const BUILT: &str = "0ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+    configure_pool(&mut c, "worker", NEW_CONFIG);
+    let mut config = mosc("worker");
+    config["status"] = json!({"currentImagePullSpec": img(BUILT)});
+    c.moscs.push(config);
+    let mut build = mosb("worker-b1", "worker", &img(BUILT));
+    build["spec"]["machineConfig"] = json!({"name": NEW_CONFIG});
+    build["status"]["conditions"] = json!([{"type": "Succeeded", "status": "True"}]);
+    c.mosbs.push(build);
+    uncordoned_while_degraded(&mut c);
+    annotate(&mut c.nodes[0], DESIRED_CONFIG, Some(NEW_CONFIG));
+    annotate(&mut c.nodes[0], DESIRED_IMAGE, Some(&img(BUILT)));
+    assert!(matches!(
+        progress(&node(&c), &marker, &c.snapshot().objects),
+        Progress::MovedOn { degraded: true, .. }
+    ));
+    // While that build has not succeeded, MCO's node controller sends nothing.
+    c.mosbs[0]["status"]["conditions"] = json!([]);
+    assert!(matches!(
+        progress(&node(&c), &marker, &c.snapshot().objects),
+        Progress::Retargeted { .. }
+    ));
 }

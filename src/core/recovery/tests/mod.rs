@@ -92,6 +92,7 @@ fn arcs<T: serde::de::DeserializeOwned>(items: &[Value]) -> Vec<Arc<T>> {
 }
 
 /// A cluster to plan over: the objects as JSON, edited by each test.
+#[derive(Clone)]
 struct Cluster {
     nodes: Vec<Value>,
     moscs: Vec<Value>,

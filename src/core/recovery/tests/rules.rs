@@ -5,6 +5,20 @@ use super::*;
 
 type Edit = fn(&mut Cluster);
 
+/// Pool worker rendering `rendered-worker-next`, a MOSC `worker` pointing at a new image, and
+/// its build for that configuration with no condition yet (running).
+fn configured_layered_pool(c: &mut Cluster) {
+    const NEXT: &str = "rendered-worker-next";
+    const BUILT: &str = "0ddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd";
+    c.pools[1]["spec"]["configuration"] = json!({"name": NEXT});
+    let mut config = mosc("worker");
+    config["status"] = json!({"currentImagePullSpec": img(BUILT)});
+    c.moscs.push(config);
+    let mut build = mosb("worker-b1", "worker", &img(BUILT));
+    build["spec"]["machineConfig"] = json!({"name": NEXT});
+    c.mosbs.push(build);
+}
+
 fn node0(c: &mut Cluster) -> &mut Value {
     &mut c.nodes[0]
 }
@@ -125,9 +139,9 @@ fn every_rule_and_every_case_a_person_must_see() {
             &["notDrained"],
         ),
         (
-            "rule 5: the desired rendered MachineConfig is gone",
+            "rule 5: the desired rendered MachineConfig is gone: never read after the cancel",
             |c| c.machine_configs = Some(vec![OLD_CONFIG.to_string()]),
-            &["machineConfigGone"],
+            &["recoverable"],
         ),
         (
             "rule 5: the current rendered MachineConfig is gone",
@@ -145,9 +159,39 @@ fn every_rule_and_every_case_a_person_must_see() {
             &["configAnnotationMissing"],
         ),
         (
-            "rule 6: a MOSC targets the pool, not paused",
+            "rule 6: a MOSC targets the pool, not paused, its pool's configuration not known",
             |c| c.moscs.push(mosc("worker")),
             &["poolTargetedNotPaused"],
+        ),
+        (
+            "rule 6: a MOSC whose build for the pool's configuration succeeded: the loop",
+            |c| {
+                configured_layered_pool(c);
+                c.mosbs[0]["status"]["conditions"] =
+                    json!([{"type": "Succeeded", "status": "True"}]);
+            },
+            &["poolTargetedNotPaused"],
+        ),
+        (
+            "rule 6: a recreated MOSC with no build for the pool's configuration yet",
+            |c| {
+                configured_layered_pool(c);
+                c.mosbs.clear();
+            },
+            &["recoverable"],
+        ),
+        (
+            "rule 6: a MOSC whose build for the pool's configuration is running",
+            |c| configured_layered_pool(c),
+            &["recoverable"],
+        ),
+        (
+            "rule 6: a MOSC whose build for the pool's configuration failed",
+            |c| {
+                configured_layered_pool(c);
+                c.mosbs[0]["status"]["conditions"] = json!([{"type": "Failed", "status": "True"}]);
+            },
+            &["recoverable"],
         ),
         (
             "rule 6: a MOSC targets the pool, paused",
@@ -172,7 +216,7 @@ fn every_rule_and_every_case_a_person_must_see() {
             |c| {
                 c.moscs.push(mosc("worker"));
                 node0(c)["spec"]["unschedulable"] = json!(false);
-                c.machine_configs = Some(vec![OLD_CONFIG.to_string()]);
+                c.machine_configs = Some(vec![NEW_CONFIG.to_string()]);
             },
             &[
                 "poolTargetedNotPaused",
