@@ -22,7 +22,7 @@ use mosc_guard::webhook::admission::Admission;
 use mosc_guard::webhook::routes;
 use serde_json::{Value, json};
 use testkit::pki::Pki;
-use testkit::review::{MACHINE_OS_CONFIG, Review};
+use testkit::review::{MACHINE_OS_CONFIG, Review, allow};
 
 const IMAGE: &str = "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image@sha256:01971adebd63aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 
@@ -77,10 +77,7 @@ fn review() -> Value {
 
 /// The baseline: decode the review, allow it, echo the uid.
 async fn noop(Json(review): Json<Value>) -> Json<Value> {
-    Json(json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "response": {"uid": review["request"]["uid"], "allowed": true}
-    }))
+    Json(allow(&review))
 }
 
 /// Serves `app` over TLS on a loopback port; returns its URL.

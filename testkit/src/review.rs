@@ -1,5 +1,6 @@
 //! AdmissionReviews as kube-apiserver sends them to a webhook (`admission.k8s.io/v1`), for
-//! posting to the guard's /validate or /mutate directly, or to an in-process server.
+//! posting to the guard's /validate or /mutate directly, or to an in-process server; and the
+//! answer of a stand-in webhook that allows everything ([`allow`]).
 //!
 //! ```ignore
 //! let body = Review::delete(MACHINE_OS_CONFIG, mosc).dry_run(true).user("eve").json();
@@ -174,6 +175,16 @@ impl Review {
     }
 }
 
+/// What a stand-in webhook answers to `review` (an AdmissionReview as posted): allowed, with
+/// the request's uid.
+pub fn allow(review: &Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": review["request"]["uid"], "allowed": true},
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +205,16 @@ mod tests {
         assert_eq!(request["dryRun"], true);
         assert_eq!(request["options"]["dryRun"], json!(["All"]));
         assert_eq!(request["options"]["kind"], "DeleteOptions");
+    }
+
+    #[test]
+    fn a_stand_in_allows_with_the_requests_uid() {
+        let review = Review::create(MACHINE_OS_BUILD, json!({}))
+            .uid("u-1")
+            .json();
+        let answer = allow(&review);
+        assert_eq!(answer["kind"], "AdmissionReview");
+        assert_eq!(answer["response"], json!({"uid": "u-1", "allowed": true}));
     }
 
     #[test]

@@ -18,9 +18,9 @@ use serde_json::json;
 
 use testkit::kubectl::KubectlOutput;
 use testkit::manifests::manifests_dir;
-use testkit::node::NodeCluster;
 use testkit::pki::CertPair;
 use testkit::scenario::Cluster;
+use testkit::scenario::NodeCluster;
 use testkit::simulator::SimConfig;
 
 use super::{NAME, NAMESPACE, ROLLOUT_TIMEOUT, image};

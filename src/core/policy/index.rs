@@ -22,10 +22,11 @@ use crate::core::image::ImageKey;
 use crate::core::node::{NodeImages, NodeMeta};
 use crate::core::snapshot::Snapshot;
 
+use super::decide::{evaluate, guarded_images, verdict};
+use super::joining;
 use super::pools::{self, Membership};
 use super::scan;
 use super::verdict::{Deletion, PolicyMode, RollingPool, Verdict};
-use super::{evaluate, guarded_images, joining, verdict};
 
 /// The digests (lower-case hex) that a node's desired or current image must carry for the
 /// node to matter to this deletion; `None` when only a scan of every node is safe (a guarded

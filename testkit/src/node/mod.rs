@@ -8,7 +8,7 @@
 //! One node per machine at a time (fixed paths, [`layout`]): starting one waits for the
 //! machine's node lock, and cleans up what a killed earlier run left ([`teardown`]). Dropping it
 //! deletes its pods through the API, stops kube-proxy, the kubelet and containerd, and removes
-//! the rest; drop it before its control plane ([`NodeCluster`] does).
+//! the rest; drop it before its control plane (`scenario::NodeCluster` does).
 
 pub mod layout;
 
@@ -29,7 +29,6 @@ use crate::Result;
 use crate::binaries::node_binaries;
 use crate::controlplane::ControlPlane;
 use crate::process::ChildProcess;
-use crate::scenario::Cluster;
 use layout::{Layout, NodeLock};
 
 pub use network::node_ip;
@@ -207,27 +206,5 @@ impl Drop for Node {
             tracing::warn!("node teardown: {note}");
         }
         tracing::info!("node {} torn down in {:.2?}", self.name, started.elapsed());
-    }
-}
-
-/// A scenario cluster ([`Cluster`], on a control plane for a node) with a real [`Node`]: the
-/// node drops first, while the API server can still delete its pods.
-pub struct NodeCluster {
-    pub node: Node,
-    pub cluster: Cluster,
-}
-
-impl NodeCluster {
-    /// Seeds a 4.20 cluster with `workers` simulated workers on a control plane for a node
-    /// ([`Cluster::seed_on_node_control_plane`]), then starts the node with `images`.
-    pub async fn start(
-        workers: usize,
-        sim: crate::simulator::SimConfig,
-        images: &[&str],
-    ) -> Result<Self> {
-        let ip = node_ip()?;
-        let cluster = Cluster::seed_for_node(ip, workers, sim).await?;
-        let node = Node::start(&cluster.cp, images).await?;
-        Ok(Self { node, cluster })
     }
 }

@@ -118,3 +118,18 @@ impl Build {
         ImageRef::parse(&self.image)
     }
 }
+
+/// The `reason` the cluster's release leaves on a node whose rebase to `image` (gone from the
+/// kit's registry) failed ([`crate::release::Row::rebase_reason`]).
+pub fn lost_image_reason(cluster: &Cluster, image: &str) -> String {
+    let (digest, repository) = crate::image_ref::ImageRef::parse(image)
+        .ok()
+        .map(|r| (r.digest.clone().unwrap_or_default(), r.repository()))
+        .unwrap_or_default();
+    let error = crate::simulator::rpm_ostree_error(
+        image,
+        &format!("reading manifest {digest} in {repository}: manifest unknown"),
+    );
+    let release = cluster.sim.controller_z_stream().release;
+    release.row().rebase_reason.reason(image, &error)
+}

@@ -3,8 +3,8 @@
 //! registry ([`Cluster`]), the guard registered in front of it ([`guarded`]), creating the
 //! objects ([`create`]), waiting for MCO and the pools ([`wait`]), reading what happened
 //! ([`read`]), MCO's paths beyond the report's ([`paths`]), machines joining a pool
-//! ([`machines`]), and a node the bug hurt brought back by hand ([`way_back`]). Everything is
-//! re-exported here.
+//! ([`machines`]), a node the bug hurt brought back by hand ([`way_back`]), and a cluster with
+//! a real node ([`node_cluster`]). Everything is re-exported here.
 //!
 //! A cluster plays one OpenShift release, or one side of a z-stream fix
 //! ([`Cluster::seed_on`]; 4.20's late z-stream by default): its ClusterVersion says it and the
@@ -14,6 +14,7 @@
 pub mod cluster;
 pub mod create;
 pub mod machines;
+pub mod node_cluster;
 pub mod objects;
 pub mod paths;
 pub mod pipeline;
@@ -24,6 +25,7 @@ pub mod way_back;
 pub use cluster::*;
 pub use create::*;
 pub use machines::*;
+pub use node_cluster::NodeCluster;
 pub use paths::*;
 pub use pipeline::*;
 pub use read::*;
@@ -60,7 +62,7 @@ impl Cluster {
     }
 
     /// [`Cluster::seed`] on a control plane for a real node at `node_ip`
-    /// ([`ControlPlane::start_for_node`]; the node tier's [`crate::node::NodeCluster`]).
+    /// ([`ControlPlane::start_for_node`]; the node tier's [`NodeCluster`]).
     pub async fn seed_for_node(
         node_ip: std::net::Ipv4Addr,
         nodes: usize,

@@ -4,6 +4,7 @@
 
 use super::cluster::{Build, Cluster, STEP_TIMEOUT};
 use super::create::{create_mosc, create_pool};
+use super::pipeline::render_pool;
 use super::read::{node_annotations, pool_condition};
 use super::wait::{DegradedWatch, wait_for, wait_for_build, wait_rolled_out};
 use crate::guard::{Guard, GuardBin};
@@ -52,9 +53,9 @@ pub async fn layered_and_settled(cluster: &Cluster) -> Build {
 }
 
 /// Points pool `worker` at another rendered MachineConfig (what the render controller does
-/// when a MachineConfig changes): [`super::render_pool`].
+/// when a MachineConfig changes): [`render_pool`].
 pub async fn render(cluster: &Cluster, rendered: &str) {
-    super::render_pool(cluster, "worker", rendered)
+    render_pool(cluster, "worker", rendered)
         .await
         .expect("change the pool's rendered config");
 }

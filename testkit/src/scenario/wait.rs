@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kube::api::{Api, DynamicObject};
 
-use super::cluster::{Build, Cluster, Rollout, STEP_TIMEOUT};
+use super::cluster::{Build, Cluster, Rollout, STEP_TIMEOUT, lost_image_reason};
 use super::read::{
     PoolCondition, mosbs_of, node_annotation, node_annotations, pool_condition, pool_conditions,
 };
@@ -128,7 +128,7 @@ pub async fn wait_node_degraded(cluster: &Cluster) -> PoolCondition {
 
 /// Waits until the rollout's node, released after MCO deleted its image, fails to pull it: the
 /// node Degraded with the reason its release writes for the lost image
-/// ([`super::lost_image_reason`]), pool worker NodeDegraded naming it, the other workers never
+/// ([`lost_image_reason`]), pool worker NodeDegraded naming it, the other workers never
 /// told to use the image. Returns the node's reason.
 pub async fn wait_node_fails_pull(cluster: &Cluster, rollout: &Rollout) -> String {
     let degraded = wait_node_degraded(cluster).await;
@@ -147,7 +147,7 @@ pub async fn wait_node_fails_pull(cluster: &Cluster, rollout: &Rollout) -> Strin
     let reason = annotations.get(REASON).cloned().unwrap_or_default();
     assert_eq!(
         reason,
-        super::lost_image_reason(cluster, &rollout.build.image),
+        lost_image_reason(cluster, &rollout.build.image),
         "{}'s reason",
         cluster.z_stream
     );

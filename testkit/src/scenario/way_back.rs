@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 
-use super::cluster::{Cluster, Rollout, STEP_TIMEOUT};
+use super::cluster::{Cluster, Rollout, STEP_TIMEOUT, lost_image_reason};
 use super::read::{kubectl, pool_conditions};
 use super::wait::{wait_for, wait_image_and_builds_of_gone};
 use crate::kubectl::KubectlOutput;
@@ -21,7 +21,6 @@ use crate::mco::{
     LAST_APPLIED_DRAIN, REASON, STATE, STATE_DEGRADED, STATE_DONE, drain_request, is_unschedulable,
     node_annotation, uncordon_request,
 };
-use crate::simulator::rpm_ostree_error;
 
 /// A node stuck on a lost image, as its daemon leaves it.
 #[derive(Debug, Clone)]
@@ -38,21 +37,6 @@ pub struct Stuck {
     pub reason: String,
     /// `status.nodeInfo.bootID` while stuck.
     pub boot_id: String,
-}
-
-/// The `reason` the cluster's release leaves on a node whose rebase to `image` (gone from the
-/// kit's registry) failed ([`crate::release::Row::rebase_reason`]).
-pub fn lost_image_reason(cluster: &Cluster, image: &str) -> String {
-    let (digest, repository) = crate::image_ref::ImageRef::parse(image)
-        .ok()
-        .map(|r| (r.digest.clone().unwrap_or_default(), r.repository()))
-        .unwrap_or_default();
-    let error = rpm_ostree_error(
-        image,
-        &format!("reading manifest {digest} in {repository}: manifest unknown"),
-    );
-    let release = cluster.sim.controller_z_stream().release;
-    release.row().rebase_reason.reason(image, &error)
 }
 
 /// The report's scenario without the guard, on `pool`: `node`'s daemon held mid-update to the

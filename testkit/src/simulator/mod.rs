@@ -61,6 +61,7 @@ mod machines;
 mod mcs;
 mod node_state;
 mod nodes;
+mod pool_target;
 mod pools;
 mod reconcile;
 

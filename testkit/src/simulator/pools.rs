@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use super::ctx::Ctx;
 use super::node_state::{is_ready, is_unavailable};
-use super::nodes::{pool_build, pool_members, pool_mosc};
+use super::nodes::pool_members;
+use super::pool_target::{pool_build, pool_mosc};
 use super::reconcile::{Reconciler, now_rfc3339};
 use crate::Result;
 use crate::mco::{

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::core::message;
 use crate::core::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION, node_annotations};
+use crate::core::snapshot::Snapshot;
 pub(super) use crate::core::release::ClusterRelease;
 
 pub(super) const REPO: &str =
