@@ -18,12 +18,12 @@ use testkit::scenario::{create_pool, create_rendered_config, rendered_config};
 use super::interpose::Interposer;
 use super::*;
 
-const OLD: &str = "rendered-worker-0c8b7d5e3f1a9c2b4d6e8f0a1b3c5d7e";
+pub(super) const OLD: &str = "rendered-worker-0c8b7d5e3f1a9c2b4d6e8f0a1b3c5d7e";
 pub(super) const RAN: &str = "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image@sha256:0bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const BOOT: &str = "7a7be697-054b-57ef-9d68-f80d9adc036c";
 const REASON_TEXT: &str = "Failed to update OS to image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image@sha256:01971adebd63... after retries: timed out waiting for the condition";
-const A: &str = "worker-a";
-const B: &str = "worker-b";
+pub(super) const A: &str = "worker-a";
+pub(super) const B: &str = "worker-b";
 
 pub(super) fn key(short: &str) -> String {
     format!("machineconfiguration.openshift.io/{short}")
@@ -85,24 +85,24 @@ async fn create_stuck(client: &kube::Client, name: &str) {
 
 /// `mosc-guard recover ARGS --kubeconfig <admin>`, started off the runtime's threads (the
 /// test's background tasks and the interposing webhook keep running meanwhile).
-fn spawn_recover(cp: &ControlPlane, args: &[&str]) -> tokio::task::JoinHandle<CliRun> {
+pub(super) fn spawn_recover(cp: &ControlPlane, args: &[&str]) -> tokio::task::JoinHandle<CliRun> {
     let mut all = vec!["recover".to_string()];
     all.extend(args.iter().map(|a| a.to_string()));
     tokio::spawn(BIN.cli().args(&all).kubeconfig(cp.kubeconfig()).run_async())
 }
 
-async fn recover(cp: &ControlPlane, args: &[&str]) -> CliRun {
+pub(super) async fn recover(cp: &ControlPlane, args: &[&str]) -> CliRun {
     spawn_recover(cp, args).await.expect("CLI run")
 }
 
-async fn node(cp: &ControlPlane, name: &str) -> Node {
+pub(super) async fn node(cp: &ControlPlane, name: &str) -> Node {
     Api::<Node>::all(cp.client())
         .get(name)
         .await
         .expect("get node")
 }
 
-fn annotation(node: &Node, key: &str) -> Option<String> {
+pub(super) fn annotation(node: &Node, key: &str) -> Option<String> {
     node.metadata.annotations.as_ref()?.get(key).cloned()
 }
 
@@ -111,7 +111,7 @@ fn cordoned(node: &Node) -> bool {
 }
 
 /// The Events `recover --apply` recorded about `name`.
-async fn recovery_events(cp: &ControlPlane, name: &str) -> Vec<Event> {
+pub(super) async fn recovery_events(cp: &ControlPlane, name: &str) -> Vec<Event> {
     Api::<Event>::namespaced(cp.client(), "default")
         .list(&ListParams::default())
         .await
@@ -133,7 +133,7 @@ pub(super) async fn merge(cp: &ControlPlane, name: &str, patch: Value) {
 }
 
 /// What the daemon's no-op update and the drain controller write after a cancel to `OLD`.
-async fn complete_no_op_update(cp: &ControlPlane, name: &str) {
+pub(super) async fn complete_no_op_update(cp: &ControlPlane, name: &str) {
     let uncordon = format!("uncordon-{OLD}");
     merge(
         cp,
@@ -156,7 +156,7 @@ async fn complete_no_op_update(cp: &ControlPlane, name: &str) {
     .await;
 }
 
-async fn wait_cancelled(cp: &ControlPlane, name: &str) {
+pub(super) async fn wait_cancelled(cp: &ControlPlane, name: &str) {
     let api: Api<Node> = Api::all(cp.client());
     testkit::poll::wait_for(
         || {

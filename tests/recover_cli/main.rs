@@ -2,8 +2,9 @@
 //! bug already hurt ([`dumps`]: `tests/fixtures/degraded-lost-image`, and edits of a copy of it),
 //! and against a real kube-apiserver ([`live`]: the plan from a live cluster, and `--apply`
 //! stopping where it must: a node that moved, a patch the API server refuses (made to happen by
-//! [`interpose`]), a daemon that never completes the update); and `serve`'s gauge of stuck nodes
-//! ([`gauge`]). `--apply`'s happy path needs the
+//! [`interpose`]), a daemon that never completes the update; and [`paths`]: a node gone, one
+//! fixed meanwhile, failed reads and writes, an unwritable Event, `--wait` ending gone or timed
+//! out); and `serve`'s gauge of stuck nodes ([`gauge`]). `--apply`'s happy path needs the
 //! simulated daemon's no-op update: tests/recovery (the harness) drives it.
 //!
 //! Contract: exit 0 when nothing needs a person, 1 when some node does, 2 when the input cannot
@@ -13,6 +14,7 @@ mod dumps;
 mod gauge;
 mod interpose;
 mod live;
+mod paths;
 
 use std::path::{Path, PathBuf};
 

@@ -9,7 +9,8 @@
 //! - [`two_pools`]: two pools stuck at once, healed by one command, one node after the other;
 //! - [`several_at_once`]: a pool that updates two nodes at once, where MCO sends the node its
 //!   pool's target before its daemon reports Done: a recovery, and the run goes on;
-//! - [`recreated`]: a MOSC recreated before the recovery: refused until the pool is paused;
+//! - [`recreated`]: a MOSC recreated before the recovery, whose build waits while the pool is
+//!   degraded: no pause needed, and the pool rolls out its new image afterwards;
 //! - [`uncordoned`]: a node uncordoned by hand: refused until it is cordoned again;
 //! - [`interrupted`]: a run that times out, one interrupted (Ctrl-C), then one that finishes:
 //!   the node is patched once.
