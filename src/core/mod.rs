@@ -10,6 +10,7 @@ pub mod node;
 pub mod outcome;
 pub mod policy;
 pub mod recovery;
+pub mod registry;
 pub mod release;
 pub mod report;
 pub mod selector;
