@@ -27,6 +27,7 @@ pub mod controlplane;
 pub mod crds;
 pub mod forwarder;
 pub mod guard;
+pub mod https_stub;
 pub mod image_ref;
 pub mod kubectl;
 pub mod kubelet;
