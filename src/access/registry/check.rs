@@ -6,7 +6,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, WWW_AUTHENTICATE};
 use sha2::{Digest, Sha256};
@@ -134,10 +133,9 @@ impl Checker {
 
     /// Checks every image, at most [`Limits::concurrency`] at once; answers in `images`' order.
     pub async fn check_all(&self, images: &[String]) -> Vec<ImageAnswer> {
-        futures::stream::iter(images.iter().map(|i| self.check(i)))
-            .buffered(self.limits.concurrency.max(1))
-            .collect()
-            .await
+        // `check` holds a permit of the semaphore: at most `concurrency` run at once.
+        let checks: Vec<_> = images.iter().map(|i| self.check(i)).collect();
+        futures::future::join_all(checks).await
     }
 
     /// Asks where a node pulls `image` from, in the node's order, until one serves it.
