@@ -179,12 +179,13 @@ pub async fn run<V: ClusterView>(
                 Status::Available => 0,
                 _ => known.get(&image).map_or(0, |k| k.failures) + 1,
             };
-            if verdict.status == Status::Missing && was != Some(Status::Missing) {
-                if let Some(n) = needed.iter().find(|n| n.image == image) {
-                    tracing::warn!(image = %image, why = %verdict.why, "a needed image is missing from its registry");
-                    if metrics.is_leader() {
-                        missing_events(&cluster.events, &snapshot, n, &verdict).await;
-                    }
+            if verdict.status == Status::Missing
+                && was != Some(Status::Missing)
+                && let Some(n) = needed.iter().find(|n| n.image == image)
+            {
+                tracing::warn!(image = %image, why = %verdict.why, "a needed image is missing from its registry");
+                if metrics.is_leader() {
+                    missing_events(&cluster.events, &snapshot, n, &verdict).await;
                 }
             }
             known.insert(
