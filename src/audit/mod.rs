@@ -99,6 +99,8 @@ pub async fn run<V: ClusterView>(
     let mut known: HashMap<String, Known> = HashMap::new();
     let mut checker: Option<(Arc<Checker>, Instant)> = None;
     let mut config_error: Option<String> = None;
+    // When the pull configuration is read next: every interval, or after `retry` while it fails.
+    let mut next_read = Instant::now();
     let mut reported_requests = 0u64;
     loop {
         tokio::select! {
@@ -108,11 +110,9 @@ pub async fn run<V: ClusterView>(
         if !engine.view.synced() {
             continue;
         }
-        // The node's pull configuration, read again every interval.
-        let stale = checker
-            .as_ref()
-            .is_none_or(|(_, at)| at.elapsed() >= settings.interval);
-        if stale {
+        // The node's pull configuration, read again every interval (answers already known are
+        // kept: each is asked again when due, with the new configuration).
+        if Instant::now() >= next_read {
             match registry::pull_config(&cluster.client).await {
                 Ok(config) => {
                     if let Some((old, _)) = &checker {
@@ -124,11 +124,15 @@ pub async fn run<V: ClusterView>(
                         Instant::now(),
                     ));
                     config_error = None;
-                    known.clear();
+                    next_read = Instant::now() + settings.interval;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "registry audit: cannot read how nodes pull");
-                    config_error = Some(e.to_string());
+                    let e = e.to_string();
+                    if config_error.as_ref() != Some(&e) {
+                        tracing::warn!(error = %e, "registry audit: cannot read how nodes pull");
+                    }
+                    config_error = Some(e);
+                    next_read = Instant::now() + settings.retry.min(settings.interval);
                 }
             }
         }
