@@ -233,6 +233,10 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
     pub output: Output,
+    /// Do not ask the registry whether the images the deletion would remove are still served
+    /// (live only; a dump is never asked). The answer never changes the exit status.
+    #[arg(long)]
+    pub no_registry: bool,
 }
 
 #[derive(Debug, Args)]

@@ -19,6 +19,12 @@ pub const CONTROLLER_CONFIG: &str = "machine-config-controller";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PullConfigError {
+    /// The cluster has no ControllerConfig `machine-config-controller` (or does not serve the
+    /// kind): not an OpenShift cluster MCO manages.
+    #[error(
+        "the cluster has no ControllerConfig/{CONTROLLER_CONFIG}: it does not look like an OpenShift cluster MCO manages"
+    )]
+    NoControllerConfig,
     #[error(
         "reading ControllerConfig/{CONTROLLER_CONFIG} (the node's pull secret, CAs and proxy): {0}"
     )]
@@ -50,10 +56,17 @@ pub async fn pull_config(client: &kube::Client) -> Result<PullConfig, PullConfig
         "ControllerConfig",
         "controllerconfigs",
     );
-    let cc = controller_configs
-        .get(CONTROLLER_CONFIG)
-        .await
-        .map_err(|e| PullConfigError::ControllerConfig(crate::access::registry::http::chain(&e)))?;
+    let cc = match controller_configs.get(CONTROLLER_CONFIG).await {
+        Ok(cc) => cc,
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            return Err(PullConfigError::NoControllerConfig);
+        }
+        Err(e) => {
+            return Err(PullConfigError::ControllerConfig(
+                crate::access::registry::http::chain(&e),
+            ));
+        }
+    };
     let spec: ControllerConfigSpec =
         serde_json::from_value(cc.data.get("spec").cloned().unwrap_or(Value::Null))
             .map_err(|e| PullConfigError::ControllerConfig(format!("spec does not decode: {e}")))?;

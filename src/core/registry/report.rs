@@ -152,6 +152,25 @@ pub fn pool_counts<'a>(
     counts
 }
 
+/// What the registry answered for one image `check` protects.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Served {
+    pub image: String,
+    pub status: Status,
+    pub why: String,
+}
+
+/// `check`'s words for a protected image the registry says is already gone.
+pub fn already_gone(served: &Served) -> String {
+    format!(
+        "image {} is already gone from its registry ({}): deleting cannot lose it any more, \
+         and a node that still needs it will fail; `mosc-guard images` names who needs it, \
+         `mosc-guard recover` heals a node that failed",
+        abbreviate(&served.image),
+        served.why
+    )
+}
+
 /// A short line for an Event or a log: `image .../os@sha256:0123... is missing (why)`.
 pub fn one_line(image: &str, verdict: &Verdict) -> String {
     format!(
@@ -237,6 +256,18 @@ mod tests {
         assert_eq!(first["neededBy"][0]["node"], "w1");
         assert_eq!(first["neededBy"][0]["need"], "pending");
         assert_eq!(first["places"][0]["status"], "missing");
+    }
+
+    #[test]
+    fn words_for_an_image_already_gone() {
+        let served = Served {
+            image: "quay.example/ocb/os@sha256:0123456789abcdef0123".into(),
+            status: Status::Missing,
+            why: "MANIFEST_UNKNOWN".into(),
+        };
+        let words = already_gone(&served);
+        assert!(words.contains(".../os@sha256:0123456789ab..."), "{words}");
+        assert!(words.contains("already gone") && words.contains("MANIFEST_UNKNOWN"));
     }
 
     #[test]
