@@ -5,13 +5,11 @@
 //! nodes pull from behind TLS and token auth (`Registry::secure_front`, same storage) and the
 //! ControllerConfig holding what nodes pull with: its pull secret, the registry's CA as a
 //! per-host bundle (`..` for `:`). An ImageDigestMirrorSet with `NeverContactSource` sends pulls
-//! of the simulator's registry to the secure face (the simulator's own daemon still pulls the
-//! open face of the same storage). Then the image is deleted behind everyone's back, as a
+//! of the simulator's registry to the secure face, and the simulator's daemon pulls as a node
+//! does (`SimConfig::pulling_as_node`: the same ControllerConfig and mirror set, HTTPS, token). Then the image is deleted behind everyone's back, as a
 //! retention policy would: the guard's gauge turns to 1, the shipped alert (promtool, on the
 //! guard's real /metrics) fires critical, a `NeededImageMissing` Event is on the
 //! MachineOSConfig, all while the node has not failed yet; released, the node fails.
-
-use std::time::Duration;
 
 use base64::Engine as _;
 use kube::api::{Api, DynamicObject, PostParams};
@@ -183,7 +181,12 @@ fn promtool_fires(metrics: &str) -> (bool, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_alert_fires_before_the_node_that_needs_a_deleted_image_fails() {
-    let g = guarded(&BIN, SimConfig::fast(), &["--registry-check-interval", "3"]).await;
+    let g = guarded(
+        &BIN,
+        SimConfig::fast().pulling_as_node(),
+        &["--registry-check-interval", "3"],
+    )
+    .await;
     let (cluster, rollout) = (&g.cluster, &g.rollout);
     // The guard's namespace, where its Lease lives: the Lease holder writes the audit's Events.
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(cluster.client.clone());
@@ -328,8 +331,16 @@ async fn the_alert_fires_before_the_node_that_needs_a_deleted_image_fails() {
         "the node has not failed yet"
     );
 
-    // Released, the node's pull fails as the alert said it would.
+    // Released, the node pulls as a node does (the mirror, with its pull secret and CA) and
+    // fails as the alert said it would.
     cluster.sim.release(&rollout.node);
     wait_node_degraded(cluster).await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    let reason = node_annotation(&cluster.client, &rollout.node, testkit::mco::REASON)
+        .await
+        .expect("read node")
+        .unwrap_or_default();
+    assert!(
+        reason.contains("manifest unknown") && reason.contains(secure.host()),
+        "the node failed on the registry the guard asked: {reason}"
+    );
 }

@@ -37,6 +37,7 @@ pub mod markdown;
 pub mod mco;
 pub mod net;
 pub mod node;
+pub mod node_pull;
 pub mod pki;
 pub mod poll;
 pub mod probe;
