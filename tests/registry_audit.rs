@@ -11,76 +11,19 @@
 //! guard's real /metrics) fires critical, a `NeededImageMissing` Event is on the
 //! MachineOSConfig, all while the node has not failed yet; released, the node fails.
 
-use base64::Engine as _;
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 use testkit::guard::{Guard, GuardBin};
-use testkit::https_stub::TokenServer;
 use testkit::manifests::render;
 use testkit::mco::STATE;
-use testkit::pki::Pki;
+use testkit::node_registry::{IMAGE_DIGEST_MIRROR_SETS, NODE_PASSWORD, SecureFace, create};
 use testkit::scenario::*;
 use testkit::simulator::SimConfig;
 
 const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
-const USER: &str = "machine-os-puller";
-const PASSWORD: &str = "node-pull-SECRET-audit-31";
 const PENDING_MISSING: &str =
     "mosc_guard_needed_images{pool=\"worker\",need=\"pending\",status=\"missing\"}";
-
-fn b64(data: &str) -> String {
-    base64::engine::general_purpose::STANDARD.encode(data)
-}
-
-fn api(
-    client: &kube::Client,
-    group: &str,
-    version: &str,
-    kind: &str,
-    plural: &str,
-) -> Api<DynamicObject> {
-    let resource =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-    Api::all_with(client.clone(), &resource)
-}
-
-async fn create(api: &Api<DynamicObject>, object: Value) {
-    let object: DynamicObject = serde_json::from_value(object).expect("object");
-    api.create(&PostParams::default(), &object)
-        .await
-        .unwrap_or_else(|e| panic!("creating {:?}: {e}", object.metadata.name));
-}
-
-/// A ControllerConfig as MCO writes it (every field the API requires), with what nodes pull
-/// with: `auths` as the pull secret and `ca` for `host`.
-fn controller_config(host: &str, ca: &str) -> Value {
-    let pull_secret = json!({"auths": {host: {"auth": b64(&format!("{USER}:{PASSWORD}"))}}});
-    json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "ControllerConfig",
-        "metadata": {"name": "machine-config-controller"},
-        "spec": {
-            "additionalTrustBundle": null,
-            "baseOSContainerImage": "quay.example/openshift/rhel-coreos@sha256:0000000000000000000000000000000000000000000000000000000000000000",
-            "cloudProviderCAData": null,
-            "cloudProviderConfig": "",
-            "clusterDNSIP": "172.30.0.10",
-            "dns": null,
-            "images": {},
-            "infra": null,
-            "ipFamilies": "IPv4",
-            "kubeAPIServerServingCAData": b64("unused"),
-            "network": null,
-            "proxy": null,
-            "releaseImage": "quay.example/openshift-release-dev/ocp-release@sha256:0000000000000000000000000000000000000000000000000000000000000000",
-            "rootCAData": b64("unused"),
-            "internalRegistryPullSecret": b64(&pull_secret.to_string()),
-            "imageRegistryBundleUserData": [{"file": host.replace(':', ".."), "data": b64(ca)}],
-        }
-    })
-}
 
 async fn wait_metric(guard: &Guard, series: &str, want: f64) -> String {
     wait_for(
@@ -198,43 +141,23 @@ async fn the_alert_fires_before_the_node_that_needs_a_deleted_image_fails() {
         )
         .await
         .expect("create namespace mosc-guard");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let pki = Pki::new(dir.path()).expect("pki");
-    let serving = pki.server_cert("registry", &["127.0.0.1"]).expect("cert");
-    let token = TokenServer::start(&serving, USER, PASSWORD)
-        .await
-        .expect("token service");
-    let secure = cluster
-        .registry
-        .secure_front(&serving, &token)
+    let secure = SecureFace::over(&cluster.registry)
         .await
         .expect("secure registry");
-
+    secure
+        .install_controller_config(&cluster.client)
+        .await
+        .expect("ControllerConfig");
     create(
-        &api(
-            &cluster.client,
-            "machineconfiguration.openshift.io",
-            "v1",
-            "ControllerConfig",
-            "controllerconfigs",
-        ),
-        controller_config(secure.host(), &pki.ca_pem()),
-    )
-    .await;
-    create(
-        &api(
-            &cluster.client,
-            "config.openshift.io",
-            "v1",
-            "ImageDigestMirrorSet",
-            "imagedigestmirrorsets",
-        ),
+        &cluster.client,
+        IMAGE_DIGEST_MIRROR_SETS,
         json!({"apiVersion": "config.openshift.io/v1", "kind": "ImageDigestMirrorSet",
             "metadata": {"name": "kit-registry"},
             "spec": {"imageDigestMirrors": [{"source": cluster.registry.host(),
                 "mirrors": [secure.host()], "mirrorSourcePolicy": "NeverContactSource"}]}}),
     )
-    .await;
+    .await
+    .expect("ImageDigestMirrorSet");
 
     // `check` (live) on the config: refused (the node still needs the image), and the image is
     // still served, so no note.
@@ -301,9 +224,9 @@ async fn the_alert_fires_before_the_node_that_needs_a_deleted_image_fails() {
         note.contains(&rollout.node) && note.contains("missing"),
         "{note}"
     );
-    assert!(!note.contains(PASSWORD) && !metrics.contains(PASSWORD));
+    assert!(!note.contains(NODE_PASSWORD) && !metrics.contains(NODE_PASSWORD));
     assert!(
-        !g.guard.log().contains(PASSWORD),
+        !g.guard.log().contains(NODE_PASSWORD),
         "the log holds no credential"
     );
 

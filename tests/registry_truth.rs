@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use testkit::guard::GuardBin;
-use testkit::https_stub::{Stub, TokenServer};
-use testkit::pki::{CertPair, Pki};
-use testkit::registry::{Registry, SecureRegistry};
+use testkit::https_stub::Stub;
+use testkit::node_registry::{NODE_PASSWORD as PASSWORD, NODE_USER as USER, SecureFace};
+use testkit::registry::Registry;
 
 use mosc_guard::access::registry::{Checker, Limits};
 use mosc_guard::core::registry::Status;
@@ -20,42 +20,18 @@ use mosc_guard::core::registry::auth::{AuthFile, Credential};
 use mosc_guard::core::registry::node_config::{PullConfig, RegistryTrust};
 use mosc_guard::core::registry::sources::{MirrorRule, merge};
 
-const USER: &str = "machine-os-puller";
-const PASSWORD: &str = "node-pull-SECRET-9f8e7d";
 const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
 
 struct World {
-    _dir: tempfile::TempDir,
-    pki: Pki,
-    serving: CertPair,
-    _token: TokenServer,
+    // Declared first, dropped first: the secure face before the storage it serves.
+    face: SecureFace,
     open: Registry,
-    secure: SecureRegistry,
 }
 
 async fn world() -> World {
-    testkit::tls::ensure_crypto_provider();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let pki = Pki::new(dir.path()).expect("pki");
-    let serving = pki
-        .server_cert("registry", &["127.0.0.1", "localhost"])
-        .expect("serving cert");
-    let token = TokenServer::start(&serving, USER, PASSWORD)
-        .await
-        .expect("token server");
     let open = Registry::start().await.expect("registry");
-    let secure = open
-        .secure_front(&serving, &token)
-        .await
-        .expect("secure registry");
-    World {
-        _dir: dir,
-        pki,
-        serving,
-        _token: token,
-        open,
-        secure,
-    }
+    let face = SecureFace::over(&open).await.expect("secure registry");
+    World { face, open }
 }
 
 impl World {
@@ -64,11 +40,11 @@ impl World {
     fn pull(&self, password: &str, hosts: &[&str], mirrors: Vec<MirrorRule>) -> PullConfig {
         let mut per_host = BTreeMap::new();
         for h in hosts {
-            per_host.insert(h.to_string(), self.pki.ca_pem());
+            per_host.insert(h.to_string(), self.face.pki.ca_pem());
         }
         PullConfig {
             auths: AuthFile::from_entries([(
-                self.secure.host().to_string(),
+                self.face.host().to_string(),
                 Credential::new(USER, password),
             )]),
             trust: RegistryTrust {
@@ -100,21 +76,21 @@ fn checker(config: PullConfig) -> Checker {
 async fn served_then_deleted_behind_its_back_then_credentials_refused() {
     let w = world().await;
     let digest = w.push("ocb/os-image", "worker-1").await;
-    let image = format!("{}/ocb/os-image@{digest}", w.secure.host());
+    let image = format!("{}/ocb/os-image@{digest}", w.face.host());
 
-    let node = checker(w.pull(PASSWORD, &[w.secure.host()], vec![]));
+    let node = checker(w.pull(PASSWORD, &[w.face.host()], vec![]));
     let served = node.check(&image).await;
     assert_eq!(served.status(), Status::Available, "{served:?}");
 
     // Anonymous: the token service refuses, so nobody can tell.
-    let mut anonymous = w.pull(PASSWORD, &[w.secure.host()], vec![]);
+    let mut anonymous = w.pull(PASSWORD, &[w.face.host()], vec![]);
     anonymous.auths = AuthFile::default();
     let anon = checker(anonymous).check(&image).await;
     assert_eq!(anon.status(), Status::Unknown, "{anon:?}");
 
     // Refused credentials are unknown, never missing, and the secret appears nowhere.
     let wrong = "WRONG-secret-4a5b6c";
-    let refused = checker(w.pull(wrong, &[w.secure.host()], vec![]))
+    let refused = checker(w.pull(wrong, &[w.face.host()], vec![]))
         .check(&image)
         .await;
     assert_eq!(refused.status(), Status::Unknown, "{refused:?}");
@@ -135,7 +111,7 @@ async fn served_then_deleted_behind_its_back_then_credentials_refused() {
 
     // A repository that never existed: NAME_UNKNOWN or MANIFEST_UNKNOWN, missing.
     let never = node
-        .check(&format!("{}/never/pushed@{digest}", w.secure.host()))
+        .check(&format!("{}/never/pushed@{digest}", w.face.host()))
         .await;
     assert_eq!(never.status(), Status::Missing, "{never:?}");
 }
@@ -149,7 +125,7 @@ async fn hosts_that_cannot_tell_are_unknown() {
             .to_string();
     // A web server: 404 pages everywhere.
     let web = Stub::start(
-        &w.serving,
+        &w.face.serving,
         404,
         &[("Content-Type", "text/html")],
         "<h1>Not Found</h1>",
@@ -158,7 +134,7 @@ async fn hosts_that_cannot_tell_are_unknown() {
     .expect("stub");
     // Something that says MANIFEST_UNKNOWN to every path, /v2/ included: not a registry.
     let liar = Stub::start(
-        &w.serving,
+        &w.face.serving,
         404,
         &[("Content-Type", "application/json")],
         &registry_error,
@@ -167,7 +143,7 @@ async fn hosts_that_cannot_tell_are_unknown() {
     .expect("stub");
     // A failing registry: 503 with the registry's header.
     let failing = Stub::start(
-        &w.serving,
+        &w.face.serving,
         503,
         &[("Docker-Distribution-API-Version", "registry/2.0")],
         "",
@@ -176,7 +152,7 @@ async fn hosts_that_cannot_tell_are_unknown() {
     .expect("stub");
     let dead = format!("127.0.0.1:{}", testkit::net::free_port().expect("port"));
     let hosts = [
-        w.secure.host(),
+        w.face.host(),
         web.host(),
         liar.host(),
         failing.host(),
@@ -198,7 +174,7 @@ async fn hosts_that_cannot_tell_are_unknown() {
     // A registry whose CA the node does not have: TLS fails, unknown.
     let untrusting = checker(w.pull(PASSWORD, &[], vec![]));
     let tls = untrusting
-        .check(&format!("{}/ocb/os-image@{digest}", w.secure.host()))
+        .check(&format!("{}/ocb/os-image@{digest}", w.face.host()))
         .await;
     assert_eq!(tls.status(), Status::Unknown, "{tls:?}");
 }
@@ -209,13 +185,13 @@ async fn a_mirror_serves_what_its_source_cannot() {
     let digest = w.push("mirror/ocb/os-image", "copy").await;
     let dead = format!("127.0.0.1:{}", testkit::net::free_port().expect("port"));
     let image = format!("{dead}/ocb/os-image@{digest}");
-    let mirror = format!("{}/mirror/ocb", w.secure.host());
+    let mirror = format!("{}/mirror/ocb", w.face.host());
     let rule = |never| MirrorRule {
         source: format!("{dead}/ocb"),
         mirrors: vec![mirror.clone()],
         never_contact_source: never,
     };
-    let hosts = [w.secure.host(), dead.as_str()];
+    let hosts = [w.face.host(), dead.as_str()];
 
     let answer = checker(w.pull(PASSWORD, &hosts, vec![rule(false)]))
         .check(&image)
@@ -285,16 +261,15 @@ fn dump(dir: &std::path::Path, image: &str, host: &str, ca: &str) {
 async fn images_from_a_dump_with_an_authfile() {
     let w = world().await;
     let digest = w.push("ocb/os-image", "worker-1").await;
-    let image = format!("{}/ocb/os-image@{digest}", w.secure.host());
+    let image = format!("{}/ocb/os-image@{digest}", w.face.host());
     let dir = tempfile::tempdir().expect("tempdir");
     let gather = dir.path().join("must-gather");
     std::fs::create_dir(&gather).expect("mkdir");
-    dump(&gather, &image, w.secure.host(), &w.pki.ca_pem());
+    dump(&gather, &image, w.face.host(), &w.face.pki.ca_pem());
     let authfile = dir.path().join("auth.json");
     std::fs::write(
         &authfile,
-        json!({"auths": {w.secure.host(): {"auth": b64(&format!("{USER}:{PASSWORD}"))}}})
-            .to_string(),
+        json!({"auths": {w.face.host(): {"auth": b64(&format!("{USER}:{PASSWORD}"))}}}).to_string(),
     )
     .expect("authfile");
     let run = |extra: &[&str]| {

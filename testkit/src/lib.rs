@@ -38,6 +38,7 @@ pub mod mco;
 pub mod net;
 pub mod node;
 pub mod node_pull;
+pub mod node_registry;
 pub mod pki;
 pub mod poll;
 pub mod probe;

@@ -13,26 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use kube::api::{Api, DynamicObject, ListParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::ListParams;
 use reqwest::StatusCode;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde_json::Value;
 
 use crate::image_ref::ImageRef;
-
-fn api(
-    client: &kube::Client,
-    group: &str,
-    version: &str,
-    kind: &str,
-    plural: &str,
-) -> Api<DynamicObject> {
-    let resource =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-    Api::all_with(client.clone(), &resource)
-}
+use crate::node_registry::{CONTROLLER_CONFIGS, IMAGE_DIGEST_MIRROR_SETS, dynamic_api};
 
 fn decode(data: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD
@@ -47,16 +35,10 @@ struct NodeFiles {
 }
 
 async fn node_files(client: &kube::Client) -> Result<NodeFiles, String> {
-    let cc = api(
-        client,
-        "machineconfiguration.openshift.io",
-        "v1",
-        "ControllerConfig",
-        "controllerconfigs",
-    )
-    .get("machine-config-controller")
-    .await
-    .map_err(|e| format!("reading the ControllerConfig: {e}"))?;
+    let cc = dynamic_api(client, CONTROLLER_CONFIGS)
+        .get("machine-config-controller")
+        .await
+        .map_err(|e| format!("reading the ControllerConfig: {e}"))?;
     let spec = cc.data.get("spec").cloned().unwrap_or_default();
     let mut auths = BTreeMap::new();
     if let Some(secret) = spec["internalRegistryPullSecret"].as_str().and_then(decode) {
@@ -91,17 +73,11 @@ async fn node_files(client: &kube::Client) -> Result<NodeFiles, String> {
 /// `host/repo` places to pull from, in order.
 async fn places(client: &kube::Client, image: &ImageRef) -> Result<Vec<(String, String)>, String> {
     let name = format!("{}/{}", image.host, image.repo);
-    let sets = api(
-        client,
-        "config.openshift.io",
-        "v1",
-        "ImageDigestMirrorSet",
-        "imagedigestmirrorsets",
-    )
-    .list(&ListParams::default())
-    .await
-    .map(|l| l.items)
-    .unwrap_or_default();
+    let sets = dynamic_api(client, IMAGE_DIGEST_MIRROR_SETS)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
     let mut best: Option<(usize, Vec<String>, bool)> = None;
     for set in &sets {
         for m in set.data["spec"]["imageDigestMirrors"]

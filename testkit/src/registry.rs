@@ -37,24 +37,8 @@ impl Registry {
         let host = format!("127.0.0.1:{port}");
         let storage = dir.path().join("storage");
         std::fs::create_dir_all(&storage)?;
-        let config = dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\n\
-                 log:\n  level: info\n  formatter: text\n\
-                 storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n\
-                 \x20 maintenance:\n    uploadpurging:\n      enabled: false\n\
-                 http:\n  addr: {host}\n  secret: mosc-guard-e2e-not-secret\n",
-                storage = storage.display(),
-            ),
-        )?;
-        let mut cmd = Command::new(&bins.registry);
-        cmd.arg("serve")
-            .arg(&config)
-            // distribution v3 exports OpenTelemetry traces by default; there is no collector here.
-            .env("OTEL_TRACES_EXPORTER", "none")
-            .env("OTEL_SDK_DISABLED", "true");
+        let config = write_config(dir.path(), &storage, &host, "", "")?;
+        let cmd = registry_command(&bins.registry, &config);
         let mut process = ChildProcess::spawn("registry", cmd, &dir.path().join("registry.log"))?;
         let client = RegistryClient::new(&host)?;
         let probe_client = client.clone();
@@ -142,30 +126,20 @@ impl Registry {
         let host = format!("127.0.0.1:{port}");
         let bundle = dir.path().join("token-signer.crt");
         std::fs::write(&bundle, token.cert_pem())?;
-        let config = dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\n\
-                 log:\n  level: info\n  formatter: text\n\
-                 storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n\
-                 \x20 maintenance:\n    uploadpurging:\n      enabled: false\n\
-                 auth:\n  token:\n    realm: {realm}\n    service: {service}\n    issuer: {issuer}\n    rootcertbundle: {bundle}\n\
-                 http:\n  addr: {host}\n  secret: mosc-guard-e2e-not-secret\n  tls:\n    certificate: {cert}\n    key: {key}\n",
-                storage = self.storage.display(),
-                realm = token.realm(),
-                service = crate::https_stub::SERVICE,
-                issuer = crate::https_stub::ISSUER,
-                bundle = bundle.display(),
-                cert = serving.cert.display(),
-                key = serving.key.display(),
-            ),
-        )?;
-        let mut cmd = Command::new(&bins.registry);
-        cmd.arg("serve")
-            .arg(&config)
-            .env("OTEL_TRACES_EXPORTER", "none")
-            .env("OTEL_SDK_DISABLED", "true");
+        let auth = format!(
+            "auth:\n  token:\n    realm: {realm}\n    service: {service}\n    issuer: {issuer}\n    rootcertbundle: {bundle}\n",
+            realm = token.realm(),
+            service = crate::https_stub::SERVICE,
+            issuer = crate::https_stub::ISSUER,
+            bundle = bundle.display(),
+        );
+        let tls = format!(
+            "  tls:\n    certificate: {cert}\n    key: {key}\n",
+            cert = serving.cert.display(),
+            key = serving.key.display(),
+        );
+        let config = write_config(dir.path(), &self.storage, &host, &auth, &tls)?;
+        let cmd = registry_command(&bins.registry, &config);
         let mut process =
             ChildProcess::spawn("secure-registry", cmd, &dir.path().join("registry.log"))?;
         let probe_host = host.clone();
@@ -191,6 +165,42 @@ impl Registry {
             _dir: dir,
         })
     }
+}
+
+/// Writes `dir/config.yml`: filesystem `storage` with deletes, listening on `host`, with
+/// `auth` (a top-level section, or empty) and `http_extra` (lines under `http:`, or empty).
+fn write_config(
+    dir: &std::path::Path,
+    storage: &std::path::Path,
+    host: &str,
+    auth: &str,
+    http_extra: &str,
+) -> Result<std::path::PathBuf> {
+    let config = dir.join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\n\
+             log:\n  level: info\n  formatter: text\n\
+             storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n\
+             \x20 maintenance:\n    uploadpurging:\n      enabled: false\n\
+             {auth}\
+             http:\n  addr: {host}\n  secret: mosc-guard-e2e-not-secret\n{http_extra}",
+            storage = storage.display(),
+        ),
+    )?;
+    Ok(config)
+}
+
+/// `registry serve CONFIG`, without OpenTelemetry (distribution v3 exports traces by default;
+/// there is no collector here).
+fn registry_command(bin: &std::path::Path, config: &std::path::Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
+        .arg(config)
+        .env("OTEL_TRACES_EXPORTER", "none")
+        .env("OTEL_SDK_DISABLED", "true");
+    cmd
 }
 
 /// The HTTPS, token-authenticated face of a [`Registry`]'s storage; stops on Drop.
