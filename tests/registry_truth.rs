@@ -150,11 +150,27 @@ async fn hosts_that_cannot_tell_are_unknown() {
     )
     .await
     .expect("stub");
+    // A hostile registry: a 5 MiB "manifest" (the bound is 4 MiB), and one that redirects to
+    // itself forever.
+    let huge = "x".repeat(5 << 20);
+    let flood = Stub::start(
+        &w.face.serving,
+        200,
+        &[("Docker-Distribution-API-Version", "registry/2.0")],
+        &huge,
+    )
+    .await
+    .expect("stub");
+    let looping = Stub::start(&w.face.serving, 302, &[("Location", "/v2/again")], "")
+        .await
+        .expect("stub");
     let dead = format!("127.0.0.1:{}", testkit::net::free_port().expect("port"));
     let hosts = [
         w.face.host(),
         web.host(),
         liar.host(),
+        flood.host(),
+        looping.host(),
         failing.host(),
         dead.as_str(),
     ];
@@ -167,10 +183,20 @@ async fn hosts_that_cannot_tell_are_unknown() {
         ),
         ("a failing registry", failing.host()),
         ("nothing listening", dead.as_str()),
+        ("an answer larger than a manifest may be", flood.host()),
+        ("redirects without end", looping.host()),
     ] {
         let answer = node.check(&format!("{host}/ocb/os-image@{digest}")).await;
         assert_eq!(answer.status(), Status::Unknown, "{what}: {answer:?}");
     }
+    let flooded = node
+        .check(&format!("{}/ocb/os-image@{digest}", flood.host()))
+        .await;
+    assert!(flooded.verdict.why.contains("larger than"), "{flooded:?}");
+    let looped = node
+        .check(&format!("{}/ocb/os-image@{digest}", looping.host()))
+        .await;
+    assert!(looped.verdict.why.contains("redirect"), "{looped:?}");
     // A registry whose CA the node does not have: TLS fails, unknown.
     let untrusting = checker(w.pull(PASSWORD, &[], vec![]));
     let tls = untrusting
