@@ -9,15 +9,18 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
+use testkit::connect_proxy::ConnectProxy;
 use testkit::guard::GuardBin;
 use testkit::https_stub::Stub;
-use testkit::node_registry::{NODE_PASSWORD as PASSWORD, NODE_USER as USER, SecureFace};
+use testkit::node_registry::{
+    NODE_PASSWORD as PASSWORD, NODE_USER as USER, PROXIED_NAME, SecureFace,
+};
 use testkit::registry::Registry;
 
 use mosc_guard::access::registry::{Checker, Limits};
 use mosc_guard::core::registry::Status;
 use mosc_guard::core::registry::auth::{AuthFile, Credential};
-use mosc_guard::core::registry::node_config::{PullConfig, RegistryTrust};
+use mosc_guard::core::registry::node_config::{ProxySettings, PullConfig, RegistryTrust};
 use mosc_guard::core::registry::sources::{MirrorRule, merge};
 
 const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
@@ -340,4 +343,32 @@ async fn images_from_a_dump_with_an_authfile() {
     std::fs::write(&bad, "{not json").expect("write");
     let unreadable = run(&["--authfile", bad.to_str().expect("utf-8")]);
     assert_eq!(unreadable.code, Some(2), "{unreadable:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_cluster_proxy_but_not_to_loopback() {
+    let w = world().await;
+    let digest = w.push("ocb/os-image", "worker-1").await;
+    // A registry only the proxy can reach, by a name no DNS resolves.
+    let port = w.face.host().rsplit_once(':').expect("port").1;
+    let name = format!("{PROXIED_NAME}:{port}");
+    let proxy = ConnectProxy::start([(name.clone(), w.face.host().to_string())].into())
+        .await
+        .expect("proxy");
+    let mut config = w.pull(PASSWORD, &[&name], vec![]);
+    config.auths = AuthFile::from_entries([(name.clone(), Credential::new(USER, PASSWORD))]);
+    config.proxy = ProxySettings {
+        http_proxy: None,
+        https_proxy: Some(proxy.url()),
+        no_proxy: Some(".cluster.local,.svc,10.0.0.0/16".into()),
+    };
+    let image = format!("{name}/ocb/os-image@{digest}");
+    let served = checker(config).check(&image).await;
+    assert_eq!(served.status(), Status::Available, "{served:?}");
+    // The manifest went through the tunnel. The token service is on 127.0.0.1, which Go never
+    // proxies, and this proxy refuses any name but the registry's: the token came directly.
+    assert!(proxy.tunnels() >= 1, "the proxy carried the pull");
+    // (NO_PROXY naming the registry would send the request directly, to a name only the proxy
+    // knows: the DNS lookup that takes is left to the table tests of `proxy_for`, so that no test
+    // here sends a packet off this machine.)
 }

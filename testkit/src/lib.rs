@@ -23,6 +23,7 @@
 pub mod binaries;
 pub mod cli;
 pub mod clusterversion;
+pub mod connect_proxy;
 pub mod controlplane;
 pub mod crds;
 pub mod forwarder;

@@ -18,6 +18,10 @@ pub const NODE_USER: &str = "machine-os-puller";
 /// Its password: tests check that it appears in no output, log, Event or metric.
 pub const NODE_PASSWORD: &str = "node-pull-SECRET-9f8e7d";
 
+/// A name the registry's certificate carries that no DNS resolves: only a proxy that knows
+/// where it is can reach it ([`crate::connect_proxy`]), as behind a cluster proxy.
+pub const PROXIED_NAME: &str = "registry.proxied.test";
+
 /// The TLS, token-authenticated face of an open registry's storage, and what it takes to trust
 /// it.
 pub struct SecureFace {
@@ -35,7 +39,7 @@ impl SecureFace {
         crate::tls::ensure_crypto_provider();
         let dir = crate::temp_dir("mosc-guard-node-registry-")?;
         let pki = Pki::new(dir.path())?;
-        let serving = pki.server_cert("registry", &["127.0.0.1", "localhost"])?;
+        let serving = pki.server_cert("registry", &["127.0.0.1", "localhost", PROXIED_NAME])?;
         let token = TokenServer::start(&serving, NODE_USER, NODE_PASSWORD).await?;
         let secure = open.secure_front(&serving, &token).await?;
         Ok(SecureFace {

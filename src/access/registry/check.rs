@@ -279,8 +279,15 @@ impl Checker {
                 match challenge {
                     Some(Challenge::Bearer { realm, service }) => {
                         self.count();
+                        let realm_client = match self
+                            .clients
+                            .for_request(&place.host, token::host_of(&realm))
+                        {
+                            Ok(c) => c,
+                            Err(e) => return Reply::TokenRefused(e),
+                        };
                         let fetched = token::fetch(
-                            client,
+                            &realm_client,
                             &realm,
                             service.as_deref(),
                             &place.repository,

@@ -1,6 +1,7 @@
-//! One HTTP client per registry host, configured as the node's pull is: the system roots plus
-//! the cluster's trust bundle plus that host's CA, the cluster proxy unless `NO_PROXY` skips the
-//! host, bounded redirects and timeouts; and bounded reads of response bodies.
+//! One HTTP client per registry host (and per token service a registry sends the client to),
+//! configured as the node's pull is: the system roots plus the cluster's trust bundle plus the
+//! registry's CA, the cluster proxy unless `NO_PROXY` (or Go's loopback rule) skips the host the
+//! request goes to, bounded redirects and timeouts; and bounded reads of response bodies.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,20 +48,29 @@ impl Clients {
 
     /// The client for `host` (`host[:port]`), built on first use.
     pub fn for_host(&self, host: &str) -> Result<reqwest::Client, String> {
-        let key = host.to_ascii_lowercase();
+        self.for_request(host, host)
+    }
+
+    /// The client for a request to `target` made on behalf of registry `registry`: the
+    /// registry's trust (containers/image uses the registry's `certs.d` for its token requests
+    /// too), and the proxy as `target` decides it (Go's proxy function runs per request URL,
+    /// so a token service on a `NO_PROXY` or loopback host is reached directly).
+    pub fn for_request(&self, registry: &str, target: &str) -> Result<reqwest::Client, String> {
+        let (registry, target) = (registry.to_ascii_lowercase(), target.to_ascii_lowercase());
+        let key = format!("{registry} {target}");
         if let Ok(map) = self.by_host.lock()
             && let Some(c) = map.get(&key)
         {
             return Ok(c.clone());
         }
-        let client = self.build(&key)?;
+        let client = self.build(&registry, &target)?;
         if let Ok(mut map) = self.by_host.lock() {
             map.insert(key, client.clone());
         }
         Ok(client)
     }
 
-    fn build(&self, host: &str) -> Result<reqwest::Client, String> {
+    fn build(&self, host: &str, target: &str) -> Result<reqwest::Client, String> {
         let mut roots = rustls::RootCertStore::empty();
         let (added, _ignored) = roots.add_parsable_certificates(self.system_roots.iter().cloned());
         let mut extra = 0;
@@ -100,7 +110,7 @@ impl Clients {
             .timeout(self.request_timeout)
             .redirect(reqwest::redirect::Policy::limited(self.redirects))
             .user_agent(concat!("mosc-guard/", env!("CARGO_PKG_VERSION")));
-        builder = match self.config.proxy.proxy_for(host) {
+        builder = match self.config.proxy.proxy_for(target) {
             Some(url) => builder.proxy(
                 reqwest::Proxy::all(url)
                     .map_err(|_| "the cluster proxy's httpsProxy is not a URL".to_string())?,
@@ -109,7 +119,7 @@ impl Clients {
         };
         builder
             .build()
-            .map_err(|e| format!("building the HTTP client for {host}: {}", chain(&e)))
+            .map_err(|e| format!("building the HTTP client for {target}: {}", chain(&e)))
     }
 }
 

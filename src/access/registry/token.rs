@@ -130,8 +130,8 @@ pub async fn fetch(
     Ok(Token { value, lifetime })
 }
 
-/// The host of a URL, for words (never its query).
-fn host_of(url: &str) -> &str {
+/// The host (`host[:port]`) of a URL, for words (never its query) and the proxy decision.
+pub fn host_of(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let authority = rest.split(['/', '?']).next().unwrap_or(rest);
     authority.rsplit_once('@').map_or(authority, |(_, h)| h)
