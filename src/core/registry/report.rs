@@ -261,7 +261,10 @@ mod tests {
     #[test]
     fn words_for_an_image_already_gone() {
         let served = Served {
-            image: "quay.example/ocb/os@sha256:0123456789abcdef0123".into(),
+            image: format!(
+                "quay.example/ocb/os@sha256:{}",
+                "0123456789abcdef".repeat(4)
+            ),
             status: Status::Missing,
             why: "MANIFEST_UNKNOWN".into(),
         };
