@@ -97,7 +97,7 @@ pub async fn run<V: ClusterView>(
 ) {
     let metrics = Arc::clone(&engine.metrics);
     let mut known: HashMap<String, Known> = HashMap::new();
-    let mut checker: Option<(Arc<Checker>, Instant)> = None;
+    let mut checker: Option<Arc<Checker>> = None;
     let mut config_error: Option<String> = None;
     // When the pull configuration is read next: every interval, or after `retry` while it fails.
     let mut next_read = Instant::now();
@@ -115,14 +115,16 @@ pub async fn run<V: ClusterView>(
         if Instant::now() >= next_read {
             match registry::pull_config(&cluster.client).await {
                 Ok(config) => {
-                    if let Some((old, _)) = &checker {
-                        metrics.registry_requests(old.requests() - reported_requests);
+                    // A new checker only for a new configuration: the old one's tokens and
+                    // pings stay valid otherwise (a token saves two requests per image).
+                    let same = checker.as_ref().is_some_and(|c| *c.config() == config);
+                    if !same {
+                        if let Some(old) = &checker {
+                            metrics.registry_requests(old.requests() - reported_requests);
+                        }
+                        reported_requests = 0;
+                        checker = Some(Arc::new(Checker::new(config, Limits::default())));
                     }
-                    reported_requests = 0;
-                    checker = Some((
-                        Arc::new(Checker::new(config, Limits::default())),
-                        Instant::now(),
-                    ));
                     config_error = None;
                     next_read = Instant::now() + settings.interval;
                 }
@@ -151,7 +153,7 @@ pub async fn run<V: ClusterView>(
             .map(|n| n.image.clone())
             .collect();
         let answers: Vec<(String, Verdict)> = match (&checker, &config_error) {
-            (Some((c, _)), None) => c
+            (Some(c), None) => c
                 .check_all(&due)
                 .await
                 .into_iter()
@@ -171,7 +173,7 @@ pub async fn run<V: ClusterView>(
                 .collect(),
             (None, None) => Vec::new(),
         };
-        if let Some((c, _)) = &checker {
+        if let Some(c) = &checker {
             let total = c.requests();
             metrics.registry_requests(total - reported_requests);
             reported_requests = total;

@@ -25,7 +25,7 @@ use super::auth::{AuthError, AuthFile};
 use super::sources::MirrorRule;
 
 /// Everything a pull as the node makes it reads: credentials, CAs, proxy, mirrors.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PullConfig {
     pub auths: AuthFile,
     pub trust: RegistryTrust,
