@@ -16,10 +16,13 @@
 //!   mutation.
 //! - [`defer`]: defer mode's finalizer controller, its leader election, and removing
 //!   finalizers on uninstall.
+//! - [`audit`]: `serve`'s registry audit: is every image a node needs still served, asked as
+//!   the node pulls it, beside admission and never on its path.
 //! - [`telemetry`]: Prometheus metrics (every label set bounded) and Kubernetes Events.
 //! - [`cli`]: the command line, which wires the shells together.
 
 pub mod access;
+pub mod audit;
 pub mod cli;
 pub mod core;
 pub mod decision;

@@ -168,6 +168,10 @@ fn exported_metrics() -> BTreeSet<String> {
         metrics.confirmation(result);
     }
     metrics.nodes_stuck([("worker".to_string(), 1)]);
+    metrics.needed_images(&mosc_guard::core::registry::report::pool_counts(
+        ["worker"],
+        [],
+    ));
     let text = metrics.render(&[("nodes", 1)], &[("nodes", false)], true);
     let mut names = BTreeSet::new();
     for line in text.lines() {

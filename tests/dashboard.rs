@@ -82,6 +82,11 @@ fn exported() -> BTreeSet<String> {
     m.finalizer_removed(mosc_guard::core::finalizer::RemovalReason::Settled, 5.0);
     m.controller_error(mosc_guard::core::finalizer::Failure::Conflict);
     m.deletion_blocked([("worker".to_owned(), Blocked::Node)]);
+    m.needed_images(&mosc_guard::core::registry::report::pool_counts(
+        ["worker"],
+        [],
+    ));
+    m.registry_check(mosc_guard::core::registry::Status::Available);
     let text = m.render(&[("nodes", 1)], &[("nodes", false)], true);
     let mut names = BTreeSet::new();
     for line in text.lines() {
@@ -208,6 +213,7 @@ fn the_dashboard_has_the_panels_operators_need() {
         "Cache staleness",
         "Blocked MachineOSConfigs",
         "Deferred deletions",
+        "Needed images not served, per pool",
     ] {
         assert!(titles.contains(want), "no panel {want:?}: {titles:?}");
     }

@@ -2,7 +2,8 @@
 //!
 //! `make install-plugin PREFIX=<tmp> PLUGIN_BIN=<the test build>` installs it (the Makefile's
 //! own recipe, without the release build), then the real `/usr/bin/kubectl` runs it from PATH:
-//! `kubectl mosc-guard --version`, `kubectl mosc-guard check ... --from-dir` on a fixture (the
+//! `kubectl mosc-guard --version`, `kubectl mosc-guard images --from-dir` on an empty dump,
+//! `kubectl mosc-guard check ... --from-dir` on a fixture (the
 //! same output and exit status as the binary run directly), `kubectl mosc-guard recover
 //! --from-dir` on a degraded pool's must-gather, and `kubectl plugin list` finds it. The krew manifest (`plugins/mosc-guard.yaml`) names the file kubectl looks for and
 //! carries the placeholder sha256 on the line the release step rewrites; the release archive
@@ -141,6 +142,18 @@ fn kubectl_runs_the_installed_plugin() {
         "{}",
         text(&out)
     );
+
+    // `images` too: a dump with nothing layered needs no image, and asks no registry.
+    let empty = tempfile::tempdir().expect("tempdir");
+    let dir = empty.path().to_str().expect("utf-8");
+    let out = kubectl(
+        bin_dir,
+        home.path(),
+        &["mosc-guard", "images", "--from-dir", dir, "-o", "json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(listed["images"], serde_json::json!([]), "{}", text(&out));
 
     // kubectl finds it among its plugins, under the name it runs it by.
     let out = kubectl(bin_dir, home.path(), &["plugin", "list"]);

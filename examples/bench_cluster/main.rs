@@ -19,6 +19,11 @@
 //!   consistent-read floor: the confirming read's own requests made by this benchmark
 //!   ([`floor`]), reported per phase.
 //!
+//! - the registry audit: the nodes' image lives in a real registry behind TLS and token auth
+//!   (`testkit::node_registry`), named by the ControllerConfig as on a cluster; the guard asks it
+//!   every `REGISTRY_INTERVAL` seconds (default 10) throughout. The table shows the audit's
+//!   checks and HTTP requests per distinct image and interval: one image, however many nodes.
+//!
 //! It ends with one table: the guard's p50/p99 of each kind and their ratios to the floor's
 //! measured in the same phase, the ratio of the concurrent allows' p99 to the single allows',
 //! how every request was answered, and how busy the machine was with work other than this
@@ -45,8 +50,10 @@ use std::time::{Duration, Instant};
 use testkit::Result;
 use testkit::controlplane::ControlPlane;
 use testkit::guard::GuardBin;
+use testkit::node_registry::SecureFace;
+use testkit::registry::Registry;
 use testkit::scenario::create_pool;
-use testkit::scenario::objects::{create_built_mosc, image};
+use testkit::scenario::objects::create_built_mosc;
 use testkit::webhooks::register_validating_webhook;
 
 use floor::NodeFence;
@@ -69,6 +76,10 @@ pub struct Settings {
     concurrent: usize,
     rounds: u64,
     guard_args: Vec<String>,
+    registry_interval: u64,
+    /// The image the node put mid-update runs: in the benchmark's registry, never pushed (so
+    /// the audit asks a registry on this machine, which answers missing).
+    mid_update_image: String,
 }
 
 impl Settings {
@@ -79,6 +90,8 @@ impl Settings {
             samples: env_or("SAMPLES", 200),
             concurrent: env_or("CONCURRENT", 4) as usize,
             rounds: env_or("ROUNDS", 100),
+            registry_interval: env_or("REGISTRY_INTERVAL", 10).max(1),
+            mid_update_image: String::new(),
             guard_args: std::env::var("GUARD_ARGS")
                 .unwrap_or_default()
                 .split_whitespace()
@@ -108,7 +121,7 @@ fn main() -> ExitCode {
 async fn run() -> Result<()> {
     // Fail before starting any server when the product binary is missing.
     let bin = GuardBin::from_env()?;
-    let s = Settings::from_env();
+    let mut s = Settings::from_env();
     let n = s.nodes;
     if n == 0 {
         return Err(
@@ -122,7 +135,25 @@ async fn run() -> Result<()> {
 
     let cp = ControlPlane::start_with_etcd_args(&["--quota-backend-bytes=8589934592"]).await?;
     let client = cp.client();
-    let img = image("5a");
+    // The nodes' image, in a registry as nodes reach it; the ControllerConfig says how.
+    let open = Registry::start().await?;
+    let face = SecureFace::over(&open).await?;
+    face.install_controller_config(&client).await?;
+    let digest = open
+        .push_image(
+            "openshift-machine-config-operator/ocb-image",
+            "worker-bench",
+        )
+        .await?;
+    let img = format!(
+        "{}/openshift-machine-config-operator/ocb-image@{digest}",
+        face.host()
+    );
+    s.mid_update_image = format!(
+        "{}/openshift-machine-config-operator/ocb-image@sha256:{}",
+        face.host(),
+        "4b".repeat(32)
+    );
     create_pool(&client, "worker", "node-role.kubernetes.io/worker", 1).await?;
     create_built_mosc(&client, "worker", &img).await?;
     cluster::create_nodes(&client, n, &img).await?;
@@ -162,7 +193,9 @@ async fn run() -> Result<()> {
     }
 
     // 3. The guard.
-    let args: Vec<&str> = s.guard_args.iter().map(String::as_str).collect();
+    let interval_arg = format!("--registry-check-interval={}", s.registry_interval);
+    let mut args: Vec<&str> = s.guard_args.iter().map(String::as_str).collect();
+    args.push(&interval_arg);
     let spawned = Instant::now();
     let guard = bin
         .serve(&cp)
@@ -309,6 +342,21 @@ async fn run() -> Result<()> {
         "confirmations' nodes from the node cache / from a node list",
         sources,
     );
+    let checks = ["available", "missing", "unknown"]
+        .map(|r| series("mosc_guard_registry_checks_total", "result", r));
+    let requests =
+        testkit::probe::metric(&metrics, "mosc_guard_registry_requests_total").unwrap_or(0.0);
+    let audited_for = spawned.elapsed().as_secs_f64();
+    row(
+        &format!(
+            "registry audit over {audited_for:.0} s, one ask per image per {} s: distinct images needed (the pool's, and from the refusals on the mid-update node's, never pushed) / nodes; checks available / missing / unknown; HTTP requests",
+            s.registry_interval
+        ),
+        format!(
+            "2 / {n}; {:.0} / {:.0} / {:.0}; {requests:.0}",
+            checks[0], checks[1], checks[2]
+        ),
+    );
     row("allow-all webhook p50 / p99", baseline.p50_p99());
     row("no webhook p50 / p99", none.p50_p99());
     let worst = [&run.single, &run.together, &run.refusals]
@@ -320,5 +368,7 @@ async fn run() -> Result<()> {
          {c} at once against single allows, p99: {p99_ratio:.2}x (target <= 1.20x)"
     );
     drop(allow_all);
+    drop(face);
+    drop(open);
     Ok(())
 }

@@ -12,7 +12,6 @@ use testkit::Result;
 use testkit::guard::Guard;
 use testkit::mco::{self, CURRENT_IMAGE, STATE};
 use testkit::realistic;
-use testkit::scenario::objects::image;
 
 use crate::Settings;
 use crate::floor::{self, NodeFence};
@@ -179,7 +178,7 @@ pub async fn measure_guard(
             &realistic::node_name(0),
             &PatchParams::default(),
             &Patch::Merge(
-                json!({"metadata": {"annotations": {CURRENT_IMAGE: image("4b"), STATE: "Working"}}}),
+                json!({"metadata": {"annotations": {CURRENT_IMAGE: &s.mid_update_image, STATE: "Working"}}}),
             ),
         )
         .await?;

@@ -9,5 +9,6 @@ pub mod live;
 pub mod memory;
 pub mod node_cache;
 pub mod recovery;
+pub mod registry;
 pub mod view;
 pub mod watch;

@@ -57,6 +57,12 @@ pub enum Command {
     /// first); with --apply, cancel them one at a time on the live cluster and wait for each.
     /// Exit status: 0 nothing needs a person, 1 some node does, 2 error.
     Recover(RecoverArgs),
+    /// Every image nodes, MachineOSConfigs and succeeded builds need, and whether its registry
+    /// still serves it, asked where and as a node pulls it (the node's pull secret, CAs, proxy
+    /// and mirrors; read-only).
+    /// Exit status: 0 every image a node or a MachineOSConfig needs is available, 1 one is
+    /// missing or unknown, 2 the input cannot be read.
+    Images(ImagesArgs),
 }
 
 /// Which cluster to talk to.
@@ -203,6 +209,11 @@ pub struct ServeArgs {
     /// host name and process id).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// Seconds between asks of each image nodes need from its registry, as a node pulls it
+    /// (a node's new target is asked within seconds; an answer other than available is asked
+    /// again sooner). 0 turns the registry audit off. Live clusters only.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    pub registry_check_interval: u64,
 }
 
 #[derive(Debug, Args)]
@@ -222,6 +233,29 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
     pub output: Output,
+    /// Do not ask the registry whether the images the deletion would remove are still served
+    /// (live only; a dump is never asked). The answer never changes the exit status.
+    #[arg(long)]
+    pub no_registry: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ImagesArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub dump: DumpArgs,
+    /// With --from-dir: the credentials nodes pull with, as a containers/docker auth file
+    /// (`{"auths": {...}}`, e.g. the global pull secret's `.dockerconfigjson`); a dump holds no
+    /// secrets. Live, the ControllerConfig's internalRegistryPullSecret is used, as on nodes.
+    #[arg(long, value_name = "FILE", requires = "from_dir")]
+    pub authfile: Option<std::path::PathBuf>,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Seconds one image may take (every place it is pulled from); past it, unknown.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    pub image_timeout: u64,
 }
 
 #[derive(Debug, Args)]

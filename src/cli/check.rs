@@ -5,12 +5,15 @@ use std::process::ExitCode;
 
 use crate::access::dump::Want;
 use crate::access::live;
+use crate::access::registry::{self, Checker, Limits, PullConfigError};
 use crate::cli::args::{CheckArgs, Output};
 use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
 use crate::cli::notes;
 use crate::core::policy::{self, Deletion, PolicyMode, TargetKind};
 use crate::core::recovery::{self, stuck::stuck_nodes};
+use crate::core::registry::Status;
+use crate::core::registry::report::{Served, already_gone};
 use crate::core::report::{self, Report};
 use crate::core::snapshot::Snapshot;
 
@@ -72,14 +75,65 @@ async fn run_check(args: &CheckArgs) -> Result<bool, CliError> {
             hint,
         }
     })?;
+    let served = registry_answers(args, &verdict).await;
     match args.output {
-        Output::Text => println!("{}", report::text(&verdict)),
+        Output::Text => {
+            println!("{}", report::text(&verdict));
+            for s in served
+                .iter()
+                .flatten()
+                .filter(|s| s.status == Status::Missing)
+            {
+                println!("Note: {}", already_gone(s));
+            }
+        }
         Output::Json => {
-            let json = serde_json::to_string_pretty(&Report::new(&verdict, notes))?;
-            println!("{json}");
+            let report = Report::new(&verdict, notes);
+            let report = match served {
+                Some(served) => report.with_registry(served),
+                None => report,
+            };
+            println!("{}", serde_json::to_string_pretty(&report)?);
         }
     }
     Ok(verdict.allowed)
+}
+
+/// Live, unless `--no-registry`: what the registry answers for each image the deletion guards,
+/// asked as a node pulls. `None` when not asked: a dump (no credentials), no guarded image, or
+/// a cluster that does not serve the ControllerConfig (not OpenShift); a ControllerConfig that
+/// cannot be read is a warning. The exit status never depends on it: deleting is the question.
+async fn registry_answers(args: &CheckArgs, verdict: &policy::Verdict) -> Option<Vec<Served>> {
+    if args.no_registry || args.source.dump.from_dir.is_some() || verdict.images.is_empty() {
+        return None;
+    }
+    let client = args.source.cluster.client().await.ok()?;
+    let pull = match registry::pull_config(&client).await {
+        Ok(pull) => pull,
+        Err(PullConfigError::NoControllerConfig) => {
+            tracing::debug!("the registry is not asked: the cluster has no ControllerConfig");
+            return None;
+        }
+        Err(e) => {
+            eprintln!(
+                "warning: the registry was not asked whether the images are still served: {e}"
+            );
+            return None;
+        }
+    };
+    let checker = Checker::new(pull, Limits::default());
+    let images: Vec<String> = verdict.images.iter().map(|g| g.image.clone()).collect();
+    let answers = checker.check_all(&images).await;
+    Some(
+        answers
+            .into_iter()
+            .map(|a| Served {
+                image: a.image,
+                status: a.verdict.status,
+                why: a.verdict.why,
+            })
+            .collect(),
+    )
 }
 
 /// The snapshots to decide from (one, or one per combination of disagreeing copies in a dump),

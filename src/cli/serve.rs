@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::access::caches::Caches;
 use crate::access::view::{ClusterView, ReleaseOverride, StaticView};
+use crate::audit;
 use crate::cli::args::{ClusterArgs, ServeArgs};
 use crate::cli::dump::load_static;
 use crate::cli::error::{CliError, ConfigError};
@@ -65,6 +66,8 @@ pub struct ServeConfig {
     pub lease_namespace: String,
     pub lease_name: String,
     pub identity: String,
+    /// `--registry-check-interval`; `None` when 0 (off).
+    pub registry_check: Option<Duration>,
 }
 
 impl TryFrom<ServeArgs> for ServeConfig {
@@ -125,6 +128,8 @@ impl TryFrom<ServeArgs> for ServeConfig {
             lease_namespace: args.lease_namespace,
             lease_name: args.lease_name,
             identity: args.identity.unwrap_or_else(default_identity),
+            registry_check: (args.registry_check_interval > 0)
+                .then(|| secs(args.registry_check_interval)),
         })
     }
 }
@@ -249,6 +254,18 @@ async fn run_live<V: ClusterView>(
         config.identity.clone(),
     );
     let add = admission.adds_finalizers();
+    // The registry audit: its own task, never on the admission path.
+    let audit = config.registry_check.map(|interval| {
+        tokio::spawn(audit::run(
+            Arc::clone(admission.engine()),
+            audit::Cluster {
+                client: client.clone(),
+                events: events.clone(),
+            },
+            audit::Settings::every(interval),
+            shutdown.clone(),
+        ))
+    });
     let election = {
         let engine = Arc::clone(admission.engine());
         let metrics = Arc::clone(&engine.metrics);
@@ -282,6 +299,9 @@ async fn run_live<V: ClusterView>(
         .is_err()
     {
         tracing::warn!("leader election did not stop within 15 s");
+    }
+    if let Some(audit) = audit {
+        audit.abort();
     }
 }
 

@@ -11,6 +11,7 @@ pub mod node_controller;
 pub mod outcome;
 pub mod policy;
 pub mod recovery;
+pub mod registry;
 pub mod release;
 pub mod report;
 pub mod selector;

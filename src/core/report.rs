@@ -21,6 +21,10 @@ pub struct Report<'a> {
     pub joining_machines: &'a [JoiningMachine],
     pub release: ReleaseReport<'a>,
     pub warnings: Vec<String>,
+    /// What the registry answered for each guarded image, asked as a node pulls (live `check`
+    /// only; absent when the registry was not asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry: Option<Vec<crate::core::registry::report::Served>>,
 }
 
 /// The release(s) whose rules decided.
@@ -69,7 +73,20 @@ impl<'a> Report<'a> {
                 rules: verdict.rules.row_names(),
             },
             warnings,
+            registry: None,
         }
+    }
+
+    /// The registry's answers for the guarded images; an image already gone adds a warning.
+    pub fn with_registry(mut self, served: Vec<crate::core::registry::report::Served>) -> Self {
+        self.warnings.extend(
+            served
+                .iter()
+                .filter(|s| s.status == crate::core::registry::Status::Missing)
+                .map(crate::core::registry::report::already_gone),
+        );
+        self.registry = Some(served);
+        self
     }
 }
 

@@ -11,6 +11,8 @@ use prometheus_client::registry::Registry;
 use crate::core::finalizer::{Failure, RemovalReason};
 use crate::core::outcome::{Mutation, Outcome};
 use crate::core::policy::Blocked;
+use crate::core::registry::Status;
+use crate::core::registry::needed::Need;
 use crate::core::release::Rules;
 
 /// Every label value below is a `label()` of a domain enum or a fixed string.
@@ -51,6 +53,16 @@ struct ReleaseRowLabels {
 struct PoolLabels {
     /// A MachineConfigPool's name: as many as the cluster has pools.
     pool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NeededImageLabels {
+    /// A MachineConfigPool's name.
+    pool: String,
+    /// `pending` (a node is about to pull it) or `running`.
+    need: &'static str,
+    /// `missing` or `unknown`.
+    status: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -119,6 +131,9 @@ pub struct Metrics {
     release_rows: Family<ReleaseRowLabels, Gauge>,
     deletion_blocked: Family<BlockedLabels, Gauge>,
     stuck: Family<PoolLabels, Gauge>,
+    needed_images: Family<NeededImageLabels, Gauge>,
+    registry_requests: Counter,
+    registry_checks: Family<ResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -259,6 +274,26 @@ impl Default for Metrics {
              them, MCO never recovers them, and `mosc-guard recover` does",
             stuck.clone(),
         );
+        let needed_images = Family::<NeededImageLabels, Gauge>::default();
+        registry.register(
+            "needed_images",
+            "Distinct images nodes of the pool need that their registry does not serve \
+             (status missing: the registry says it is gone; unknown: it could not tell), asked \
+             as a node pulls; need pending: a node is about to pull it, running: nodes run it",
+            needed_images.clone(),
+        );
+        let registry_requests = Counter::default();
+        registry.register(
+            "registry_requests",
+            "HTTP requests the registry audit made (pings, manifests, tokens)",
+            registry_requests.clone(),
+        );
+        let registry_checks = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "registry_checks",
+            "Images the registry audit asked about, by answer (available, missing, unknown)",
+            registry_checks.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -281,6 +316,9 @@ impl Default for Metrics {
             release_rows,
             deletion_blocked,
             stuck,
+            needed_images,
+            registry_requests,
+            registry_checks,
         }
     }
 }
@@ -352,6 +390,42 @@ impl Metrics {
     pub fn set_deferred(&self, n: usize, oldest: Option<i64>) {
         self.deferred.set(i64::try_from(n).unwrap_or(i64::MAX));
         self.oldest_deferred.set(oldest.unwrap_or(0));
+    }
+
+    /// The registry audit's counts per (pool, need, status), replaced whole.
+    pub fn needed_images(
+        &self,
+        counts: &std::collections::BTreeMap<(String, Need, Status), usize>,
+    ) {
+        self.needed_images.clear();
+        for ((pool, need, status), n) in counts {
+            self.needed_images
+                .get_or_create(&NeededImageLabels {
+                    pool: pool.clone(),
+                    need: need.label(),
+                    status: status.label(),
+                })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// One image the audit asked about, and the requests it took so far (a running total).
+    pub fn registry_check(&self, status: Status) {
+        self.registry_checks
+            .get_or_create(&ResultLabels {
+                result: status.label(),
+            })
+            .inc();
+    }
+
+    /// Adds the audit's requests since it last reported.
+    pub fn registry_requests(&self, n: u64) {
+        self.registry_requests.inc_by(n);
+    }
+
+    /// Whether this replica holds the Lease (the one that writes the audit's Events).
+    pub fn is_leader(&self) -> bool {
+        self.leader.get() == 1
     }
 
     pub fn set_leader(&self, leader: bool) {

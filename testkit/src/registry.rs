@@ -17,6 +17,7 @@ pub struct Registry {
     process: ChildProcess,
     client: RegistryClient,
     host: String,
+    storage: std::path::PathBuf,
     // Dropped last: the process must be gone before its storage is removed.
     _dir: TempDir,
 }
@@ -36,24 +37,8 @@ impl Registry {
         let host = format!("127.0.0.1:{port}");
         let storage = dir.path().join("storage");
         std::fs::create_dir_all(&storage)?;
-        let config = dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\n\
-                 log:\n  level: info\n  formatter: text\n\
-                 storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n\
-                 \x20 maintenance:\n    uploadpurging:\n      enabled: false\n\
-                 http:\n  addr: {host}\n  secret: mosc-guard-e2e-not-secret\n",
-                storage = storage.display(),
-            ),
-        )?;
-        let mut cmd = Command::new(&bins.registry);
-        cmd.arg("serve")
-            .arg(&config)
-            // distribution v3 exports OpenTelemetry traces by default; there is no collector here.
-            .env("OTEL_TRACES_EXPORTER", "none")
-            .env("OTEL_SDK_DISABLED", "true");
+        let config = write_config(dir.path(), &storage, &host, "", "")?;
+        let cmd = registry_command(&bins.registry, &config);
         let mut process = ChildProcess::spawn("registry", cmd, &dir.path().join("registry.log"))?;
         let client = RegistryClient::new(&host)?;
         let probe_client = client.clone();
@@ -73,6 +58,7 @@ impl Registry {
             process,
             client,
             host,
+            storage,
             _dir: dir,
         })
     }
@@ -114,5 +100,125 @@ impl Registry {
     /// Deletes a manifest by digest; `Ok(false)` when it was already gone.
     pub async fn delete_manifest(&self, repo: &str, digest: &str) -> Result<bool> {
         self.client.delete_manifest(repo, digest).await
+    }
+
+    /// A second registry on the same storage, as nodes reach a production one: HTTPS with
+    /// `serving`'s certificate and Docker token auth against `token` (distribution's
+    /// `auth.token`). What this (plain, open) registry pushes or deletes, the secure one serves
+    /// or has lost at once: a deletion here is a deletion behind the guard's back, as a
+    /// retention policy makes it.
+    pub async fn secure_front(
+        &self,
+        serving: &crate::pki::CertPair,
+        token: &crate::https_stub::TokenServer,
+    ) -> Result<SecureRegistry> {
+        retry_on_port_clash("secure registry", || self.secure_front_once(serving, token)).await
+    }
+
+    async fn secure_front_once(
+        &self,
+        serving: &crate::pki::CertPair,
+        token: &crate::https_stub::TokenServer,
+    ) -> Result<SecureRegistry> {
+        let bins = tokio::task::spawn_blocking(binaries).await??;
+        let dir = temp_dir("mosc-guard-secure-registry-")?;
+        let port = free_port()?;
+        let host = format!("127.0.0.1:{port}");
+        let bundle = dir.path().join("token-signer.crt");
+        std::fs::write(&bundle, token.cert_pem())?;
+        let auth = format!(
+            "auth:\n  token:\n    realm: {realm}\n    service: {service}\n    issuer: {issuer}\n    rootcertbundle: {bundle}\n",
+            realm = token.realm(),
+            service = crate::https_stub::SERVICE,
+            issuer = crate::https_stub::ISSUER,
+            bundle = bundle.display(),
+        );
+        let tls = format!(
+            "  tls:\n    certificate: {cert}\n    key: {key}\n",
+            cert = serving.cert.display(),
+            key = serving.key.display(),
+        );
+        let config = write_config(dir.path(), &self.storage, &host, &auth, &tls)?;
+        let cmd = registry_command(&bins.registry, &config);
+        let mut process =
+            ChildProcess::spawn("secure-registry", cmd, &dir.path().join("registry.log"))?;
+        let probe_host = host.clone();
+        process
+            .wait_ready(
+                "TCP connect",
+                Duration::from_secs(30),
+                Duration::from_millis(50),
+                || {
+                    let h = probe_host.clone();
+                    async move {
+                        tokio::net::TcpStream::connect(&h)
+                            .await
+                            .map(|_| ())
+                            .map_err(Into::into)
+                    }
+                },
+            )
+            .await?;
+        Ok(SecureRegistry {
+            process,
+            host,
+            _dir: dir,
+        })
+    }
+}
+
+/// Writes `dir/config.yml`: filesystem `storage` with deletes, listening on `host`, with
+/// `auth` (a top-level section, or empty) and `http_extra` (lines under `http:`, or empty).
+fn write_config(
+    dir: &std::path::Path,
+    storage: &std::path::Path,
+    host: &str,
+    auth: &str,
+    http_extra: &str,
+) -> Result<std::path::PathBuf> {
+    let config = dir.join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\n\
+             log:\n  level: info\n  formatter: text\n\
+             storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n\
+             \x20 maintenance:\n    uploadpurging:\n      enabled: false\n\
+             {auth}\
+             http:\n  addr: {host}\n  secret: mosc-guard-e2e-not-secret\n{http_extra}",
+            storage = storage.display(),
+        ),
+    )?;
+    Ok(config)
+}
+
+/// `registry serve CONFIG`, without OpenTelemetry (distribution v3 exports traces by default;
+/// there is no collector here).
+fn registry_command(bin: &std::path::Path, config: &std::path::Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
+        .arg(config)
+        .env("OTEL_TRACES_EXPORTER", "none")
+        .env("OTEL_SDK_DISABLED", "true");
+    cmd
+}
+
+/// The HTTPS, token-authenticated face of a [`Registry`]'s storage; stops on Drop.
+#[derive(Debug)]
+pub struct SecureRegistry {
+    process: ChildProcess,
+    host: String,
+    _dir: TempDir,
+}
+
+impl SecureRegistry {
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// Its log file.
+    pub fn log_path(&self) -> &std::path::Path {
+        self.process.log_path()
     }
 }

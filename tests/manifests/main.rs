@@ -127,24 +127,37 @@ fn key(o: &Value) -> (String, String, String) {
     )
 }
 
-/// A Role's or ClusterRole's rules as (apiGroup, resource, verb) triples; resourceNames and
-/// nonResourceURLs are not used by these manifests and fail the test if they appear.
+/// A Role's or ClusterRole's rules as (apiGroup, resource, verb) triples, a rule limited to
+/// `resourceNames` as one `resource/name` per name; nonResourceURLs are not used by these
+/// manifests and fail the test if they appear.
 fn rule_set(role: &Value) -> BTreeSet<(String, String, String)> {
     let mut set = BTreeSet::new();
     for rule in role["rules"].as_array().expect("rules") {
         assert!(
-            rule.get("resourceNames").is_none() && rule.get("nonResourceURLs").is_none(),
+            rule.get("nonResourceURLs").is_none(),
             "unexpected rule shape in {}: {rule}",
             role["metadata"]["name"]
         );
+        let names: Vec<&str> = rule["resourceNames"]
+            .as_array()
+            .map(|n| n.iter().map(|n| str_of(n, "resourceName")).collect())
+            .unwrap_or_default();
         for group in rule["apiGroups"].as_array().expect("apiGroups") {
             for resource in rule["resources"].as_array().expect("resources") {
-                for verb in rule["verbs"].as_array().expect("verbs") {
-                    set.insert((
-                        str_of(group, "apiGroup").to_owned(),
-                        str_of(resource, "resource").to_owned(),
-                        str_of(verb, "verb").to_owned(),
-                    ));
+                let resource = str_of(resource, "resource");
+                let resources: Vec<String> = if names.is_empty() {
+                    vec![resource.to_owned()]
+                } else {
+                    names.iter().map(|n| format!("{resource}/{n}")).collect()
+                };
+                for resource in &resources {
+                    for verb in rule["verbs"].as_array().expect("verbs") {
+                        set.insert((
+                            str_of(group, "apiGroup").to_owned(),
+                            resource.clone(),
+                            str_of(verb, "verb").to_owned(),
+                        ));
+                    }
                 }
             }
         }

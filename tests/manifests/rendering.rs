@@ -50,6 +50,22 @@ fn base_renders_the_documented_objects() {
         &["machines"],
         &["get", "list", "watch"],
     ));
+    // The registry audit: the one ControllerConfig by name, the mirror sets listed.
+    cluster.extend(triples(
+        MCO,
+        &["controllerconfigs/machine-config-controller"],
+        &["get"],
+    ));
+    cluster.extend(triples(
+        "config.openshift.io",
+        &["imagedigestmirrorsets"],
+        &["list"],
+    ));
+    cluster.extend(triples(
+        "operator.openshift.io",
+        &["imagecontentsourcepolicies"],
+        &["list"],
+    ));
     assert_eq!(rule_set(get(&objects, "ClusterRole", NAME)), cluster);
     let events = objects
         .iter()

@@ -62,6 +62,12 @@ async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
         &["get", leases, "-n", NAMESPACE],
         &["create", leases, "-n", NAMESPACE],
         &["update", leases, "-n", NAMESPACE],
+        &[
+            "get",
+            "controllerconfigs.machineconfiguration.openshift.io/machine-config-controller",
+        ],
+        &["list", "imagedigestmirrorsets.config.openshift.io"],
+        &["list", "imagecontentsourcepolicies.operator.openshift.io"],
     ];
     let denied: &[&[&str]] = &[
         &["get", "secrets", "--all-namespaces"],
@@ -81,6 +87,21 @@ async fn service_account_rbac_is_least_privilege_and_enough_for_the_guard() {
         &["create", events, "-n", "kube-system"],
         &["create", "events", "-n", "default"],
         &["create", "pods", "-n", NAMESPACE],
+        // The ControllerConfig holds the nodes' pull secret: only the one MCO keeps, read only.
+        &[
+            "list",
+            "controllerconfigs.machineconfiguration.openshift.io",
+        ],
+        &[
+            "get",
+            "controllerconfigs.machineconfiguration.openshift.io/other",
+        ],
+        &[
+            "patch",
+            "controllerconfigs.machineconfiguration.openshift.io/machine-config-controller",
+        ],
+        &["watch", "imagedigestmirrorsets.config.openshift.io"],
+        &["create", "imagedigestmirrorsets.config.openshift.io"],
         &[
             "create",
             "validatingwebhookconfigurations.admissionregistration.k8s.io",

@@ -73,6 +73,9 @@ pub struct Loaded {
     pub incomplete: Vec<String>,
     /// With [`Want::Recovery`]: what a recovery plan reads besides.
     pub recovery: Option<RecoveryObjects>,
+    /// The ControllerConfig and the ImageDigestMirrorSets and ImageContentSourcePolicies, as
+    /// `(kind, object)`: what a pull as the node makes it reads (`mosc-guard images`).
+    pub pull: Vec<(String, serde_json::Value)>,
 }
 
 impl Loaded {
@@ -162,6 +165,7 @@ pub fn load_dir_for(dir: &Path, want: Want) -> Result<Loaded, DumpError> {
     }
     let disagreeing = objects.disagreeing();
     let recovery = objects.take_recovery();
+    let pull = objects.take_pull();
     let snapshots = objects.into_snapshots(MAX_VARIANTS);
     let mut snapshots = match snapshots {
         Some(s) => s,
@@ -189,6 +193,7 @@ pub fn load_dir_for(dir: &Path, want: Want) -> Result<Loaded, DumpError> {
         warnings,
         incomplete,
         recovery,
+        pull,
     })
 }
 

@@ -118,6 +118,9 @@ pub(super) struct Objects {
     /// By `namespace/name`.
     machines: Kept<Machine>,
     versions: Kept<ClusterVersion>,
+    /// The objects a pull as the node makes it reads: the ControllerConfig and the mirror sets,
+    /// as `(kind, object)` (`access::registry` decodes them).
+    pull: Vec<(String, Value)>,
     interner: Interner,
     /// With [`Want::Recovery`]: the nodes as recovery reads them, and the MachineConfigs' names.
     recovery: Option<(
@@ -143,6 +146,7 @@ impl Objects {
             nodes: Kept::default(),
             machines: Kept::default(),
             versions: Kept::default(),
+            pull: Vec::new(),
             interner: Interner::default(),
             recovery: (want == Want::Recovery).then(|| (Kept::default(), None)),
         }
@@ -195,6 +199,15 @@ impl Objects {
                 self.versions.add(&kind, mco(&kind, object)?)?;
                 return Ok(Added::Ours);
             }
+            ("config.openshift.io/v1", "ImageDigestMirrorSet")
+            | ("operator.openshift.io/v1alpha1", "ImageContentSourcePolicy") => {
+                self.pull.push((kind, Value::Object(object)));
+                return Ok(Added::Ours);
+            }
+            (_, "ControllerConfig") if mco_v1 => {
+                self.pull.push((kind, Value::Object(object)));
+                return Ok(Added::Ours);
+            }
             (_, "MachineConfig") if mco_v1 => {
                 if let Some((_, names)) = &mut self.recovery {
                     let name = object
@@ -239,6 +252,11 @@ impl Objects {
             _ => self.pools.add(&kind, mco(&kind, object)?),
         }?;
         Ok(Added::Ours)
+    }
+
+    /// The ControllerConfig and mirror sets read, once every file is read.
+    pub(super) fn take_pull(&mut self) -> Vec<(String, Value)> {
+        std::mem::take(&mut self.pull)
     }
 
     pub(super) fn node_count(&self) -> usize {

@@ -32,6 +32,11 @@ pub struct SimConfig {
     /// whenever the build's pool exists). On by default; off models a stale informer cache that
     /// misses the node.
     pub in_use_check: bool,
+    /// The daemon (and a machine's first boot) pulls as a node does ([`crate::node_pull`]:
+    /// the ControllerConfig's pull secret and per-host CAs, the ImageDigestMirrorSets, HTTPS with
+    /// token auth), so a registry the guard's audit asks is the one the node fails on. Off (the
+    /// default): the kit's open registry, directly.
+    pub pull_as_node: bool,
     /// How long a Machine stays Provisioning before its cloud instance exists (Provisioned).
     pub provision_delay: Duration,
     /// How long a Provisioned machine takes to boot and fetch its Ignition from the Machine
@@ -78,6 +83,7 @@ impl SimConfig {
             build_delay: Duration::from_millis(300),
             delete_delay: Duration::from_millis(100),
             in_use_check: true,
+            pull_as_node: false,
             provision_delay: Duration::from_millis(300),
             boot_delay: Duration::from_millis(300),
             drain_delay: Duration::ZERO,
@@ -102,6 +108,16 @@ impl SimConfig {
             drain_check_interval: Duration::from_secs(10),
             retry_interval: Duration::from_secs(1),
             retry_cap: Duration::from_secs(60),
+            ..self
+        }
+    }
+}
+
+impl SimConfig {
+    /// This timing, pulling as a node does ([`SimConfig::pull_as_node`]).
+    pub fn pulling_as_node(self) -> Self {
+        Self {
+            pull_as_node: true,
             ..self
         }
     }

@@ -1,5 +1,6 @@
 //! `rpm-ostree rebase ostree-unverified-registry:<image>` as the daemon (and a machine's first
-//! boot) runs it: the image's manifest pulled from the kit's registry with retries ([`pull`]),
+//! boot) runs it: the image's manifest pulled with retries ([`pull`]) from the kit's registry, or
+//! as a node pulls it ([`crate::node_pull`], with [`super::super::SimConfig::pull_as_node`]),
 //! and rpm-ostree's error when it cannot ([`rpm_ostree_error`]; what the node's `reason` then
 //! says depends on the release: [`crate::release::RebaseReason`]).
 
@@ -33,6 +34,8 @@ pub(in crate::simulator) async fn pull(
         }
         let result = match ImageRef::parse(image) {
             Err(e) => Err(format!("invalid image reference {image}: {e}")),
+            // As a node: the ControllerConfig's credentials and CAs, the mirror sets, HTTPS.
+            Ok(_) if ctx.cfg.pull_as_node => crate::node_pull::pull(&ctx.client, image).await,
             Ok(r) if r.host != ctx.registry.host() => Err(format!(
                 "reading manifest {} in {}: pinging container registry {}: connection refused",
                 r.reference().unwrap_or("latest"),

@@ -1,0 +1,172 @@
+//! Docker's registry token protocol (distribution's `docs/spec/auth/token.md`), as
+//! containers/image speaks it: a 401 with `WWW-Authenticate: Bearer realm=...,service=...`
+//! sends the client to the realm with `service` and `scope=repository:<name>:pull`, with the
+//! user's Basic credentials when it has any, for a `token` (or `access_token`) to send as
+//! `Authorization: Bearer`. A `Basic` challenge takes the credentials directly.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::http::read_bounded;
+use crate::core::registry::auth::Credential;
+
+/// What a registry's `WWW-Authenticate` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Challenge {
+    Bearer {
+        realm: String,
+        service: Option<String>,
+    },
+    Basic,
+}
+
+/// The first challenge of a scheme we speak in `header`, if any.
+pub fn parse(header: &str) -> Option<Challenge> {
+    let challenges = http_auth::parse_challenges(header).ok()?;
+    for c in challenges {
+        let param = |name: &str| {
+            c.params
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.to_unescaped())
+        };
+        if c.scheme.eq_ignore_ascii_case("bearer") {
+            let realm = param("realm")?;
+            return Some(Challenge::Bearer {
+                realm,
+                service: param("service"),
+            });
+        }
+        if c.scheme.eq_ignore_ascii_case("basic") {
+            return Some(Challenge::Basic);
+        }
+    }
+    None
+}
+
+#[derive(Deserialize)]
+struct TokenBody {
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    access_token: Option<String>,
+    #[serde(default)]
+    expires_in: Option<u64>,
+}
+
+/// A bearer token and how long it lasts.
+pub struct Token {
+    pub value: String,
+    pub lifetime: Duration,
+}
+
+/// Asks the realm for a pull token for `repository`. The error is words without secrets
+/// (the caller also redacts).
+pub async fn fetch(
+    client: &reqwest::Client,
+    realm: &str,
+    service: Option<&str>,
+    repository: &str,
+    credential: Option<&Credential>,
+    limit: usize,
+) -> Result<Token, String> {
+    let mut url = reqwest::Url::parse(realm)
+        .map_err(|_| format!("the registry's token realm {} is not a URL", host_of(realm)))?;
+    {
+        let mut query = url.query_pairs_mut();
+        query.append_pair("scope", &format!("repository:{repository}:pull"));
+        if let Some(service) = service {
+            query.append_pair("service", service);
+        }
+    }
+    let mut request = client.get(url);
+    if let Some(c) = credential {
+        request = request.basic_auth(&c.username, Some(c.password()));
+    }
+    let resp = request.send().await.map_err(|e| {
+        format!(
+            "token service {}: {}",
+            host_of(realm),
+            super::http::chain(&e)
+        )
+    })?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(format!(
+            "token service {} answered HTTP {}",
+            host_of(realm),
+            status.as_u16()
+        ));
+    }
+    let body = read_bounded(resp, limit)
+        .await
+        .map_err(|e| {
+            format!(
+                "token service {}: {}",
+                host_of(realm),
+                super::http::chain(&e)
+            )
+        })?
+        .ok_or_else(|| {
+            format!(
+                "token service {} answered more than {limit} bytes",
+                host_of(realm)
+            )
+        })?;
+    let parsed: TokenBody = serde_json::from_slice(&body).map_err(|_| {
+        format!(
+            "token service {} answered something that is not a token",
+            host_of(realm)
+        )
+    })?;
+    let value = parsed
+        .token
+        .or(parsed.access_token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| format!("token service {} answered no token", host_of(realm)))?;
+    // distribution's default is 60 s; keep a margin, and never trust a huge value.
+    let lifetime = Duration::from_secs(parsed.expires_in.unwrap_or(60).clamp(10, 3600) - 5);
+    Ok(Token { value, lifetime })
+}
+
+/// The host (`host[:port]`) of a URL, for words (never its query) and the proxy decision.
+pub fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    authority.rsplit_once('@').map_or(authority, |(_, h)| h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn challenges() {
+        assert_eq!(
+            parse(
+                r#"Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a:pull""#
+            ),
+            Some(Challenge::Bearer {
+                realm: "https://auth.example/token".into(),
+                service: Some("registry.example".into())
+            })
+        );
+        assert_eq!(
+            parse(r#"Basic realm="Registry Realm""#),
+            Some(Challenge::Basic)
+        );
+        assert_eq!(parse(r#"Digest realm="x", nonce="y""#), None);
+        assert_eq!(parse("garbage ,,, ="), None);
+        assert_eq!(parse(r#"Bearer service="no realm""#), None);
+    }
+
+    #[test]
+    fn hosts_for_words() {
+        assert_eq!(
+            host_of("https://u:p@auth.example:8443/token?x=1"),
+            "auth.example:8443"
+        );
+        assert_eq!(host_of("auth.example"), "auth.example");
+    }
+}

@@ -1,0 +1,277 @@
+//! `serve`'s registry audit: is every image a node needs still served, asked as the node pulls
+//! it, before the node tries (docs/design.md, "Registry truth").
+//!
+//! One task per replica, beside admission and never on its path: admission decides from the
+//! caches and a confirming read of the API server only; this task reads the same caches, asks
+//! registries through `access::registry`, and publishes what it found as gauges the `/metrics`
+//! scrape reads (`mosc_guard_needed_images{pool,need,status}`). No request waits for it.
+//!
+//! - Every tick (5 s) it takes the distinct images nodes and MachineOSConfigs need from the
+//!   caches (`core::registry::needed_images`): a handful, however many nodes there are. An
+//!   image it has not asked about yet (a node's new target, a new build) is asked at once;
+//!   an available one again every interval (`--registry-check-interval`); a missing or unknown
+//!   one after a backoff (30 s doubling, at most the interval), so a restored tag clears soon
+//!   and a failing registry is not hammered. Images nobody needs are forgotten.
+//! - The node's pull configuration (the ControllerConfig's pull secret, CAs and proxy, the
+//!   mirror sets) is read again every interval; while it cannot be read every needed image
+//!   counts as unknown, with the reason.
+//! - An image turning missing writes a `NeededImageMissing` Warning Event on the
+//!   MachineOSConfigs of the pools that need it (the Lease holder only, so two replicas write
+//!   one). The guard changes nothing on the cluster: what to do is a person's call
+//!   (docs/runbooks.md, MoscGuardNeededImageMissing).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::access::registry::{self, Checker, Limits};
+use crate::access::view::ClusterView;
+use crate::core::policy::{PolicyMode, TargetKind};
+use crate::core::registry::answer::{Status, Verdict};
+use crate::core::registry::needed::NeededImage;
+use crate::core::registry::needed_images;
+use crate::core::registry::report::{one_line, pool_counts};
+use crate::decision::Engine;
+use crate::telemetry::events::{Events, reference};
+
+/// How often the audit looks at the caches.
+const TICK: Duration = Duration::from_secs(5);
+/// The first retry of an image that is not available.
+const RETRY: Duration = Duration::from_secs(30);
+
+/// The audit's timing.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// How often an available image is asked again, and the pull configuration read again.
+    pub interval: Duration,
+    pub tick: Duration,
+    pub retry: Duration,
+}
+
+impl Settings {
+    pub fn every(interval: Duration) -> Self {
+        Settings {
+            interval,
+            tick: TICK,
+            retry: RETRY,
+        }
+    }
+}
+
+/// What the audit knows of one image.
+struct Known {
+    verdict: Verdict,
+    at: Instant,
+    /// Answers in a row that were not available.
+    failures: u32,
+}
+
+impl Known {
+    fn due(&self, now: Instant, settings: &Settings) -> bool {
+        let wait = if self.verdict.status == Status::Available {
+            settings.interval
+        } else {
+            let backoff = settings
+                .retry
+                .saturating_mul(2u32.saturating_pow(self.failures.saturating_sub(1)));
+            backoff.min(settings.interval)
+        };
+        now.duration_since(self.at) >= wait
+    }
+}
+
+/// Where the audit gets the node's pull configuration and writes its Events.
+pub struct Cluster {
+    pub client: kube::Client,
+    pub events: Events,
+}
+
+/// Runs until `stop`.
+pub async fn run<V: ClusterView>(
+    engine: Arc<Engine<V>>,
+    cluster: Cluster,
+    settings: Settings,
+    stop: CancellationToken,
+) {
+    let metrics = Arc::clone(&engine.metrics);
+    let mut known: HashMap<String, Known> = HashMap::new();
+    let mut checker: Option<Arc<Checker>> = None;
+    let mut config_error: Option<String> = None;
+    // When the pull configuration is read next: every interval, or after `retry` while it fails.
+    let mut next_read = Instant::now();
+    let mut reported_requests = 0u64;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(settings.tick) => {}
+        }
+        if !engine.view.synced() {
+            continue;
+        }
+        // The node's pull configuration, read again every interval (answers already known are
+        // kept: each is asked again when due, with the new configuration).
+        if Instant::now() >= next_read {
+            match registry::pull_config(&cluster.client).await {
+                Ok(config) => {
+                    // A new checker only for a new configuration: the old one's tokens and
+                    // pings stay valid otherwise (a token saves two requests per image).
+                    let same = checker.as_ref().is_some_and(|c| *c.config() == config);
+                    if !same {
+                        if let Some(old) = &checker {
+                            metrics.registry_requests(old.requests() - reported_requests);
+                        }
+                        reported_requests = 0;
+                        checker = Some(Arc::new(Checker::new(config, Limits::default())));
+                    }
+                    config_error = None;
+                    next_read = Instant::now() + settings.interval;
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    if config_error.as_ref() != Some(&e) {
+                        tracing::warn!(error = %e, "registry audit: cannot read how nodes pull");
+                    }
+                    config_error = Some(e);
+                    next_read = Instant::now() + settings.retry.min(settings.interval);
+                }
+            }
+        }
+        let mut snapshot = engine.view.objects();
+        snapshot.nodes = engine.view.nodes(None, PolicyMode::InFlight);
+        let needed: Vec<NeededImage> = needed_images(&snapshot)
+            .into_iter()
+            .filter(NeededImage::counts)
+            .collect();
+        let wanted: BTreeSet<&str> = needed.iter().map(|n| n.image.as_str()).collect();
+        known.retain(|image, _| wanted.contains(image.as_str()));
+        let now = Instant::now();
+        let due: Vec<String> = needed
+            .iter()
+            .filter(|n| known.get(&n.image).is_none_or(|k| k.due(now, &settings)))
+            .map(|n| n.image.clone())
+            .collect();
+        let answers: Vec<(String, Verdict)> = match (&checker, &config_error) {
+            (Some(c), None) => c
+                .check_all(&due)
+                .await
+                .into_iter()
+                .map(|a| (a.image, a.verdict))
+                .collect(),
+            (_, Some(e)) => due
+                .iter()
+                .map(|i| {
+                    (
+                        i.clone(),
+                        Verdict {
+                            status: Status::Unknown,
+                            why: format!("cannot read how nodes pull: {e}"),
+                        },
+                    )
+                })
+                .collect(),
+            (None, None) => Vec::new(),
+        };
+        if let Some(c) = &checker {
+            let total = c.requests();
+            metrics.registry_requests(total - reported_requests);
+            reported_requests = total;
+        }
+        for (image, verdict) in answers {
+            metrics.registry_check(verdict.status);
+            let was = known.get(&image).map(|k| k.verdict.status);
+            let failures = match verdict.status {
+                Status::Available => 0,
+                _ => known.get(&image).map_or(0, |k| k.failures) + 1,
+            };
+            if verdict.status == Status::Missing
+                && was != Some(Status::Missing)
+                && let Some(n) = needed.iter().find(|n| n.image == image)
+            {
+                tracing::warn!(image = %image, why = %verdict.why, "a needed image is missing from its registry");
+                if metrics.is_leader() {
+                    missing_events(&cluster.events, &snapshot, n, &verdict).await;
+                }
+            }
+            known.insert(
+                image,
+                Known {
+                    verdict,
+                    at: Instant::now(),
+                    failures,
+                },
+            );
+        }
+        let pools = snapshot.pools.iter().map(|p| p.name());
+        let statuses = needed
+            .iter()
+            .filter_map(|n| known.get(&n.image).map(|k| (n, k.verdict.status)));
+        metrics.needed_images(&pool_counts(pools, statuses));
+    }
+}
+
+/// The Warning Events for an image that turned missing: on each MachineOSConfig of a pool
+/// that needs it.
+async fn missing_events(
+    events: &Events,
+    snapshot: &crate::core::snapshot::Snapshot,
+    needed: &NeededImage,
+    verdict: &Verdict,
+) {
+    let pools = needed.pools();
+    for mosc in &snapshot.machine_os_configs {
+        let Some(need) = pools.get(mosc.pool_name()) else {
+            continue;
+        };
+        let note = format!(
+            "{} ({} in pool {}): {}",
+            one_line(&needed.image, verdict),
+            match need {
+                crate::core::registry::needed::Need::Pending => "a node is about to pull it",
+                crate::core::registry::needed::Need::Running => "nodes run it",
+            },
+            mosc.pool_name(),
+            crate::core::registry::report::who(needed),
+        );
+        let regarding = reference(TargetKind::MachineOSConfig, mosc.name(), mosc.uid());
+        events
+            .record(&regarding, true, "NeededImageMissing", &note)
+            .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(status: Status, failures: u32, at: Instant) -> Known {
+        Known {
+            verdict: Verdict {
+                status,
+                why: String::new(),
+            },
+            at,
+            failures,
+        }
+    }
+
+    #[test]
+    fn when_an_image_is_asked_again() {
+        let settings = Settings::every(Duration::from_secs(300));
+        let t0 = Instant::now();
+        let after = |s: u64| t0 + Duration::from_secs(s);
+        // Available: every interval.
+        let ok = known(Status::Available, 0, t0);
+        assert!(!ok.due(after(299), &settings));
+        assert!(ok.due(after(300), &settings));
+        // Not available: 30 s, then doubling, never past the interval.
+        for (failures, wait) in [(1, 30), (2, 60), (3, 120), (4, 240), (5, 300), (30, 300)] {
+            for status in [Status::Missing, Status::Unknown] {
+                let k = known(status, failures, t0);
+                assert!(!k.due(after(wait - 1), &settings), "{failures} failures");
+                assert!(k.due(after(wait), &settings), "{failures} failures");
+            }
+        }
+    }
+}

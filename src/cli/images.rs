@@ -1,0 +1,137 @@
+//! `images`: every image nodes, MachineOSConfigs and succeeded builds need, and whether its
+//! registry still serves it, asked where and as a node pulls it (the node's credentials, CAs,
+//! proxy and mirrors). Exit status 0 every image a node or a MachineOSConfig needs is
+//! available, 1 one is missing or unknown, 2 the input cannot be read.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::access::dump;
+use crate::access::live;
+use crate::access::registry::{self, Checker, Limits};
+use crate::cli::args::{ImagesArgs, Output};
+use crate::cli::error::CliError;
+use crate::cli::notes;
+use crate::core::registry::auth::AuthFile;
+use crate::core::registry::needed_images;
+use crate::core::registry::node_config::{ControllerConfigSpec, PullConfig};
+use crate::core::registry::report::{self, CheckedImage};
+use crate::core::snapshot::Snapshot;
+
+/// Runs `images`; returns the exit status.
+pub async fn images(args: ImagesArgs) -> ExitCode {
+    match run(&args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: &ImagesArgs) -> Result<bool, CliError> {
+    let (snapshot, pull, notes) = gather(args).await?;
+    notes::warn(&notes);
+    let needed = needed_images(&snapshot);
+    let limits = Limits {
+        image_timeout: Duration::from_secs(args.image_timeout.max(1)),
+        ..Limits::default()
+    };
+    let checker = Checker::new(pull, limits);
+    let specs: Vec<String> = needed.iter().map(|n| n.image.clone()).collect();
+    let answers = checker.check_all(&specs).await;
+    let checked: Vec<CheckedImage> = needed
+        .into_iter()
+        .zip(answers)
+        .map(|(needed, answer)| CheckedImage {
+            needed,
+            verdict: answer.verdict,
+            places: answer.places,
+        })
+        .collect();
+    match args.output {
+        Output::Text => print!("{}", report::text(&checked)),
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report::json(&checked, &notes))?
+        ),
+    }
+    Ok(report::passes(&checked))
+}
+
+/// The snapshot, what a node pulls with, and notes about the source.
+async fn gather(args: &ImagesArgs) -> Result<(Snapshot, PullConfig, Vec<String>), CliError> {
+    match &args.dump.from_dir {
+        None => {
+            let client = args.cluster.client().await?;
+            let (snapshot, missing) = live::snapshot(&client).await?;
+            let pull = registry::pull_config(&client)
+                .await
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            Ok((snapshot, pull, notes::of_live(&missing)))
+        }
+        Some(dir) => {
+            let loaded = dump::load_dir(dir)?;
+            if !loaded.incomplete.is_empty() && !args.dump.allow_incomplete {
+                return Err(CliError::Incomplete {
+                    dir: dir.clone(),
+                    missing: loaded.incomplete,
+                    trust: "the images it lists may not be every image nodes need",
+                });
+            }
+            let mut notes = notes::of_dump(&loaded);
+            let controller = loaded
+                .pull
+                .iter()
+                .find(|(kind, _)| kind == "ControllerConfig")
+                .map(|(_, o)| o.get("spec").cloned().unwrap_or_default());
+            let spec: ControllerConfigSpec = match controller {
+                Some(spec) => serde_json::from_value(spec).map_err(|e| {
+                    CliError::Usage(format!(
+                        "{}: the ControllerConfig does not decode: {e}",
+                        dir.display()
+                    ))
+                })?,
+                None => {
+                    notes.push(
+                        "the dump holds no ControllerConfig: per-host CAs and the proxy are not known, \
+                         so registries are asked with the system trust roots and no proxy"
+                            .to_string(),
+                    );
+                    ControllerConfigSpec::default()
+                }
+            };
+            // A dump holds no secrets: the credentials come from --authfile only.
+            let spec = ControllerConfigSpec {
+                internal_registry_pull_secret: None,
+                ..spec
+            };
+            let mut pull = registry::cluster::from_objects(
+                &spec,
+                loaded.pull.iter().map(|(k, v)| (k.as_str(), v)),
+            )
+            .map_err(|e| CliError::Usage(format!("{}: {e}", dir.display())))?;
+            pull.auths = match &args.authfile {
+                Some(path) => {
+                    let raw = std::fs::read(path).map_err(|e| {
+                        CliError::Usage(format!("reading --authfile {}: {e}", path.display()))
+                    })?;
+                    AuthFile::parse(&raw).map_err(|e| {
+                        CliError::Usage(format!("--authfile {}: {e}", path.display()))
+                    })?
+                }
+                None => {
+                    notes.push(
+                        "no --authfile: registries are asked without credentials (a registry that \
+                         needs them answers unknown)"
+                            .to_string(),
+                    );
+                    AuthFile::default()
+                }
+            };
+            let snapshot = loaded.snapshot;
+            Ok((snapshot, pull, notes))
+        }
+    }
+}

@@ -1,0 +1,516 @@
+//! Which answer a registry's replies are: the one decision of registry truth, pure and
+//! table-tested.
+//!
+//! It follows how MCO's image pruner tells "not found" from "could not tell"
+//! (`pkg/controller/build/imagepruner/errors.go`, containers/image underneath), with one
+//! addition: a "not found" counts only after the host's `/v2/` answered as a registry, so a web
+//! server, a captive portal or a proxy's error page that says 404 is never taken for a registry
+//! that lost the image.
+//!
+//! - **available**: the manifest was served (and, when it can be checked, its digest is the one
+//!   asked for: a node verifies it and would refuse another).
+//! - **missing**: HTTP 404 with the registry's own error code `MANIFEST_UNKNOWN` or
+//!   `NAME_UNKNOWN`, or `UNKNOWN` whose message says "not found" (Red Hat registries, Harbor),
+//!   "deleted" or "expired" (Quay), from a host whose `/v2/` answered as a registry.
+//! - **unknown**: everything else: refused credentials (401/403, `UNAUTHORIZED`, `DENIED`, a
+//!   token service that refused), 429, 5xx, a 404 without a registry error, a host that is not a
+//!   registry, TLS and network errors, an answer too large, a different manifest.
+//!
+//! Over every place a node pulls from ([`combine`]): available when one serves it (the node
+//! takes the first that does), missing only when every place said missing, else unknown. So a
+//! mirror that lost the image while its source cannot be reached is unknown, never missing.
+
+use serde::Serialize;
+
+/// The three answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Available,
+    Missing,
+    Unknown,
+}
+
+impl Status {
+    /// The word used in text, JSON and metric labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Available => "available",
+            Status::Missing => "missing",
+            Status::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// How the host answered `GET /v2/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ping {
+    /// No HTTP answer: DNS, connection refused, TLS, proxy, timeout (the reason as words).
+    Failed(String),
+    /// An HTTP answer.
+    Answered {
+        status: u16,
+        /// The `Docker-Distribution-API-Version: registry/2.0` header distribution, Quay and
+        /// Harbor send.
+        api_version: bool,
+        /// A `WWW-Authenticate` challenge.
+        challenge: bool,
+    },
+}
+
+impl Ping {
+    /// Whether the host answered `/v2/` as a registry: 200, or 401 with a challenge, or either
+    /// with the API version header.
+    pub fn is_registry(&self) -> bool {
+        match self {
+            Ping::Failed(_) => false,
+            Ping::Answered {
+                status,
+                api_version,
+                challenge,
+            } => match status {
+                200 => true,
+                401 => *challenge || *api_version,
+                _ => false,
+            },
+        }
+    }
+}
+
+/// One error of a registry's error body, `{"errors": [{"code", "message"}]}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegistryError {
+    pub code: String,
+    pub message: String,
+}
+
+/// How the host answered `GET /v2/<repository>/manifests/<digest>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// No HTTP answer (the reason as words).
+    Failed(String),
+    /// The token service named in the challenge refused, or could not be reached (the reason).
+    TokenRefused(String),
+    /// An HTTP answer.
+    Answered {
+        status: u16,
+        /// The error body's errors (none when the body is not a registry error).
+        errors: Vec<RegistryError>,
+        /// For a 200: whether the body's digest is the one asked for (`None`: not checkable,
+        /// another algorithm).
+        digest_matches: Option<bool>,
+    },
+    /// The body was larger than the bound (a hostile or broken server).
+    TooLarge { limit: usize },
+}
+
+/// What one place (a mirror or the source) answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exchange {
+    /// `None` when `/v2/` was not asked (a served manifest needs no ping).
+    pub ping: Option<Ping>,
+    /// `None` when the manifest was not asked for (the ping already failed).
+    pub manifest: Option<Reply>,
+}
+
+/// An answer with its reason, in words a person can act on (never a credential).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub status: Status,
+    pub why: String,
+}
+
+impl Verdict {
+    fn new(status: Status, why: impl Into<String>) -> Self {
+        Verdict {
+            status,
+            why: why.into(),
+        }
+    }
+}
+
+/// Error codes that say the manifest (or the whole repository) does not exist.
+const NOT_FOUND_CODES: [&str; 2] = ["MANIFEST_UNKNOWN", "NAME_UNKNOWN"];
+/// Words of an `UNKNOWN` error that mean not found: Red Hat registries and Harbor ("not
+/// found"), Quay ("deleted", "expired").
+const NOT_FOUND_WORDS: [&str; 3] = ["not found", "deleted", "expired"];
+
+fn says_not_found(e: &RegistryError) -> bool {
+    let code = e.code.to_ascii_uppercase();
+    if NOT_FOUND_CODES.contains(&code.as_str()) {
+        return true;
+    }
+    let message = e.message.to_ascii_lowercase();
+    code == "UNKNOWN" && NOT_FOUND_WORDS.iter().any(|w| message.contains(w))
+}
+
+fn says_denied(e: &RegistryError) -> bool {
+    matches!(
+        e.code.to_ascii_uppercase().as_str(),
+        "UNAUTHORIZED" | "DENIED"
+    )
+}
+
+fn first_error(errors: &[RegistryError]) -> String {
+    errors
+        .first()
+        .map(|e| {
+            let message: String = e.message.chars().take(200).collect();
+            format!("{}: {message}", e.code)
+        })
+        .unwrap_or_default()
+}
+
+/// What one place's answers come to.
+pub fn judge(exchange: &Exchange) -> Verdict {
+    use Status::{Available, Missing, Unknown};
+    match &exchange.manifest {
+        Some(Reply::Answered {
+            status: 200,
+            digest_matches,
+            ..
+        }) => {
+            return match digest_matches {
+                Some(false) => Verdict::new(
+                    Unknown,
+                    "served a manifest whose digest is not the one asked for (a node would refuse it)",
+                ),
+                _ => Verdict::new(Available, "served"),
+            };
+        }
+        Some(Reply::Failed(reason)) => {
+            return Verdict::new(Unknown, format!("unreachable: {reason}"));
+        }
+        Some(Reply::TokenRefused(reason)) => {
+            return Verdict::new(
+                Unknown,
+                format!("the registry's token service refused the credentials: {reason}"),
+            );
+        }
+        Some(Reply::TooLarge { limit }) => {
+            return Verdict::new(
+                Unknown,
+                format!("the answer was larger than {limit} bytes: not a manifest"),
+            );
+        }
+        _ => {}
+    }
+    let ping_words = match &exchange.ping {
+        None => return Verdict::new(Unknown, "GET /v2/ was not asked"),
+        Some(Ping::Failed(reason)) => {
+            return Verdict::new(Unknown, format!("unreachable: {reason}"));
+        }
+        Some(Ping::Answered { status, .. }) => format!("GET /v2/ answered HTTP {status}"),
+    };
+    let registry = exchange.ping.as_ref().is_some_and(Ping::is_registry);
+    let Some(Reply::Answered { status, errors, .. }) = &exchange.manifest else {
+        return Verdict::new(Unknown, format!("not a registry: {ping_words}"));
+    };
+    let status = *status;
+    let detail = match first_error(errors) {
+        e if e.is_empty() => String::new(),
+        e => format!(" ({e})"),
+    };
+    if status == 401 || status == 403 || errors.iter().any(says_denied) {
+        return Verdict::new(
+            Unknown,
+            format!(
+                "access denied: HTTP {status}{detail}; the node's pull secret has no working credentials for it"
+            ),
+        );
+    }
+    if status == 404 && errors.iter().any(says_not_found) {
+        return if registry {
+            Verdict::new(Missing, format!("the registry says it is gone{detail}"))
+        } else {
+            Verdict::new(
+                Unknown,
+                format!(
+                    "HTTP 404{detail} from a host that does not answer as a registry ({ping_words})"
+                ),
+            )
+        };
+    }
+    let what = match status {
+        404 => "HTTP 404 without a registry error: not a registry, or a proxy's page",
+        429 => "HTTP 429: rate limited",
+        500..=599 => "the registry failed",
+        _ => "an unexpected answer",
+    };
+    Verdict::new(Unknown, format!("{what} (HTTP {status}){detail}"))
+}
+
+/// What every place a node pulls from comes to, in the node's order (mirrors, then the
+/// source): available when one served it, missing when every one said missing, else unknown.
+/// Each verdict is named by its place in the reason.
+pub fn combine<'a>(places: impl IntoIterator<Item = (&'a str, &'a Verdict)>) -> Verdict {
+    let places: Vec<(&str, &Verdict)> = places.into_iter().collect();
+    if let Some((place, _)) = places.iter().find(|(_, v)| v.status == Status::Available) {
+        return Verdict::new(Status::Available, format!("served by {place}"));
+    }
+    let words: Vec<String> = places
+        .iter()
+        .map(|(place, v)| format!("{place}: {}", v.why))
+        .collect();
+    if places.is_empty() {
+        return Verdict::new(Status::Unknown, "no place to pull it from");
+    }
+    if places.iter().all(|(_, v)| v.status == Status::Missing) {
+        return Verdict::new(Status::Missing, words.join("; "));
+    }
+    Verdict::new(Status::Unknown, words.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry() -> Ping {
+        Ping::Answered {
+            status: 401,
+            api_version: true,
+            challenge: true,
+        }
+    }
+
+    fn err(code: &str, message: &str) -> Vec<RegistryError> {
+        vec![RegistryError {
+            code: code.into(),
+            message: message.into(),
+        }]
+    }
+
+    fn answered(status: u16, errors: Vec<RegistryError>) -> Option<Reply> {
+        Some(Reply::Answered {
+            status,
+            errors,
+            digest_matches: if status == 200 { Some(true) } else { None },
+        })
+    }
+
+    #[test]
+    fn the_table() {
+        use Status::*;
+        let web_server = Ping::Answered {
+            status: 404,
+            api_version: false,
+            challenge: false,
+        };
+        let ok_no_header = Ping::Answered {
+            status: 200,
+            api_version: false,
+            challenge: false,
+        };
+        let cases: Vec<(&str, Ping, Option<Reply>, Status)> = vec![
+            ("served", registry(), answered(200, vec![]), Available),
+            (
+                "served by a registry answering /v2/ 200 without the header",
+                ok_no_header.clone(),
+                answered(200, vec![]),
+                Available,
+            ),
+            (
+                "another manifest",
+                registry(),
+                Some(Reply::Answered {
+                    status: 200,
+                    errors: vec![],
+                    digest_matches: Some(false),
+                }),
+                Unknown,
+            ),
+            (
+                "digest not checkable",
+                registry(),
+                Some(Reply::Answered {
+                    status: 200,
+                    errors: vec![],
+                    digest_matches: None,
+                }),
+                Available,
+            ),
+            (
+                "distribution: manifest unknown",
+                registry(),
+                answered(404, err("MANIFEST_UNKNOWN", "manifest unknown")),
+                Missing,
+            ),
+            (
+                "repository unknown",
+                registry(),
+                answered(
+                    404,
+                    err("NAME_UNKNOWN", "repository name not known to registry"),
+                ),
+                Missing,
+            ),
+            (
+                "Harbor / Red Hat",
+                registry(),
+                answered(404, err("UNKNOWN", "artifact library/x@sha256:1 not found")),
+                Missing,
+            ),
+            (
+                "Quay deleted",
+                registry(),
+                answered(404, err("UNKNOWN", "Tag was deleted")),
+                Missing,
+            ),
+            (
+                "Quay expired",
+                registry(),
+                answered(404, err("UNKNOWN", "tag EXPIRED")),
+                Missing,
+            ),
+            (
+                "lower-case code",
+                registry(),
+                answered(404, err("manifest_unknown", "")),
+                Missing,
+            ),
+            (
+                "UNKNOWN with other words",
+                registry(),
+                answered(404, err("UNKNOWN", "something odd")),
+                Unknown,
+            ),
+            (
+                "manifest unknown from a host whose /v2/ is a web page",
+                web_server.clone(),
+                answered(404, err("MANIFEST_UNKNOWN", "manifest unknown")),
+                Unknown,
+            ),
+            (
+                "404 without a registry error",
+                registry(),
+                answered(404, vec![]),
+                Unknown,
+            ),
+            (
+                "a web server: /v2/ 404, nothing asked",
+                web_server,
+                None,
+                Unknown,
+            ),
+            (
+                "refused credentials",
+                registry(),
+                answered(401, err("UNAUTHORIZED", "authentication required")),
+                Unknown,
+            ),
+            ("forbidden", registry(), answered(403, vec![]), Unknown),
+            (
+                "DENIED with 404 (a registry hiding a repository)",
+                registry(),
+                answered(
+                    404,
+                    err("DENIED", "requested access to the resource is denied"),
+                ),
+                Unknown,
+            ),
+            (
+                "token service refused",
+                registry(),
+                Some(Reply::TokenRefused("HTTP 401".into())),
+                Unknown,
+            ),
+            ("rate limited", registry(), answered(429, vec![]), Unknown),
+            (
+                "5xx with a not-found code",
+                registry(),
+                answered(503, err("MANIFEST_UNKNOWN", "")),
+                Unknown,
+            ),
+            ("5xx", registry(), answered(500, vec![]), Unknown),
+            (
+                "too large",
+                registry(),
+                Some(Reply::TooLarge { limit: 4 << 20 }),
+                Unknown,
+            ),
+            (
+                "nothing listening",
+                Ping::Failed("connection refused".into()),
+                None,
+                Unknown,
+            ),
+            (
+                "connection lost during the manifest",
+                registry(),
+                Some(Reply::Failed("connection reset".into())),
+                Unknown,
+            ),
+        ];
+        for (name, ping, manifest, want) in cases {
+            let got = judge(&Exchange {
+                ping: Some(ping),
+                manifest,
+            });
+            assert_eq!(got.status, want, "{name}: {}", got.why);
+            assert!(!got.why.is_empty(), "{name}: a reason");
+        }
+    }
+
+    #[test]
+    fn a_served_manifest_needs_no_ping_and_nothing_else_goes_without_one() {
+        let served = judge(&Exchange {
+            ping: None,
+            manifest: answered(200, vec![]),
+        });
+        assert_eq!(served.status, Status::Available);
+        let gone = judge(&Exchange {
+            ping: None,
+            manifest: answered(404, err("MANIFEST_UNKNOWN", "")),
+        });
+        assert_eq!(gone.status, Status::Unknown);
+    }
+
+    #[test]
+    fn what_answers_as_a_registry() {
+        let p = |status, api_version, challenge| Ping::Answered {
+            status,
+            api_version,
+            challenge,
+        };
+        assert!(p(200, false, false).is_registry());
+        assert!(p(401, false, true).is_registry());
+        assert!(p(401, true, false).is_registry());
+        assert!(!p(401, false, false).is_registry());
+        assert!(!p(404, true, false).is_registry());
+        assert!(!p(302, false, false).is_registry());
+        assert!(!Ping::Failed("x".into()).is_registry());
+    }
+
+    #[test]
+    fn places_together() {
+        let v = |status| Verdict::new(status, "w");
+        let (a, m, u) = (v(Status::Available), v(Status::Missing), v(Status::Unknown));
+        let cases: Vec<(Vec<(&str, &Verdict)>, Status)> = vec![
+            (vec![("mirror", &m), ("source", &a)], Status::Available),
+            (vec![("mirror", &a), ("source", &u)], Status::Available),
+            (vec![("mirror", &m), ("source", &m)], Status::Missing),
+            (vec![("source", &m)], Status::Missing),
+            // The source cannot be reached: the node fails too, but nobody said the image is
+            // gone from it.
+            (vec![("mirror", &m), ("source", &u)], Status::Unknown),
+            (vec![("mirror", &u), ("source", &m)], Status::Unknown),
+            (vec![], Status::Unknown),
+        ];
+        for (places, want) in cases {
+            let got = combine(places.clone());
+            assert_eq!(got.status, want, "{places:?}");
+        }
+        let got = combine(vec![("m.example:5000", &m), ("s.example", &u)]);
+        assert!(
+            got.why.contains("m.example:5000: w") && got.why.contains("s.example: w"),
+            "{}",
+            got.why
+        );
+    }
+}

@@ -1,0 +1,253 @@
+//! The node's credentials: a containers/docker auth file (`{"auths": {KEY: {"auth": base64
+//! "user:password"}}}`, also the older bare map of `.dockercfg`), and which entry a pull uses.
+//!
+//! The ControllerConfig's `spec.internalRegistryPullSecret` is such a file (the internal
+//! registry's puller token merged with the global pull secret); `mosc-guard images --authfile`
+//! reads one. An entry is chosen as containers/image chooses it (`pkg/docker/config`): the key
+//! for `host/namespace/repository`, then each shorter path, then the host alone; a key written
+//! with a scheme (`https://host/v1/`) counts as its host. A password never appears in `Debug`,
+//! in errors, or anywhere else this crate prints.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use base64::Engine as _;
+use serde::Deserialize;
+
+/// A user name and its secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credential {
+    pub username: String,
+    password: String,
+}
+
+impl Credential {
+    pub fn new(username: impl Into<String>, password: impl Into<String>) -> Self {
+        Credential {
+            username: username.into(),
+            password: password.into(),
+        }
+    }
+
+    /// The secret, for the request that sends it (never for words).
+    pub fn password(&self) -> &str {
+        &self.password
+    }
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credential")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The entries of an auth file, by normalised key.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct AuthFile {
+    entries: BTreeMap<String, Credential>,
+}
+
+impl fmt::Debug for AuthFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthFile")
+            .field("keys", &self.entries.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+}
+
+/// Why an auth file cannot be used (never quoting its content).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AuthError {
+    #[error("not a JSON object of registry credentials (`{{\"auths\": {{...}}}}`): {0}")]
+    Shape(String),
+    #[error("the entry for {key} has an `auth` field that is not base64 of `user:password`")]
+    Entry { key: String },
+}
+
+impl AuthFile {
+    /// Parses `{"auths": {...}}` or the bare map. Entries without usable credentials (an
+    /// identity token only, empty) are skipped: the node could not use them either.
+    pub fn parse(json: &[u8]) -> Result<Self, AuthError> {
+        let value: serde_json::Value = serde_json::from_slice(json)
+            .map_err(|e| AuthError::Shape(format!("line {} column {}", e.line(), e.column())))?;
+        let map = match value.get("auths") {
+            Some(auths) => auths.clone(),
+            None => value,
+        };
+        let map: BTreeMap<String, Entry> = serde_json::from_value(map)
+            .map_err(|_| AuthError::Shape("an entry is not an object".into()))?;
+        let mut entries = BTreeMap::new();
+        for (key, entry) in map {
+            let credential = match (entry.auth.as_deref(), entry.username, entry.password) {
+                (Some(auth), _, _) if !auth.trim().is_empty() => {
+                    let decoded = base64::engine::general_purpose::STANDARD
+                        .decode(auth.trim())
+                        .ok()
+                        .and_then(|b| String::from_utf8(b).ok())
+                        .ok_or_else(|| AuthError::Entry { key: key.clone() })?;
+                    let (user, password) = decoded
+                        .split_once(':')
+                        .ok_or_else(|| AuthError::Entry { key: key.clone() })?;
+                    Credential::new(user, password)
+                }
+                (_, Some(user), Some(password)) if !user.is_empty() => {
+                    Credential::new(user, password)
+                }
+                _ => continue,
+            };
+            entries.insert(normalise_key(&key), credential);
+        }
+        Ok(AuthFile { entries })
+    }
+
+    /// Builds one from `(key, credential)` pairs.
+    pub fn from_entries(entries: impl IntoIterator<Item = (String, Credential)>) -> Self {
+        AuthFile {
+            entries: entries
+                .into_iter()
+                .map(|(k, c)| (normalise_key(&k), c))
+                .collect(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The hosts (and paths) it has credentials for, for words.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    /// The credential a pull of `host/repository` uses, if any.
+    pub fn lookup(&self, host: &str, repository: &str) -> Option<&Credential> {
+        let host = host.to_ascii_lowercase();
+        let mut path = format!("{host}/{repository}");
+        loop {
+            if let Some(c) = self.entries.get(&path) {
+                return Some(c);
+            }
+            match path.rsplit_once('/') {
+                Some((shorter, _)) => path = shorter.to_string(),
+                None => break,
+            }
+        }
+        match host.as_str() {
+            "docker.io" => self.entries.get("index.docker.io"),
+            _ => None,
+        }
+    }
+}
+
+/// `https://host/v1/` is `host`; a key without a scheme is kept as written (it may carry a
+/// path); host names are compared without case.
+fn normalise_key(key: &str) -> String {
+    let key = key.trim();
+    let key = match key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+    {
+        Some(rest) => rest.split('/').next().unwrap_or_default(),
+        None => key.trim_end_matches('/'),
+    };
+    match key.split_once('/') {
+        Some((host, path)) => format!("{}/{path}", host.to_ascii_lowercase()),
+        None => key.to_ascii_lowercase(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b64(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    #[test]
+    fn chooses_the_most_specific_entry() {
+        let file = format!(
+            r#"{{"auths": {{
+                "quay.example": {{"auth": "{}"}},
+                "quay.example/ocb": {{"auth": "{}"}},
+                "https://legacy.example/v1/": {{"auth": "{}"}},
+                "Upper.Example:5000": {{"username": "u", "password": "p:w"}},
+                "token-only.example": {{"identitytoken": "x"}}
+            }}}}"#,
+            b64("host:h"),
+            b64("ns:n"),
+            b64("old:o"),
+        );
+        let auths = AuthFile::parse(file.as_bytes()).expect("parses");
+        let user = |h: &str, r: &str| auths.lookup(h, r).map(|c| c.username.clone());
+        assert_eq!(user("quay.example", "ocb/os-image"), Some("ns".into()));
+        assert_eq!(user("quay.example", "other/os-image"), Some("host".into()));
+        assert_eq!(user("QUAY.example", "ocbx/os"), Some("host".into()));
+        assert_eq!(user("legacy.example", "a/b"), Some("old".into()));
+        assert_eq!(user("upper.example:5000", "a"), Some("u".into()));
+        assert_eq!(
+            auths
+                .lookup("upper.example:5000", "a")
+                .map(Credential::password),
+            Some("p:w")
+        );
+        assert_eq!(
+            user("upper.example", "a"),
+            None,
+            "the port is part of the host"
+        );
+        assert_eq!(user("token-only.example", "a"), None);
+        assert_eq!(user("elsewhere.example", "a"), None);
+    }
+
+    #[test]
+    fn the_bare_map_of_dockercfg() {
+        let file = format!(r#"{{"reg.example": {{"auth": "{}"}}}}"#, b64("a:b"));
+        let auths = AuthFile::parse(file.as_bytes()).expect("parses");
+        assert_eq!(
+            auths
+                .lookup("reg.example", "x")
+                .map(|c| c.username.as_str()),
+            Some("a")
+        );
+    }
+
+    #[test]
+    fn bad_files_are_errors_that_quote_no_secret() {
+        let secret = b64("user-without-colon-SECRET");
+        let bad = format!(r#"{{"auths": {{"reg.example": {{"auth": "{secret}"}}}}}}"#);
+        let err = AuthFile::parse(bad.as_bytes()).expect_err("no colon");
+        assert!(!err.to_string().contains("SECRET") && !err.to_string().contains(&secret));
+        assert!(AuthFile::parse(b"not json").is_err());
+        assert!(AuthFile::parse(br#"{"auths": {"a": 1}}"#).is_err());
+        let not_b64 = br#"{"auths": {"a": {"auth": "%%%"}}}"#;
+        assert_eq!(
+            AuthFile::parse(not_b64),
+            Err(AuthError::Entry { key: "a".into() })
+        );
+    }
+
+    #[test]
+    fn debug_hides_the_password() {
+        let file = format!(
+            r#"{{"auths": {{"r.example": {{"auth": "{}"}}}}}}"#,
+            b64("me:TOPSECRET")
+        );
+        let auths = AuthFile::parse(file.as_bytes()).expect("parses");
+        let c = auths.lookup("r.example", "x").expect("entry");
+        assert!(!format!("{auths:?} {c:?}").contains("TOPSECRET"));
+    }
+}

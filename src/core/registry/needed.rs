@@ -1,0 +1,303 @@
+//! Which images the cluster needs from its registries, and who needs each.
+//!
+//! - A node's `desiredImage` it has not reached (`currentImage` is another string): its daemon
+//!   is about to pull it (**pending**).
+//! - A node's `currentImage`: it runs it; a node rebases to it again only when its on-disk
+//!   state is reset, so a lost one fails later, not now (**running**).
+//! - A MachineOSConfig's `status.currentImagePullSpec`: MCO sends every node of its pool that
+//!   is not on it there, and (4.21 on) joining machines pull it at first boot; pending while a
+//!   node of the pool is not on it, else running.
+//! - Each succeeded MachineOSBuild's `status.digestedImagePushSpec`: a rollback to its config
+//!   reuses it. Listed, but needed by nobody until then.
+//!
+//! Images are the exact strings MCO wrote (a node pulls exactly that string, mirrors applied);
+//! two spellings of one digest are two entries, each asked. Pools are MCO's
+//! ([`crate::core::policy::Membership`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::core::node::NodeImages;
+use crate::core::policy::Membership;
+use crate::core::snapshot::Snapshot;
+
+/// How urgently a pool needs an image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Need {
+    /// Nodes run it: a loss fails them only if they ever pull it again.
+    Running,
+    /// A node is about to pull it (or MCO will send one there): a loss fails that node.
+    Pending,
+}
+
+impl Need {
+    pub fn label(self) -> &'static str {
+        match self {
+            Need::Pending => "pending",
+            Need::Running => "running",
+        }
+    }
+}
+
+/// Who needs an image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Holder {
+    Node {
+        node: Arc<str>,
+        pool: Option<Arc<str>>,
+        need: Need,
+    },
+    /// The config's current image.
+    MachineOSConfig {
+        name: String,
+        pool: String,
+        need: Need,
+    },
+    /// A succeeded build's image.
+    MachineOSBuild { name: String },
+}
+
+/// One image and who needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NeededImage {
+    pub image: String,
+    pub needed_by: Vec<Holder>,
+}
+
+impl NeededImage {
+    /// Whether a node or a MachineOSConfig needs it (what `images`' exit status and `serve`'s
+    /// audit count); a build's image alone does not.
+    pub fn counts(&self) -> bool {
+        self.needed_by
+            .iter()
+            .any(|h| !matches!(h, Holder::MachineOSBuild { .. }))
+    }
+
+    /// The most urgent need of each pool.
+    pub fn pools(&self) -> BTreeMap<&str, Need> {
+        let mut pools: BTreeMap<&str, Need> = BTreeMap::new();
+        for holder in &self.needed_by {
+            let (pool, need) = match holder {
+                Holder::Node {
+                    pool: Some(pool),
+                    need,
+                    ..
+                } => (pool.as_ref(), *need),
+                Holder::MachineOSConfig { pool, need, .. } => (pool.as_str(), *need),
+                _ => continue,
+            };
+            let entry = pools.entry(pool).or_insert(need);
+            *entry = (*entry).max(need);
+        }
+        pools
+    }
+
+    /// The most urgent need of anyone.
+    pub fn need(&self) -> Option<Need> {
+        self.needed_by
+            .iter()
+            .filter_map(|h| match h {
+                Holder::Node { need, .. } | Holder::MachineOSConfig { need, .. } => Some(*need),
+                Holder::MachineOSBuild { .. } => None,
+            })
+            .max()
+    }
+}
+
+/// Every image of the snapshot and who needs it, sorted by image.
+pub fn needed_images(snapshot: &Snapshot) -> Vec<NeededImage> {
+    let membership = Membership::new(&snapshot.pools);
+    let mut pool_names: HashMap<&str, Arc<str>> = HashMap::new();
+    let mut images: BTreeMap<String, Vec<Holder>> = BTreeMap::new();
+    // Per pool: how many member nodes run each current image, and how many nodes there are.
+    let mut running: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut members: HashMap<&str, usize> = HashMap::new();
+    for node in &snapshot.nodes {
+        let pool = membership.primary(node.as_ref());
+        let shared_pool = pool.map(|p| Arc::clone(pool_names.entry(p).or_insert_with(|| p.into())));
+        let seen = NodeImages::of(node);
+        if let Some(p) = pool {
+            *members.entry(p).or_default() += 1;
+            if let Some(current) = seen.current {
+                *running.entry((p, current)).or_default() += 1;
+            }
+        }
+        if let Some(desired) = seen.desired
+            && !seen.reached()
+        {
+            images
+                .entry(desired.to_string())
+                .or_default()
+                .push(Holder::Node {
+                    node: Arc::clone(node.shared_name()),
+                    pool: shared_pool.clone(),
+                    need: Need::Pending,
+                });
+        }
+        if let Some(current) = seen.current {
+            images
+                .entry(current.to_string())
+                .or_default()
+                .push(Holder::Node {
+                    node: Arc::clone(node.shared_name()),
+                    pool: shared_pool,
+                    need: Need::Running,
+                });
+        }
+    }
+    for mosc in &snapshot.machine_os_configs {
+        let Some(image) = mosc
+            .current_image()
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+        else {
+            continue;
+        };
+        let pool = mosc.pool_name();
+        let on_it = running.get(&(pool, image)).copied().unwrap_or_default();
+        let need = if on_it < members.get(pool).copied().unwrap_or_default() {
+            Need::Pending
+        } else {
+            Need::Running
+        };
+        images
+            .entry(image.to_string())
+            .or_default()
+            .push(Holder::MachineOSConfig {
+                name: mosc.name().to_string(),
+                pool: pool.to_string(),
+                need,
+            });
+    }
+    for build in &snapshot.machine_os_builds {
+        if !build.succeeded() {
+            continue;
+        }
+        let Some(image) = build
+            .digested_image()
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+        else {
+            continue;
+        };
+        images
+            .entry(image.to_string())
+            .or_default()
+            .push(Holder::MachineOSBuild {
+                name: build.name().to_string(),
+            });
+    }
+    images
+        .into_iter()
+        .map(|(image, needed_by)| NeededImage { image, needed_by })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    const WORKER: &str = "node-role.kubernetes.io/worker";
+
+    fn image(name: &str) -> String {
+        format!("quay.example/ocb/{name}@sha256:{}", "ab".repeat(32))
+    }
+
+    fn arc<T: serde::de::DeserializeOwned>(v: Value) -> Arc<T> {
+        Arc::new(serde_json::from_value(v).expect("fixture decodes"))
+    }
+
+    fn mosc(name: &str, current: &str) -> Arc<crate::core::model::MachineOSConfig> {
+        arc(
+            json!({"metadata": {"name": name}, "spec": {"machineConfigPool": {"name": name}},
+            "status": {"currentImagePullSpec": current}}),
+        )
+    }
+
+    fn build(name: &str, image: &str, succeeded: bool) -> Arc<crate::core::model::MachineOSBuild> {
+        let status = if succeeded { "True" } else { "False" };
+        arc(
+            json!({"metadata": {"name": name}, "spec": {"machineOSConfig": {"name": "worker"}},
+            "status": {"digestedImagePushSpec": image,
+                "conditions": [{"type": "Succeeded", "status": status}]}}),
+        )
+    }
+
+    fn pool() -> Arc<crate::core::model::MachineConfigPool> {
+        arc(json!({"metadata": {"name": "worker"},
+            "spec": {"nodeSelector": {"matchLabels": {WORKER: ""}}}}))
+    }
+
+    fn node(
+        name: &str,
+        worker: bool,
+        desired: &str,
+        current: &str,
+    ) -> Arc<crate::core::node::NodeMeta> {
+        let labels = if worker {
+            json!({WORKER: ""})
+        } else {
+            json!({})
+        };
+        arc(
+            json!({"metadata": {"name": name, "labels": labels, "annotations": {
+            "machineconfiguration.openshift.io/desiredImage": desired,
+            "machineconfiguration.openshift.io/currentImage": current}}}),
+        )
+    }
+
+    #[test]
+    fn who_needs_what() {
+        let (a, b, old, failed) = (image("a"), image("b"), image("old"), image("failed"));
+        let snapshot = Snapshot {
+            machine_os_configs: vec![mosc("worker", &b)],
+            machine_os_builds: vec![
+                build("worker-1", &old, true),
+                build("worker-2", &b, true),
+                build("worker-3", &failed, false),
+            ],
+            pools: vec![pool()],
+            nodes: vec![
+                node("w1", true, &b, &a),
+                node("w2", true, &a, &a),
+                node("stray", false, &a, &a),
+            ],
+            ..Default::default()
+        };
+        let needed = needed_images(&snapshot);
+        let by: BTreeMap<&str, &NeededImage> =
+            needed.iter().map(|n| (n.image.as_str(), n)).collect();
+        assert_eq!(by.len(), 3, "{needed:?}");
+        let nb = by[b.as_str()];
+        assert_eq!(nb.pools().get("worker"), Some(&Need::Pending));
+        assert!(nb.counts());
+        assert_eq!(nb.needed_by.len(), 3, "w1 pending, the config, build 2");
+        let na = by[a.as_str()];
+        assert_eq!(na.pools().get("worker"), Some(&Need::Running));
+        assert_eq!(na.need(), Some(Need::Running));
+        assert!(na.needed_by.contains(&Holder::Node {
+            node: "stray".into(),
+            pool: None,
+            need: Need::Running
+        }));
+        let no = by[old.as_str()];
+        assert!(!no.counts());
+        assert!(no.pools().is_empty());
+        assert!(!by.contains_key(failed.as_str()));
+    }
+
+    #[test]
+    fn a_settled_pool_runs_its_config_image() {
+        let b = image("b");
+        let snapshot = Snapshot {
+            machine_os_configs: vec![mosc("worker", &b)],
+            pools: vec![pool()],
+            nodes: vec![node("w1", true, &b, &b)],
+            ..Default::default()
+        };
+        let needed = needed_images(&snapshot);
+        assert_eq!(needed.len(), 1);
+        assert_eq!(needed[0].pools().get("worker"), Some(&Need::Running));
+    }
+}

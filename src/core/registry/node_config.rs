@@ -1,0 +1,351 @@
+//! What a node pulls its image with, as the ControllerConfig `machine-config-controller` gives it
+//! (MCO's daemon writes these files from it; `pkg/daemon/certificate_writer.go`, `pkg/operator/sync.go`):
+//!
+//! - `spec.internalRegistryPullSecret`: the node's `/etc/mco/internal-registry-pull-secret.json`,
+//!   the auth file rpm-ostree pulls with ([`super::auth`]). Never the MachineOSConfig's push
+//!   secret: nodes do not have it.
+//! - `spec.imageRegistryBundleData` (the internal registry's service CA) and
+//!   `spec.imageRegistryBundleUserData` (image.config's `additionalTrustedCA`):
+//!   `/etc/docker/certs.d/<file>/ca.crt`, file names with `..` for `:` (`host..5000` is the CA of
+//!   `host:5000`), trusted for that host only; `spec.additionalTrustBundle` (the cluster's
+//!   user-ca-bundle) is in the node's system trust, so trusted for every host.
+//! - `spec.proxy` (`httpProxy`, `httpsProxy`, `noProxy`): `/etc/mco/proxy.env`. Which hosts skip
+//!   the proxy is Go's `NO_PROXY` rule ([`ProxySettings::proxy_for`]), since containers/image
+//!   reads it through `http.ProxyFromEnvironment`.
+//!
+//! Byte fields arrive base64-encoded, as Kubernetes writes Go's `[]byte`.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use base64::Engine as _;
+use serde::Deserialize;
+
+use super::auth::{AuthError, AuthFile};
+use super::sources::MirrorRule;
+
+/// Everything a pull as the node makes it reads: credentials, CAs, proxy, mirrors.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PullConfig {
+    pub auths: AuthFile,
+    pub trust: RegistryTrust,
+    pub proxy: ProxySettings,
+    /// Merged ([`super::sources::merge`]).
+    pub mirrors: Vec<MirrorRule>,
+}
+
+/// The ControllerConfig's spec fields the pull reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerConfigSpec {
+    #[serde(default)]
+    pub internal_registry_pull_secret: Option<String>,
+    #[serde(default)]
+    pub image_registry_bundle_data: Vec<BundleFile>,
+    #[serde(default)]
+    pub image_registry_bundle_user_data: Vec<BundleFile>,
+    #[serde(default)]
+    pub additional_trust_bundle: Option<String>,
+    #[serde(default)]
+    pub proxy: Option<ProxySettings>,
+}
+
+/// One `ImageRegistryBundle`: `{file, data}`.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct BundleFile {
+    #[serde(default)]
+    pub file: String,
+    /// Base64 of the PEM.
+    #[serde(default)]
+    pub data: String,
+}
+
+/// The cluster proxy as the ControllerConfig carries it (`configv1.ProxyStatus`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxySettings {
+    #[serde(default)]
+    pub http_proxy: Option<String>,
+    #[serde(default)]
+    pub https_proxy: Option<String>,
+    #[serde(default)]
+    pub no_proxy: Option<String>,
+}
+
+/// The CAs a node trusts for registries: per host, and for every host.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RegistryTrust {
+    /// `host[:port]` -> PEM.
+    pub per_host: BTreeMap<String, String>,
+    /// PEM trusted for every host besides the system roots.
+    pub everywhere: Option<String>,
+}
+
+impl RegistryTrust {
+    /// The PEM for `host` (`host[:port]` exactly as the image names it), if any.
+    pub fn for_host(&self, host: &str) -> Option<&str> {
+        self.per_host
+            .get(&host.to_ascii_lowercase())
+            .map(String::as_str)
+    }
+}
+
+/// The host a `certs.d` directory name is for: `..` stands for `:`.
+pub fn bundle_host(file: &str) -> String {
+    file.trim().replace("..", ":").to_ascii_lowercase()
+}
+
+/// Why a ControllerConfig cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeConfigError {
+    #[error("{field} is not base64")]
+    NotBase64 { field: String },
+    #[error("spec.internalRegistryPullSecret: {0}")]
+    PullSecret(AuthError),
+}
+
+fn decode(field: &str, data: &str) -> Result<Vec<u8>, NodeConfigError> {
+    base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .map_err(|_| NodeConfigError::NotBase64 {
+            field: field.to_string(),
+        })
+}
+
+impl ControllerConfigSpec {
+    /// The CAs, user bundles after the service CA's (a later file for the same host replaces
+    /// an earlier one, as the daemon's writes do).
+    pub fn trust(&self) -> Result<RegistryTrust, NodeConfigError> {
+        let mut trust = RegistryTrust::default();
+        for (field, files) in [
+            (
+                "spec.imageRegistryBundleData",
+                &self.image_registry_bundle_data,
+            ),
+            (
+                "spec.imageRegistryBundleUserData",
+                &self.image_registry_bundle_user_data,
+            ),
+        ] {
+            for f in files {
+                if f.file.trim().is_empty() {
+                    continue;
+                }
+                let pem = decode(&format!("{field}[{}]", f.file), &f.data)?;
+                trust.per_host.insert(
+                    bundle_host(&f.file),
+                    String::from_utf8_lossy(&pem).into_owned(),
+                );
+            }
+        }
+        if let Some(bundle) = self.additional_trust_bundle.as_deref()
+            && !bundle.trim().is_empty()
+        {
+            let pem = decode("spec.additionalTrustBundle", bundle)?;
+            trust.everywhere = Some(String::from_utf8_lossy(&pem).into_owned());
+        }
+        Ok(trust)
+    }
+
+    /// The node's pull credentials (empty when the field is absent).
+    pub fn pull_secret(&self) -> Result<AuthFile, NodeConfigError> {
+        match self.internal_registry_pull_secret.as_deref() {
+            None => Ok(AuthFile::default()),
+            Some(s) if s.trim().is_empty() => Ok(AuthFile::default()),
+            Some(s) => AuthFile::parse(&decode("spec.internalRegistryPullSecret", s)?)
+                .map_err(NodeConfigError::PullSecret),
+        }
+    }
+}
+
+impl ProxySettings {
+    /// The proxy an HTTPS request to `host` (`host[:port]`) goes through, as Go's
+    /// `httpproxy.Config.ProxyFunc` decides: none for localhost and loopback addresses, none when
+    /// `noProxy` matches (`*`; an IP or CIDR; a domain, which also matches its subdomains; a
+    /// leading `.`, subdomains only; an entry with a port, that port only), else `httpsProxy`.
+    pub fn proxy_for(&self, host: &str) -> Option<&str> {
+        let proxy = self
+            .https_proxy
+            .as_deref()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())?;
+        (!bypasses(host, self.no_proxy.as_deref().unwrap_or(""))).then_some(proxy)
+    }
+}
+
+/// Splits `host[:port]` (IPv6 in brackets, or bare).
+fn split_host(host: &str) -> (String, Option<String>) {
+    let host = host.trim().to_ascii_lowercase();
+    if let Some(rest) = host.strip_prefix('[')
+        && let Some((ip, after)) = rest.split_once(']')
+    {
+        return (ip.to_string(), after.strip_prefix(':').map(str::to_string));
+    }
+    match host.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h.to_string(), Some(p.to_string())),
+        _ => (host, None),
+    }
+}
+
+fn bypasses(host: &str, no_proxy: &str) -> bool {
+    let (name, port) = split_host(host);
+    let port = port.unwrap_or_else(|| "443".to_string());
+    if name == "localhost" {
+        return true;
+    }
+    let ip: Option<IpAddr> = name.parse().ok();
+    if ip.is_some_and(|ip| ip.is_loopback()) {
+        return true;
+    }
+    for entry in no_proxy.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        if entry == "*" {
+            return true;
+        }
+        if let Some((net, bits)) = entry.split_once('/') {
+            if let (Ok(net), Ok(bits), Some(ip)) = (net.parse::<IpAddr>(), bits.parse::<u8>(), ip)
+                && in_cidr(ip, net, bits)
+            {
+                return true;
+            }
+            continue;
+        }
+        let (entry_name, entry_port) = split_host(entry);
+        if entry_port.is_some_and(|p| p != port) {
+            continue;
+        }
+        if let Ok(entry_ip) = entry_name.parse::<IpAddr>() {
+            if ip == Some(entry_ip) {
+                return true;
+            }
+            continue;
+        }
+        let entry_name = entry_name.strip_prefix('*').unwrap_or(&entry_name);
+        let matched = match entry_name.strip_prefix('.') {
+            Some(suffix) => name.ends_with(&format!(".{suffix}")),
+            None => name == entry_name || name.ends_with(&format!(".{entry_name}")),
+        };
+        if matched {
+            return true;
+        }
+    }
+    false
+}
+
+fn in_cidr(ip: IpAddr, net: IpAddr, bits: u8) -> bool {
+    match (ip, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) if bits <= 32 => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u32::MAX << (32 - bits)
+            };
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) if bits <= 128 => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u128::MAX << (128 - bits)
+            };
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b64(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    #[test]
+    fn bundle_file_names() {
+        assert_eq!(
+            bundle_host("image-registry.openshift-image-registry.svc..5000"),
+            "image-registry.openshift-image-registry.svc:5000"
+        );
+        assert_eq!(bundle_host("quay.example"), "quay.example");
+    }
+
+    #[test]
+    fn reads_what_the_node_gets() {
+        let json = serde_json::json!({
+            "internalRegistryPullSecret": b64(r#"{"auths":{"quay.example":{"auth":"dTpw"}}}"#),
+            "imageRegistryBundleData": [{"file": "internal..5000", "data": b64("SERVICE CA")}],
+            "imageRegistryBundleUserData": [
+                {"file": "quay.example", "data": b64("USER CA")},
+                {"file": "internal..5000", "data": b64("USER CA FOR INTERNAL")}
+            ],
+            "additionalTrustBundle": b64("CLUSTER CA"),
+            "proxy": {"httpsProxy": "http://proxy.example:3128", "noProxy": ".svc,10.0.0.0/8"},
+            "unrelated": {"field": 1}
+        });
+        let spec: ControllerConfigSpec = serde_json::from_value(json).expect("decodes");
+        let trust = spec.trust().expect("trust");
+        assert_eq!(
+            trust.for_host("internal:5000"),
+            Some("USER CA FOR INTERNAL")
+        );
+        assert_eq!(trust.for_host("QUAY.example"), Some("USER CA"));
+        assert_eq!(trust.for_host("quay.example:443"), None);
+        assert_eq!(trust.everywhere.as_deref(), Some("CLUSTER CA"));
+        let auths = spec.pull_secret().expect("auths");
+        assert_eq!(
+            auths
+                .lookup("quay.example", "x")
+                .map(|c| c.username.as_str()),
+            Some("u")
+        );
+        let bad = ControllerConfigSpec {
+            internal_registry_pull_secret: Some("%%".into()),
+            ..Default::default()
+        };
+        assert!(bad.pull_secret().is_err());
+        assert!(
+            ControllerConfigSpec::default()
+                .pull_secret()
+                .expect("empty")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn no_proxy_as_go_reads_it() {
+        let proxy = |no_proxy: &str| ProxySettings {
+            http_proxy: Some("http://plain.example:3128".into()),
+            https_proxy: Some("http://proxy.example:3128".into()),
+            no_proxy: Some(no_proxy.into()),
+        };
+        let cases: [(&str, &str, bool); 18] = [
+            ("quay.example", "", true),
+            ("localhost:5000", "", false),
+            ("127.0.0.1:5000", "", false),
+            ("[::1]:5000", "", false),
+            ("quay.example", "*", false),
+            ("quay.example", "quay.example", false),
+            ("a.quay.example", "quay.example", false),
+            ("xquay.example", "quay.example", true),
+            ("quay.example", ".quay.example", true),
+            ("a.quay.example", ".quay.example", false),
+            ("a.quay.example", "*.quay.example", false),
+            ("internal.svc:5000", ".svc, .cluster.local", false),
+            ("quay.example:8443", "quay.example:443", true),
+            ("quay.example", "quay.example:443", false),
+            ("10.1.2.3:5000", "10.0.0.0/8", false),
+            ("11.1.2.3:5000", "10.0.0.0/8", true),
+            ("10.1.2.3:5000", "10.1.2.3", false),
+            ("QUAY.EXAMPLE", "quay.example", false),
+        ];
+        for (host, no_proxy, proxied) in cases {
+            assert_eq!(
+                proxy(no_proxy).proxy_for(host).is_some(),
+                proxied,
+                "{host} with NO_PROXY={no_proxy:?}"
+            );
+        }
+        assert_eq!(ProxySettings::default().proxy_for("quay.example"), None);
+    }
+}

@@ -1,0 +1,306 @@
+//! Where a node pulls an image from: the mirrors of the ImageDigestMirrorSets and
+//! ImageContentSourcePolicies, as MCO renders them into the node's
+//! `/etc/containers/registries.conf` and containers/image applies them to a pull by digest.
+//!
+//! - Each set's entry is a `[[registry]]` with `prefix = source`, its mirrors in order, used for
+//!   pulls by digest only (`mirror-by-digest-only` / `pull-from-mirror = "digest-only"`); an
+//!   ImageDigestMirrorSet entry with `mirrorSourcePolicy: NeverContactSource` blocks the source
+//!   itself (`blocked = true`: the mirrors only). Entries of several sets with the same source
+//!   are merged: their mirrors in the sets' order, without repeats, and the source blocked if
+//!   one says so.
+//! - The entry that applies is the one whose prefix matches the image's repository most
+//!   specifically (the longest; `host/ns` matches `host/ns/repo` but not `host/nsx`; a
+//!   `*.example.com` prefix matches any host below example.com).
+//! - The pull then tries each mirror with the rest of the repository appended
+//!   (`mirror.example/ns` for `source.example/ns/repo` is `mirror.example/ns/repo`), then the
+//!   source unless blocked. A pull by tag uses the source only.
+//!
+//! ImageTagMirrorSets apply to pulls by tag, which nodes never make for a layered image (MCO
+//! writes digests), so they are not read.
+
+use oci_spec::distribution::Reference;
+use serde::Serialize;
+
+/// One source and its mirrors, from an ImageDigestMirrorSet's `spec.imageDigestMirrors[]` or an
+/// ImageContentSourcePolicy's `spec.repositoryDigestMirrors[]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MirrorRule {
+    /// `host[/path]`, or `*.domain` (ImageDigestMirrorSet only).
+    pub source: String,
+    pub mirrors: Vec<String>,
+    /// `mirrorSourcePolicy: NeverContactSource`.
+    pub never_contact_source: bool,
+}
+
+/// One place a node pulls the image from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PullSource {
+    /// The registry host (`host[:port]`).
+    pub host: String,
+    /// The repository on that host.
+    pub repository: String,
+    /// `digest` (`sha256:...`) or tag.
+    pub reference: String,
+    /// Whether this is a mirror (else the image's own registry).
+    pub mirror: bool,
+}
+
+impl PullSource {
+    /// The pull spec: `host/repository@digest` (or `:tag`).
+    pub fn spec(&self) -> String {
+        let sep = if self.reference.contains(':') {
+            '@'
+        } else {
+            ':'
+        };
+        format!("{}/{}{sep}{}", self.host, self.repository, self.reference)
+    }
+}
+
+/// Merges rules with the same source, as MCO does when it renders several sets into one
+/// registries.conf.
+pub fn merge(rules: impl IntoIterator<Item = MirrorRule>) -> Vec<MirrorRule> {
+    let mut merged: Vec<MirrorRule> = Vec::new();
+    for rule in rules {
+        let source = rule.source.trim().to_string();
+        if source.is_empty() {
+            continue;
+        }
+        let entry = match merged.iter_mut().position(|m| m.source == source) {
+            Some(i) => &mut merged[i],
+            None => {
+                merged.push(MirrorRule {
+                    source,
+                    mirrors: Vec::new(),
+                    never_contact_source: false,
+                });
+                merged.last_mut().expect("just pushed")
+            }
+        };
+        entry.never_contact_source |= rule.never_contact_source;
+        for mirror in rule.mirrors {
+            let mirror = mirror.trim().to_string();
+            if !mirror.is_empty() && !entry.mirrors.contains(&mirror) {
+                entry.mirrors.push(mirror);
+            }
+        }
+    }
+    merged
+}
+
+/// How specifically `prefix` matches `name` (`host/repository`): `None` when it does not.
+fn matches(prefix: &str, name: &str) -> Option<usize> {
+    if let Some(domain) = prefix.strip_prefix("*.") {
+        let host = name.split('/').next().unwrap_or_default();
+        let bare = host.split(':').next().unwrap_or_default();
+        return bare
+            .strip_suffix(domain)
+            .filter(|rest| rest.ends_with('.') && rest.len() > 1)
+            .map(|_| prefix.len());
+    }
+    let rest = name.strip_prefix(prefix)?;
+    (rest.is_empty() || rest.starts_with('/')).then_some(prefix.len())
+}
+
+/// Where a node pulls `image` from, in order. An image that does not parse has no place.
+pub fn pull_sources(image: &str, rules: &[MirrorRule]) -> Result<Vec<PullSource>, String> {
+    let reference: Reference = image
+        .trim()
+        .parse()
+        .map_err(|e| format!("not an image reference: {e}"))?;
+    let host = reference.registry().to_string();
+    let repository = reference.repository().to_string();
+    let own = PullSource {
+        host: host.clone(),
+        repository: repository.clone(),
+        reference: reference
+            .digest()
+            .map(str::to_string)
+            .or_else(|| reference.tag().map(str::to_string))
+            .unwrap_or_else(|| "latest".to_string()),
+        mirror: false,
+    };
+    let Some(digest) = reference.digest() else {
+        return Ok(vec![own]);
+    };
+    let name = format!("{host}/{repository}");
+    let best = rules
+        .iter()
+        .filter_map(|r| matches(&r.source, &name).map(|n| (n, r)))
+        .max_by_key(|(n, _)| *n)
+        .map(|(_, r)| r);
+    let Some(rule) = best else {
+        return Ok(vec![own]);
+    };
+    let rest = if rule.source.starts_with("*.") {
+        name.split_once('/').map(|(_, r)| r).unwrap_or_default()
+    } else {
+        name[rule.source.len()..].trim_start_matches('/')
+    };
+    let mut places = Vec::new();
+    for mirror in &rule.mirrors {
+        let full = if rest.is_empty() {
+            mirror.clone()
+        } else {
+            format!("{}/{rest}", mirror.trim_end_matches('/'))
+        };
+        let Some((mirror_host, mirror_repo)) = full.split_once('/') else {
+            // A mirror that is only a host cannot hold a repository path of its own; the image's
+            // repository is used, as containers/image does for a host-only location.
+            places.push(PullSource {
+                host: full.clone(),
+                repository: repository.clone(),
+                reference: digest.to_string(),
+                mirror: true,
+            });
+            continue;
+        };
+        places.push(PullSource {
+            host: mirror_host.to_string(),
+            repository: mirror_repo.to_string(),
+            reference: digest.to_string(),
+            mirror: true,
+        });
+    }
+    if !rule.never_contact_source {
+        places.push(own);
+    }
+    Ok(places)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: &str = "sha256:01971adebd63a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f607182930";
+
+    fn rule(source: &str, mirrors: &[&str], never: bool) -> MirrorRule {
+        MirrorRule {
+            source: source.into(),
+            mirrors: mirrors.iter().map(|m| m.to_string()).collect(),
+            never_contact_source: never,
+        }
+    }
+
+    fn specs(image: &str, rules: &[MirrorRule]) -> Vec<String> {
+        pull_sources(image, rules)
+            .expect("parses")
+            .iter()
+            .map(PullSource::spec)
+            .collect()
+    }
+
+    #[test]
+    fn the_table() {
+        let image = format!("quay.example/ocb/os-image@{D}");
+        let cases: Vec<(&str, Vec<MirrorRule>, Vec<String>)> = vec![
+            ("no rule: the source", vec![], vec![image.clone()]),
+            (
+                "a repository rule: mirrors in order, then the source",
+                vec![rule(
+                    "quay.example/ocb/os-image",
+                    &["m1.example/ocb/os-image", "m2.example:5000/x/os"],
+                    false,
+                )],
+                vec![
+                    format!("m1.example/ocb/os-image@{D}"),
+                    format!("m2.example:5000/x/os@{D}"),
+                    image.clone(),
+                ],
+            ),
+            (
+                "a namespace rule appends the rest",
+                vec![rule(
+                    "quay.example/ocb",
+                    &["mirror.example/mirrored"],
+                    false,
+                )],
+                vec![
+                    format!("mirror.example/mirrored/os-image@{D}"),
+                    image.clone(),
+                ],
+            ),
+            (
+                "NeverContactSource: the mirrors only",
+                vec![rule("quay.example/ocb", &["mirror.example/ocb"], true)],
+                vec![format!("mirror.example/ocb/os-image@{D}")],
+            ),
+            (
+                "the most specific rule wins",
+                vec![
+                    rule("quay.example", &["wide.example"], false),
+                    rule("quay.example/ocb/os-image", &["narrow.example/os"], false),
+                ],
+                vec![format!("narrow.example/os@{D}"), image.clone()],
+            ),
+            (
+                "a prefix is not a path prefix",
+                vec![rule("quay.example/oc", &["mirror.example/oc"], false)],
+                vec![image.clone()],
+            ),
+            (
+                "a host rule",
+                vec![rule("quay.example", &["mirror.example:8443"], false)],
+                vec![
+                    format!("mirror.example:8443/ocb/os-image@{D}"),
+                    image.clone(),
+                ],
+            ),
+            (
+                "a wildcard rule",
+                vec![rule("*.example", &["mirror.internal/all"], false)],
+                vec![
+                    format!("mirror.internal/all/ocb/os-image@{D}"),
+                    image.clone(),
+                ],
+            ),
+            (
+                "a wildcard does not match the bare domain",
+                vec![rule("*.quay.example", &["mirror.internal"], false)],
+                vec![image.clone()],
+            ),
+        ];
+        for (name, rules, want) in cases {
+            assert_eq!(specs(&image, &rules), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_tag_uses_the_source_only() {
+        let rules = [rule("quay.example/ocb", &["mirror.example/ocb"], true)];
+        assert_eq!(
+            specs("quay.example/ocb/os-image:latest", &rules),
+            vec!["quay.example/ocb/os-image:latest".to_string()]
+        );
+    }
+
+    #[test]
+    fn merged_sets() {
+        let merged = merge(vec![
+            rule(
+                "quay.example/ocb",
+                &["a.example/ocb", "b.example/ocb"],
+                false,
+            ),
+            rule(
+                " quay.example/ocb ",
+                &["b.example/ocb", "c.example/ocb"],
+                true,
+            ),
+            rule("", &["x"], false),
+        ]);
+        assert_eq!(
+            merged,
+            vec![rule(
+                "quay.example/ocb",
+                &["a.example/ocb", "b.example/ocb", "c.example/ocb"],
+                true
+            )]
+        );
+    }
+
+    #[test]
+    fn an_unparseable_image_is_an_error() {
+        assert!(pull_sources("not a reference!", &[]).is_err());
+    }
+}

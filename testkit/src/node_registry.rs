@@ -1,0 +1,149 @@
+//! The registry nodes pull from, as production serves it: the kit's open [`Registry`]'s storage
+//! behind TLS (a throw-away CA) and Docker token auth ([`TokenServer`]), and the ControllerConfig
+//! that tells nodes (and the guard) how to reach it: the pull secret for [`NODE_USER`], the CA
+//! as a per-host bundle (`..` for `:`).
+
+use base64::Engine as _;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+use crate::Result;
+use crate::https_stub::TokenServer;
+use crate::pki::{CertPair, Pki};
+use crate::registry::{Registry, SecureRegistry};
+
+/// The user of the nodes' pull secret (the machine-os-puller's token, in a real cluster).
+pub const NODE_USER: &str = "machine-os-puller";
+/// Its password: tests check that it appears in no output, log, Event or metric.
+pub const NODE_PASSWORD: &str = "node-pull-SECRET-9f8e7d";
+
+/// A name the registry's certificate carries that no DNS resolves: only a proxy that knows
+/// where it is can reach it ([`crate::connect_proxy`]), as behind a cluster proxy.
+pub const PROXIED_NAME: &str = "registry.proxied.test";
+
+/// The TLS, token-authenticated face of an open registry's storage, and what it takes to trust
+/// it.
+pub struct SecureFace {
+    pub secure: SecureRegistry,
+    pub pki: Pki,
+    /// A serving certificate of [`SecureFace::pki`] for 127.0.0.1 (for stub hosts beside it).
+    pub serving: CertPair,
+    _token: TokenServer,
+    _dir: tempfile::TempDir,
+}
+
+impl SecureFace {
+    /// Starts the token service and the secure registry over `open`'s storage.
+    pub async fn over(open: &Registry) -> Result<Self> {
+        crate::tls::ensure_crypto_provider();
+        let dir = crate::temp_dir("mosc-guard-node-registry-")?;
+        let pki = Pki::new(dir.path())?;
+        let serving = pki.server_cert("registry", &["127.0.0.1", "localhost", PROXIED_NAME])?;
+        let token = TokenServer::start(&serving, NODE_USER, NODE_PASSWORD).await?;
+        let secure = open.secure_front(&serving, &token).await?;
+        Ok(SecureFace {
+            secure,
+            pki,
+            serving,
+            _token: token,
+            _dir: dir,
+        })
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> &str {
+        self.secure.host()
+    }
+
+    /// A ControllerConfig `machine-config-controller` as MCO writes it (every field the API
+    /// requires), holding the nodes' pull secret for this registry and its CA.
+    pub fn controller_config(&self) -> Value {
+        let auth = base64(&format!("{NODE_USER}:{NODE_PASSWORD}"));
+        let pull_secret = json!({"auths": {self.host(): {"auth": auth}}});
+        let zeros = "0".repeat(64);
+        json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "ControllerConfig",
+            "metadata": {"name": "machine-config-controller"},
+            "spec": {
+                "additionalTrustBundle": null,
+                "baseOSContainerImage": format!("quay.example/openshift/rhel-coreos@sha256:{zeros}"),
+                "cloudProviderCAData": null,
+                "cloudProviderConfig": "",
+                "clusterDNSIP": "172.30.0.10",
+                "dns": null,
+                "images": {},
+                "infra": null,
+                "ipFamilies": "IPv4",
+                "kubeAPIServerServingCAData": base64("not used by the kit"),
+                "network": null,
+                "proxy": null,
+                "releaseImage": format!("quay.example/openshift-release-dev/ocp-release@sha256:{zeros}"),
+                "rootCAData": base64("not used by the kit"),
+                "internalRegistryPullSecret": base64(&pull_secret.to_string()),
+                "imageRegistryBundleUserData": [
+                    {"file": self.host().replace(':', ".."), "data": base64(&self.pki.ca_pem())}
+                ],
+            }
+        })
+    }
+
+    /// Creates [`SecureFace::controller_config`] in the cluster.
+    pub async fn install_controller_config(&self, client: &kube::Client) -> Result<()> {
+        create(
+            client,
+            (
+                "machineconfiguration.openshift.io",
+                "v1",
+                "ControllerConfig",
+                "controllerconfigs",
+            ),
+            self.controller_config(),
+        )
+        .await
+    }
+}
+
+fn base64(data: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+/// A cluster-scoped kind `(group, version, kind, plural)`.
+pub type Kind<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+/// The API of a cluster-scoped kind, as dynamic objects.
+pub fn dynamic_api(
+    client: &kube::Client,
+    (group, version, kind, plural): Kind<'_>,
+) -> Api<DynamicObject> {
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Api::all_with(client.clone(), &resource)
+}
+
+/// The ControllerConfig kind.
+pub const CONTROLLER_CONFIGS: Kind<'static> = (
+    "machineconfiguration.openshift.io",
+    "v1",
+    "ControllerConfig",
+    "controllerconfigs",
+);
+/// The ImageDigestMirrorSet kind.
+pub const IMAGE_DIGEST_MIRROR_SETS: Kind<'static> = (
+    "config.openshift.io",
+    "v1",
+    "ImageDigestMirrorSet",
+    "imagedigestmirrorsets",
+);
+
+/// Creates a cluster-scoped object of `kind`.
+pub async fn create(client: &kube::Client, kind: Kind<'_>, object: Value) -> Result<()> {
+    let api = dynamic_api(client, kind);
+    let kind = kind.2;
+    let object: DynamicObject = serde_json::from_value(object)?;
+    api.create(&PostParams::default(), &object)
+        .await
+        .map_err(|e| format!("creating {kind} {:?}: {e}", object.metadata.name))?;
+    Ok(())
+}
