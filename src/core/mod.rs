@@ -9,6 +9,7 @@ pub mod model;
 pub mod node;
 pub mod outcome;
 pub mod policy;
+pub mod prune;
 pub mod recovery;
 pub mod release;
 pub mod report;
