@@ -6,7 +6,8 @@
 //! a build an earlier config of the same name left behind counts too (4.20 on, MCO's cleanup of
 //! that config never takes it, and the config recreated with the same inputs reuses it).
 //! Newest by `creationTimestamp`; a build without one counts as the newest (it cannot be aged),
-//! ties by name. Builds kept for other reasons still take their place among the N.
+//! and builds created in the same second as the Nth newest are kept with it (a timestamp's
+//! second cannot order them). Builds kept for other reasons still take their place among the N.
 
 use std::collections::BTreeMap;
 
@@ -21,7 +22,7 @@ pub(super) fn add(builds: &mut [Planned], options: &Options) {
         }
     }
     for (config, mut members) in by_config {
-        // Newest first: no timestamp first, then the latest; ties by name.
+        // Newest first: no timestamp first, then the latest; ties by name (for the text only).
         members.sort_by(|&a, &b| {
             let (a, b) = (&builds[a], &builds[b]);
             (b.created.is_none(), b.created, &a.name).cmp(&(
@@ -34,13 +35,26 @@ pub(super) fn add(builds: &mut [Planned], options: &Options) {
             Some(c) => format!("MachineOSConfig {c}"),
             None => "no MachineOSConfig".to_string(),
         };
-        for (rank, &i) in members.iter().take(options.keep).enumerate() {
+        if options.keep == 0 {
+            continue;
+        }
+        // The Nth newest's creation (`None` inside: it has none); builds created in the same
+        // second are as new as it, and kept too. Fewer builds than N: all kept.
+        let boundary = members.get(options.keep - 1).map(|&i| builds[i].created);
+        let total = members.len();
+        for (rank, &i) in members.iter().enumerate() {
+            let newest = match boundary {
+                None => true,
+                Some(boundary) => rank < options.keep || builds[i].created >= boundary,
+            };
+            if !newest {
+                break;
+            }
             builds[i].keep(Why::new(
                 Keep::Newest,
                 format!(
-                    "it is the {} of the {} succeeded builds of {of} (--keep {})",
-                    newest(rank + 1),
-                    members.len(),
+                    "it is the {} of the {total} succeeded builds of {of} (--keep {})",
+                    newest_rank(rank + 1),
                     options.keep
                 ),
             ));
@@ -49,7 +63,7 @@ pub(super) fn add(builds: &mut [Planned], options: &Options) {
 }
 
 /// "newest", "2nd newest", ...
-fn newest(rank: usize) -> String {
+fn newest_rank(rank: usize) -> String {
     let suffix = match (rank % 10, rank % 100) {
         (_, 11..=13) => "th",
         (1, _) => "st",

@@ -336,3 +336,17 @@ fn disagreeing_copies_keep_a_build_any_combination_keeps() {
     assert_eq!(reasons(&merged, 1), [Keep::NodeNeedsImage]);
     assert!(most_cautious(Vec::new()).is_none());
 }
+
+#[test]
+fn builds_created_in_the_same_second_as_the_last_one_kept_are_kept_with_it() {
+    let mut c = Cluster::settled(5);
+    for n in [2, 3, 4] {
+        c.build_mut(n)["metadata"]["creationTimestamp"] = json!(ago(600));
+    }
+    // --keep 2: 5, then 4, 3 and 2 (the same second as 4); 1 is older.
+    let plan = c.plan(keep(2));
+    assert_eq!(deletable(&plan), names(&[1]));
+    assert!(reasons(&plan, 2).contains(&Keep::Newest));
+    // More revisions asked for than there are: every one is kept.
+    assert!(c.plan(keep(9)).deletable().next().is_none());
+}
