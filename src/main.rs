@@ -16,7 +16,9 @@ fn main() -> ExitCode {
         Command::Serve(_) => "info",
         Command::Check(_) => "warn,kube_client=off",
         Command::Certs(_) => "warn",
-        Command::RemoveFinalizers(_) | Command::Recover(_) => "warn,kube_client=off",
+        Command::RemoveFinalizers(_) | Command::Recover(_) | Command::Prune(_) => {
+            "warn,kube_client=off"
+        }
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let fmt = tracing_subscriber::fmt()
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
             Command::Certs(args) => cli::certs(args),
             Command::RemoveFinalizers(args) => cli::remove_finalizers(args).await,
             Command::Recover(args) => cli::recover(args).await,
+            Command::Prune(args) => cli::prune(args).await,
         }
     })
 }

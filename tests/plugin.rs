@@ -4,7 +4,8 @@
 //! own recipe, without the release build), then the real `/usr/bin/kubectl` runs it from PATH:
 //! `kubectl mosc-guard --version`, `kubectl mosc-guard check ... --from-dir` on a fixture (the
 //! same output and exit status as the binary run directly), `kubectl mosc-guard recover
-//! --from-dir` on a degraded pool's must-gather, and `kubectl plugin list` finds it. The krew manifest (`plugins/mosc-guard.yaml`) names the file kubectl looks for and
+//! --from-dir` on a degraded pool's must-gather, `kubectl mosc-guard prune --from-dir` on a
+//! fixture, and `kubectl plugin list` finds it. The krew manifest (`plugins/mosc-guard.yaml`) names the file kubectl looks for and
 //! carries the placeholder sha256 on the line the release step rewrites; the release archive
 //! `make plugin-archive` (`hack/plugin-archive.sh`) packs holds the image's static musl binary
 //! as that file, with the manifest written beside it carrying its sum (`#[ignore]`d: the image
@@ -138,6 +139,24 @@ fn kubectl_runs_the_installed_plugin() {
     assert!(
         String::from_utf8_lossy(&out.stdout)
             .contains("RECOVERABLE node ip-10-0-11-240.us-east-2.compute.internal"),
+        "{}",
+        text(&out)
+    );
+
+    // `prune` too: the plan for a must-gather, nothing written.
+    let out = kubectl(
+        bin_dir,
+        home.path(),
+        &[
+            "mosc-guard",
+            "prune",
+            "--from-dir",
+            "tests/fixtures/superseded-build",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("0 of 3 MachineOSBuilds can be deleted"),
         "{}",
         text(&out)
     );

@@ -54,6 +54,12 @@ struct PoolLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConfigLabels {
+    /// A MachineOSConfig's name (empty for builds that name none): bounded by the pools.
+    machineosconfig: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CacheLabels {
     cache: &'static str,
 }
@@ -119,6 +125,7 @@ pub struct Metrics {
     release_rows: Family<ReleaseRowLabels, Gauge>,
     deletion_blocked: Family<BlockedLabels, Gauge>,
     stuck: Family<PoolLabels, Gauge>,
+    deletable_builds: Family<ConfigLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -259,6 +266,14 @@ impl Default for Metrics {
              them, MCO never recovers them, and `mosc-guard recover` does",
             stuck.clone(),
         );
+        let deletable_builds = Family::<ConfigLabels, Gauge>::default();
+        registry.register(
+            "deletable_builds",
+            "Per MachineOSConfig, MachineOSBuilds `mosc-guard prune` would delete now with its \
+             defaults (--keep 3, --keep-younger-than 60m): no node needs their image, MCO would \
+             not reuse them, the guard would allow their deletion (from the caches)",
+            deletable_builds.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -281,6 +296,7 @@ impl Default for Metrics {
             release_rows,
             deletion_blocked,
             stuck,
+            deletable_builds,
         }
     }
 }
@@ -385,6 +401,17 @@ impl Metrics {
         for (pool, n) in pools {
             self.stuck
                 .get_or_create(&PoolLabels { pool })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// MachineOSBuilds `prune` would delete, per MachineOSConfig (`core::prune`, its defaults);
+    /// the series set is replaced whole, so a deleted config leaves no stale series.
+    pub fn deletable_builds(&self, configs: impl IntoIterator<Item = (String, usize)>) {
+        self.deletable_builds.clear();
+        for (machineosconfig, n) in configs {
+            self.deletable_builds
+                .get_or_create(&ConfigLabels { machineosconfig })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
