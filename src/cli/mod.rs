@@ -7,6 +7,7 @@ pub mod check;
 mod dump;
 pub mod error;
 mod notes;
+mod progress;
 pub mod prune;
 pub mod recover;
 pub mod serve;

@@ -16,7 +16,7 @@ use testkit::mco;
 use testkit::scenario::{WORKER_ROLE_LABEL, create_mosc, create_nodes, create_pool};
 use testkit::webhooks::register_validating_webhook;
 
-use super::interpose::Interposer;
+use super::interpose::{Target, on_delete};
 use super::*;
 
 /// A control plane with pool worker, MachineOSConfig worker and builds 1 to `n` of it (created
@@ -155,6 +155,11 @@ fn applied(report: &Value) -> Vec<(String, String, Option<String>)> {
         .collect()
 }
 
+/// A merge patch sending a node to image `n`.
+fn wants(n: u8) -> Value {
+    json!({"metadata": {"annotations": {"machineconfiguration.openshift.io/desiredImage": image(n)}}})
+}
+
 fn entry(n: u8, outcome: &str, problem: Option<&str>) -> (String, String, Option<String>) {
     (
         build_name(n),
@@ -212,18 +217,7 @@ async fn the_plan_writes_nothing_and_apply_deletes_only_the_deletable_builds() {
 async fn a_build_that_becomes_needed_after_the_plan_stops_the_run_before_its_delete() {
     let live = history(4, &[("worker-a", 4, 4), ("worker-b", 4, 4)]).await;
     // While build 1 is being deleted, worker-a is sent to build 2's image.
-    let cp_client = live.cp.client();
-    let _interposer = Interposer::on_delete(&live.cp, &build_name(1), move || {
-        let client = cp_client.clone();
-        async move {
-            let patch = json!({"metadata": {"annotations": {"machineconfiguration.openshift.io/desiredImage": image(2)}}});
-            mco::nodes(&client)
-                .patch("worker-a", &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .expect("send worker-a to image 2");
-        }
-    })
-    .await;
+    let _interposer = on_delete(&live.cp, &build_name(1), Target::Node("worker-a"), wants(2)).await;
     let run = prune(&live.cp, &["--keep", "0", "--apply", "-o", "json"]).await;
     assert_eq!(run.code, Some(1), "{run:?}");
     let report = run.json();
@@ -256,18 +250,7 @@ async fn a_delete_the_guard_refuses_stops_the_run_and_is_not_retried() {
     let live = history(3, &[("worker-a", 3, 3)]).await;
     // Between prune's read and its delete, worker-a is sent to build 1's image: the guard's
     // confirming read sees it and refuses.
-    let cp_client = live.cp.client();
-    let _interposer = Interposer::on_delete(&live.cp, &build_name(1), move || {
-        let client = cp_client.clone();
-        async move {
-            let patch = json!({"metadata": {"annotations": {"machineconfiguration.openshift.io/desiredImage": image(1)}}});
-            mco::nodes(&client)
-                .patch("worker-a", &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .expect("send worker-a to image 1");
-        }
-    })
-    .await;
+    let _interposer = on_delete(&live.cp, &build_name(1), Target::Node("worker-a"), wants(1)).await;
     let run = prune(&live.cp, &["--keep", "0", "--apply"]).await;
     assert_eq!(run.code, Some(1), "{run:?}");
     assert!(
@@ -293,21 +276,13 @@ async fn a_delete_the_guard_refuses_stops_the_run_and_is_not_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_build_changed_between_the_read_and_the_delete_is_not_deleted() {
     let live = history(3, &[("worker-a", 3, 3)]).await;
-    let cp_client = live.cp.client();
-    let _interposer = Interposer::on_delete(&live.cp, &build_name(1), move || {
-        let client = cp_client.clone();
-        async move {
-            let patch = json!({"metadata": {"annotations": {"example.com/touched": "yes"}}});
-            mco::mosbs(&client)
-                .patch(
-                    &build_name(1),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-                .expect("change build 1");
-        }
-    })
+    let touched = json!({"metadata": {"annotations": {"example.com/touched": "yes"}}});
+    let _interposer = on_delete(
+        &live.cp,
+        &build_name(1),
+        Target::Build(build_name(1)),
+        touched,
+    )
     .await;
     let run = prune(&live.cp, &["--keep", "0", "--apply", "-o", "json"]).await;
     assert_eq!(run.code, Some(1), "{run:?}");

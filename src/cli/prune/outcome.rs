@@ -1,32 +1,10 @@
-//! What `prune --apply` reports as it goes: progress lines on stderr with the time since the
-//! run started ([`Clock`]), and what became of each build ([`Applied`], as `--output json`
-//! prints it under `applied`). The same shape as `recover --apply`'s (`cli::recover::outcome`,
-//! which is private to it).
-
-use std::time::Instant;
+//! What became of each build `prune --apply` worked on ([`Applied`], as `--output json` prints
+//! it under `applied`), told as it happens on the run's [`Clock`]. The same shape as `recover
+//! --apply`'s (`cli::recover::outcome`).
 
 use serde::Serialize;
 
-/// Progress lines on stderr, each with the time since the run started.
-pub(super) struct Clock(Instant);
-
-impl Clock {
-    pub(super) fn start() -> Self {
-        Clock(Instant::now())
-    }
-
-    pub(super) fn line(&self, text: impl AsRef<str>) {
-        eprintln!(
-            "[{:>7.1}s] {}",
-            self.0.elapsed().as_secs_f64(),
-            text.as_ref()
-        );
-    }
-
-    fn seconds(&self) -> f64 {
-        (self.0.elapsed().as_secs_f64() * 10.0).round() / 10.0
-    }
-}
+pub(super) use crate::cli::progress::Clock;
 
 /// What became of one build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

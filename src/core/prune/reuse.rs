@@ -4,8 +4,9 @@
 //!   annotation (every release, from the moment a build starts) or `status.machineOSBuild`
 //!   (4.21 on, once it succeeded); and any build whose image is a config's
 //!   `status.currentImagePullSpec` (registry identity): on 4.19/4.20 the annotation names a new
-//!   build while the config still points at the previous one's image, and 4.22's layer-only
-//!   change finds the build to reuse by that image (`GetMachineOSBuildForImagePullspec`);
+//!   build while the config still points at the previous one's image, and from 4.20 a config
+//!   change that needs no new image finds the build to reuse by that image
+//!   (`GetMachineOSBuildForImagePullspec`, release-4.20 on: `reconcilePoolChange`);
 //! - **the build for a pool's `spec.configuration`**: the node controller sends nodes to an
 //!   image only while that build succeeded and is current (`canLayeredContinue`);
 //! - **the build for its `status.configuration`**, the config its nodes run: a change rolled
