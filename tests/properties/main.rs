@@ -26,7 +26,8 @@
 //! Case counts: short by default (a few seconds under `make test`). `MOSC_GUARD_CASES_VERDICT`,
 //! `MOSC_GUARD_CASES_DECODE` (admission and directory files) and `MOSC_GUARD_CASES_IMAGE`, else
 //! `PROPTEST_CASES`, set them (not `PROPTEST_*` names: proptest warns about those it does not
-//! know); `MOSC_GUARD_CASES_PRUNE` the prune property's (500 by default); `make soak` runs 100,000 verdict and 1,000,000 decode cases. Each test prints
+//! know); `MOSC_GUARD_CASES_PRUNE` sets the prune property's (500 by default); `make soak`
+//! runs 100,000 verdict and 1,000,000 decode cases. Each test prints
 //! `property <name>: <n> cases passed`. A failure prints the shrunk input.
 //!
 //! One test binary: the case counts, the runner and the strategies the properties share (images,
