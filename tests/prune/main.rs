@@ -7,9 +7,9 @@
 //!   registry holds only the images of the builds `--keep` and the nodes need; a change rolled
 //!   back while the new config's build runs reuses the build prune kept for the pool's
 //!   `status.configuration`;
-//! - [`releases`]: a MachineOSConfig deleted with `--cascade=orphan` and recreated: 4.19 cleans up
-//!   its builds by label itself, 4.23 (by controller) never does, and prune deletes them and
-//!   their images; a pre-built image's synthetic build (4.21) is kept, with the tag it shares;
+//! - [`releases`]: a MachineOSConfig deleted with `--cascade=orphan` and recreated: 4.19 and an
+//!   early 4.20.z clean up its builds by label themselves, a late 4.20.z and 4.23 (by controller)
+//!   never do, and prune deletes them and their images; a pre-built image's synthetic build (4.21) is kept, with the tag it shares;
 //!   on 4.23 a build whose image a node still runs is kept, and once the node moved on it goes,
 //!   its image with it (nothing leaked).
 //!

@@ -9,8 +9,9 @@ use testkit::simulator::SimConfig;
 
 /// Builds A (R0) and B (R1), settled on B; MOSC worker deleted with `--cascade=orphan` (the
 /// garbage collector takes its ownerReference off A and B instead of deleting them) and created
-/// again. On 4.19 MCO's cleanup takes every build labelled with the name and deletes A and B
-/// with their images itself, and the recreated config builds B's name again; on 4.23 it takes
+/// again. Where MCO's cleanup goes by label (4.19, 4.20 before PR #6305) it takes every build
+/// labelled with the name and deletes A and B with their images itself, and the recreated
+/// config builds B's name again; where it goes by controller (4.20 after it, 4.23) it takes
 /// only builds the deleted config controls, none, so A and B stay for good, the recreated
 /// config reuses B, and prune deletes A and its image.
 async fn orphaned_builds_of_a_recreated_config(z: ZStream) {
@@ -72,6 +73,16 @@ async fn orphaned_builds_of_a_recreated_config(z: ZStream) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_4_19_mco_deletes_an_orphaned_config_build_itself() {
     orphaned_builds_of_a_recreated_config(Release::V4_19.into()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_an_early_4_20_z_stream_mco_deletes_an_orphaned_config_build_itself() {
+    orphaned_builds_of_a_recreated_config(Release::V4_20.early()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_late_4_20_z_stream_an_orphaned_config_build_stays_until_prune_deletes_it() {
+    orphaned_builds_of_a_recreated_config(Release::V4_20.late()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
