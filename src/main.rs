@@ -16,7 +16,10 @@ fn main() -> ExitCode {
         Command::Serve(_) => "info",
         Command::Check(_) => "warn,kube_client=off",
         Command::Certs(_) => "warn",
-        Command::RemoveFinalizers(_) | Command::Recover(_) | Command::Images(_) => {
+        Command::RemoveFinalizers(_)
+        | Command::Recover(_)
+        | Command::Images(_)
+        | Command::Prune(_) => {
             "warn,kube_client=off"
         }
     };
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
             Command::RemoveFinalizers(args) => cli::remove_finalizers(args).await,
             Command::Recover(args) => cli::recover(args).await,
             Command::Images(args) => cli::images(args).await,
+            Command::Prune(args) => cli::prune(args).await,
         }
     })
 }

@@ -4,7 +4,8 @@
 //! - both openshift overlays render it, with the label the console selects dashboards by, in
 //!   the namespace the console reads them from, as one JSON document (rows format, as
 //!   OpenShift's own dashboards), with the panels the issue asks for: decisions,
-//!   confirmations, cache staleness, blocked MachineOSConfigs, deferred deletions;
+//!   confirmations, cache staleness, blocked MachineOSConfigs, deferred deletions, deletable
+//!   MachineOSBuilds (issue 38);
 //! - every PromQL expression of every panel reads only metrics the guard exports (from
 //!   `Metrics::default()` rendered after each labelled family has a series, with the
 //!   `_total` / `_bucket` / `_sum` / `_count` suffixes Prometheus sees), selects
@@ -87,6 +88,7 @@ fn exported() -> BTreeSet<String> {
         [],
     ));
     m.registry_check(mosc_guard::core::registry::Status::Available);
+    m.deletable_builds([("worker".to_owned(), 2)]);
     let text = m.render(&[("nodes", 1)], &[("nodes", false)], true);
     let mut names = BTreeSet::new();
     for line in text.lines() {
@@ -214,6 +216,7 @@ fn the_dashboard_has_the_panels_operators_need() {
         "Blocked MachineOSConfigs",
         "Deferred deletions",
         "Needed images not served, per pool",
+        "Deletable MachineOSBuilds",
     ] {
         assert!(titles.contains(want), "no panel {want:?}: {titles:?}");
     }
@@ -292,6 +295,7 @@ fn every_dashboard_query_reads_only_metrics_the_guard_exports() {
         "mosc_guard_cache_stale",
         "mosc_guard_deletion_blocked",
         "mosc_guard_deferred_deletions",
+        "mosc_guard_deletable_builds",
     ] {
         assert!(read.contains(want), "no panel reads {want}: {read:?}");
     }

@@ -5,7 +5,8 @@
 //! `kubectl mosc-guard --version`, `kubectl mosc-guard images --from-dir` on an empty dump,
 //! `kubectl mosc-guard check ... --from-dir` on a fixture (the
 //! same output and exit status as the binary run directly), `kubectl mosc-guard recover
-//! --from-dir` on a degraded pool's must-gather, and `kubectl plugin list` finds it. The krew manifest (`plugins/mosc-guard.yaml`) names the file kubectl looks for and
+//! --from-dir` on a degraded pool's must-gather, `kubectl mosc-guard prune --from-dir` on a
+//! fixture, and `kubectl plugin list` finds it. The krew manifest (`plugins/mosc-guard.yaml`) names the file kubectl looks for and
 //! carries the placeholder sha256 on the line the release step rewrites; the release archive
 //! `make plugin-archive` (`hack/plugin-archive.sh`) packs holds the image's static musl binary
 //! as that file, with the manifest written beside it carrying its sum (`#[ignore]`d: the image
@@ -154,6 +155,23 @@ fn kubectl_runs_the_installed_plugin() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let listed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(listed["images"], serde_json::json!([]), "{}", text(&out));
+    // `prune` too: the plan for a must-gather, nothing written.
+    let out = kubectl(
+        bin_dir,
+        home.path(),
+        &[
+            "mosc-guard",
+            "prune",
+            "--from-dir",
+            "tests/fixtures/superseded-build",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("0 of 3 MachineOSBuilds can be deleted"),
+        "{}",
+        text(&out)
+    );
 
     // kubectl finds it among its plugins, under the name it runs it by.
     let out = kubectl(bin_dir, home.path(), &["plugin", "list"]);

@@ -63,6 +63,12 @@ pub enum Command {
     /// Exit status: 0 every image a node or a MachineOSConfig needs is available, 1 one is
     /// missing or unknown, 2 the input cannot be read.
     Images(ImagesArgs),
+    /// List every MachineOSBuild deletable now (no node needs its image, MCO would not reuse
+    /// it, beyond the newest --keep, older than --keep-younger-than) or kept and why; with
+    /// --apply, delete the deletable ones one at a time on the live cluster, each re-read and
+    /// re-planned first (MCO then deletes their images).
+    /// Exit status: 0 plan made (and carried out), 1 something could not be done, 2 error.
+    Prune(PruneArgs),
 }
 
 /// Which cluster to talk to.
@@ -339,4 +345,53 @@ fn openshift_version_help() -> String {
          most cautious rules, as does a cluster without a ClusterVersion.",
         crate::core::release::known_range()
     )
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    // A plan only: --apply needs the live cluster.
+    #[command(flatten)]
+    pub dump: DumpArgs,
+    // Help from `openshift_version_help`: it names the releases the table knows.
+    #[arg(long, value_name = "VERSION", env = "MOSC_GUARD_OPENSHIFT_VERSION", help = openshift_version_help())]
+    pub openshift_version: Option<String>,
+    /// Keep the newest N succeeded MachineOSBuilds of each MachineOSConfig whatever else holds.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub keep: usize,
+    /// Keep every MachineOSBuild younger than this (e.g. 60m, 12h, 7d; 0s keeps none for its
+    /// age).
+    #[arg(long, value_name = "DURATION", default_value = "60m", value_parser = parse_age)]
+    pub keep_younger_than: Duration,
+    /// Output format (progress lines of --apply go to stderr).
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Delete the deletable MachineOSBuilds on the live cluster (not with --from-dir): one at a
+    /// time, each re-read and re-planned right before a delete conditional on its uid and
+    /// resourceVersion, then waited for until it is gone. Without it nothing is written.
+    #[arg(long)]
+    pub apply: bool,
+    /// With --apply: how long to wait for one deleted build to be gone before stopping and
+    /// reporting (e.g. 5m, 90s).
+    #[arg(long, value_name = "DURATION", default_value = "5m", requires = "apply", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+/// An age as people write it (`60m`, `12h`, `7d`, ISO 8601's `PT1H`), however long.
+fn parse_age(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    // jiff's friendly format has no `d` for a span of fixed length: a day here is 24 hours.
+    let parsed: k8s_openapi::jiff::SignedDuration = match text.strip_suffix('d') {
+        Some(days) => days
+            .parse::<i64>()
+            .ok()
+            .and_then(|d| d.checked_mul(24))
+            .map(k8s_openapi::jiff::SignedDuration::from_hours)
+            .ok_or_else(|| format!("not a number of days: {text}"))?,
+        None => text
+            .parse()
+            .map_err(|e| format!("not a duration (write e.g. 60m, 12h or 7d): {e}"))?,
+    };
+    Duration::try_from(parsed).map_err(|_| "a duration cannot be negative".to_string())
 }

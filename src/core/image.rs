@@ -75,6 +75,14 @@ impl ImageKey {
         }
     }
 
+    /// The tag, for a parsed reference without a digest (`latest` when it names none).
+    pub fn tag(&self) -> Option<&str> {
+        match &self.version {
+            Version::Tag(t) => Some(t),
+            _ => None,
+        }
+    }
+
     /// Lower-case digest hex (without the algorithm), when the spec carries a digest.
     pub fn digest_hex(&self) -> Option<&str> {
         match &self.version {

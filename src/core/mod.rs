@@ -10,6 +10,7 @@ pub mod node;
 pub mod node_controller;
 pub mod outcome;
 pub mod policy;
+pub mod prune;
 pub mod recovery;
 pub mod registry;
 pub mod release;

@@ -58,6 +58,12 @@ pub const MACHINE_OS_BUILDER_USER: &str =
     "system:serviceaccount:openshift-machine-config-operator:machine-os-builder";
 /// Annotation an admin sets (with a reason) to let a blocked deletion through.
 pub const OVERRIDE_ANNOTATION: &str = "mosc-guard.dev/allow-deletion";
+/// Annotation an admin sets on a MachineOSConfig to make MCO delete its current build and build
+/// it again (`rebuildMachineOSConfig`: MCO acts on its presence, whatever its value).
+pub const ANNOTATION_REBUILD: &str = "machineconfiguration.openshift.io/rebuild";
+/// Label (`"true"`) MCO 4.21 on puts on the synthetic MachineOSBuild of a pre-built image
+/// (`createSyntheticMachineOSBuild`), whose tag is its MachineOSConfig's push spec.
+pub const LABEL_PRE_BUILT_IMAGE: &str = "machineconfiguration.openshift.io/pre-built-image";
 
 /// `{name: ...}` reference used throughout the MCO API.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -213,6 +219,20 @@ impl MachineOSConfig {
                 .as_ref()
                 .is_some_and(|r| r.name == build)
     }
+
+    /// Whether the rebuild annotation is set: MCO is about to delete the current build and
+    /// build it again.
+    pub fn rebuild_requested(&self) -> bool {
+        self.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(ANNOTATION_REBUILD))
+    }
+
+    /// Whether it is being deleted (`metadata.deletionTimestamp`; a finalizer may hold it).
+    pub fn being_deleted(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
 }
 
 impl MachineOSBuild {
@@ -300,6 +320,35 @@ impl MachineOSBuild {
     pub fn only_owner_is(&self, uid: &str) -> bool {
         let mut owners = self.metadata.owner_references.iter().flatten().peekable();
         owners.peek().is_some() && owners.all(|o| o.uid == uid)
+    }
+
+    /// Whether condition `Interrupted` is True.
+    pub fn interrupted(&self) -> bool {
+        self.status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Interrupted" && c.status == "True")
+    }
+
+    /// `spec.renderedImagePushSpec` as written: the tag MCO deletes the image by.
+    pub fn push_spec(&self) -> Option<&str> {
+        trimmed(self.spec.rendered_image_push_spec.as_deref())
+    }
+
+    /// The MachineOSConfig it belongs to: MCO's label, else `spec.machineOSConfig`.
+    pub fn config_name(&self) -> Option<&str> {
+        self.config_label().or_else(|| self.config_by_spec())
+    }
+
+    /// Whether MCO labelled it the synthetic build of a pre-built image (4.21 on).
+    pub fn is_pre_built(&self) -> bool {
+        label(&self.metadata, LABEL_PRE_BUILT_IMAGE) == Some("true")
+    }
+
+    /// Whether it is being deleted (`metadata.deletionTimestamp`; its `foregroundDeletion`
+    /// finalizer holds it until its Job and ConfigMaps are gone).
+    pub fn being_deleted(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
     }
 }
 

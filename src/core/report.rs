@@ -7,6 +7,7 @@ use crate::core::message;
 use crate::core::policy::{
     BlockingNode, GuardedImage, JoiningMachine, PolicyMode, RollingPool, TargetKind, Verdict,
 };
+use crate::core::release::Rules;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -42,6 +43,18 @@ pub struct ReleaseReport<'a> {
     pub rules: Vec<&'static str>,
 }
 
+impl<'a> ReleaseReport<'a> {
+    /// What `rules` say about the release (also `prune`'s report).
+    pub fn of(rules: &'a Rules) -> Self {
+        ReleaseReport {
+            version: rules.version.as_deref(),
+            also_running: &rules.also_running,
+            upgrading: rules.upgrading,
+            rules: rules.row_names(),
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct Target<'a> {
     pub kind: TargetKind,
@@ -66,12 +79,7 @@ impl<'a> Report<'a> {
             blocking_nodes: &verdict.blocking,
             rolling_pools: &verdict.rolling,
             joining_machines: &verdict.joining,
-            release: ReleaseReport {
-                version: verdict.rules.version.as_deref(),
-                also_running: &verdict.rules.also_running,
-                upgrading: verdict.rules.upgrading,
-                rules: verdict.rules.row_names(),
-            },
+            release: ReleaseReport::of(&verdict.rules),
             warnings,
             registry: None,
         }

@@ -1,10 +1,17 @@
 //! The gauges of what the engine would decide now, computed on each `/metrics` scrape from the
 //! caches it decides from: the release rules it applies, whether each MachineOSConfig's deletion
-//! would be refused, and the nodes stuck on a lost image per pool. Routes only ask for the text.
+//! would be refused, the nodes stuck on a lost image per pool, and the builds `prune` would
+//! delete per MachineOSConfig. Routes only ask for the text.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
 
 use crate::access::view::ClusterView;
-use crate::core::policy::Deletion;
+use crate::core::policy::{self, Deletion, PolicyMode};
+use crate::core::prune;
 use crate::core::recovery::stuck::stuck_per_pool;
+use crate::core::snapshot::Snapshot;
 
 use super::Engine;
 
@@ -20,9 +27,43 @@ impl<V: ClusterView> Engine<V> {
                 let verdict = self.cached(Deletion::MachineOSConfig(mosc));
                 (mosc.name().to_string(), verdict.blocked_by())
             }));
+        self.metrics
+            .deletable_builds(deletable_builds(view, &objects));
         // Only the nodes that have not reached their desired image: the others cannot be stuck.
         objects.nodes = view.unreached_nodes();
         self.metrics.nodes_stuck(stuck_per_pool(&objects));
         self.metrics.render(&view.sizes(), &view.stale(), ready)
     }
+}
+
+/// `prune`'s plan with its defaults, per MachineOSConfig (every config, 0 included): each
+/// build's verdict the indexed one (in-use, as the plan requires), and every node for the rule
+/// that reads them all (only for a build that pushed nothing, rarely).
+fn deletable_builds<V: ClusterView>(view: &V, objects: &Snapshot) -> BTreeMap<String, usize> {
+    let mut all = objects.clone();
+    all.nodes = view.nodes(None, PolicyMode::InUse);
+    let plan = prune::plan_with(
+        &all,
+        &prune::Options::default(),
+        Timestamp::now(),
+        |build| {
+            policy::evaluate_indexed(
+                objects,
+                Deletion::MachineOSBuild(build),
+                PolicyMode::InUse,
+                |digests| view.nodes(digests, PolicyMode::InUse),
+            )
+        },
+    );
+    let mut counts: BTreeMap<String, usize> = objects
+        .machine_os_configs
+        .iter()
+        .map(|c| (c.name().to_string(), 0))
+        .collect();
+    for build in plan.deletable() {
+        *counts
+            .entry(build.config.clone().unwrap_or_default())
+            .or_default() += 1;
+    }
+    counts
 }

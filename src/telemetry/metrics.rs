@@ -66,6 +66,12 @@ struct NeededImageLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConfigLabels {
+    /// A MachineOSConfig's name (empty for builds that name none): bounded by the pools.
+    machineosconfig: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CacheLabels {
     cache: &'static str,
 }
@@ -134,6 +140,7 @@ pub struct Metrics {
     needed_images: Family<NeededImageLabels, Gauge>,
     registry_requests: Counter,
     registry_checks: Family<ResultLabels, Counter>,
+    deletable_builds: Family<ConfigLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -294,6 +301,14 @@ impl Default for Metrics {
             "Images the registry audit asked about, by answer (available, missing, unknown)",
             registry_checks.clone(),
         );
+        let deletable_builds = Family::<ConfigLabels, Gauge>::default();
+        registry.register(
+            "deletable_builds",
+            "Per MachineOSConfig, MachineOSBuilds `mosc-guard prune` would delete now with its \
+             defaults (--keep 3, --keep-younger-than 60m): no node needs their image, MCO would \
+             not reuse them, the guard would allow their deletion (from the caches)",
+            deletable_builds.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -319,6 +334,7 @@ impl Default for Metrics {
             needed_images,
             registry_requests,
             registry_checks,
+            deletable_builds,
         }
     }
 }
@@ -459,6 +475,17 @@ impl Metrics {
         for (pool, n) in pools {
             self.stuck
                 .get_or_create(&PoolLabels { pool })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// MachineOSBuilds `prune` would delete, per MachineOSConfig (`core::prune`, its defaults);
+    /// the series set is replaced whole, so a deleted config leaves no stale series.
+    pub fn deletable_builds(&self, configs: impl IntoIterator<Item = (String, usize)>) {
+        self.deletable_builds.clear();
+        for (machineosconfig, n) in configs {
+            self.deletable_builds
+                .get_or_create(&ConfigLabels { machineosconfig })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }

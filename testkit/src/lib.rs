@@ -6,7 +6,8 @@
 //! machine-os-builder as MCO's own service account ([`mob`]) ([`simulator`]), the report's
 //! scenario and its steps ([`scenario`]), and the product itself:
 //! the `mosc-guard` process ([`guard`]), registered as the cluster's webhook ([`webhooks`]),
-//! probed ([`probe`]), sent AdmissionReviews ([`review`]) and run as a CLI ([`cli`]); and a
+//! probed ([`probe`]), sent AdmissionReviews ([`review`]) and run as a CLI ([`cli`]); a webhook
+//! that makes something happen at one exact moment of a request's admission ([`interpose`]); and a
 //! scripted [`ClusterView`](mosc_guard::access::view::ClusterView) for in-process servers
 //! ([`view`]). Every server listens on 127.0.0.1 only and stops when its handle is dropped.
 //!
@@ -30,6 +31,7 @@ pub mod forwarder;
 pub mod guard;
 pub mod https_stub;
 pub mod image_ref;
+pub mod interpose;
 pub mod kubectl;
 pub mod kubelet;
 pub mod machine_api;

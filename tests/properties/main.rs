@@ -14,6 +14,10 @@
 //! - `directory_files_never_panic`: arbitrary and mutated YAML/JSON files (objects, lists,
 //!   multi-document streams) go through `dump::load_dir`, then `evaluate` and the denial text of
 //!   every target found, without a panic or an error.
+//! - `prune_plan_agrees_with_the_webhook`: on the same random clusters, their builds aged and
+//!   ended at random, no build `prune`'s plan calls deletable is refused by `evaluate` in either
+//!   policy, deletes an image a kept build carries or a config's current image; and the plan
+//!   `serve`'s gauge makes from the digest index deletes the same builds.
 //! - `image_identity_laws`: `same_image` is reflexive and symmetric on any text, ignores the tag
 //!   once a digest is present, ignores the case of the digest hex and surrounding whitespace,
 //!   tells different digests and repositories apart, and agrees with the digest the index files
@@ -22,7 +26,8 @@
 //! Case counts: short by default (a few seconds under `make test`). `MOSC_GUARD_CASES_VERDICT`,
 //! `MOSC_GUARD_CASES_DECODE` (admission and directory files) and `MOSC_GUARD_CASES_IMAGE`, else
 //! `PROPTEST_CASES`, set them (not `PROPTEST_*` names: proptest warns about those it does not
-//! know); `make soak` runs 100,000 verdict and 1,000,000 decode cases. Each test prints
+//! know); `MOSC_GUARD_CASES_PRUNE` sets the prune property's (500 by default); `make soak`
+//! runs 100,000 verdict and 1,000,000 decode cases. Each test prints
 //! `property <name>: <n> cases passed`. A failure prints the shrunk input.
 //!
 //! One test binary: the case counts, the runner and the strategies the properties share (images,
@@ -33,6 +38,7 @@
 mod files;
 mod images;
 mod mutations;
+mod prune;
 mod reviews;
 mod verdict;
 

@@ -106,20 +106,20 @@ enum Target {
 }
 
 #[derive(Clone, Debug)]
-struct World {
+pub(super) struct World {
     nodes: Vec<NodeSpec>,
     /// Older versions of nodes (by index), filed in the index before the current ones.
     stale: Vec<(usize, NodeSpec)>,
     /// Nodes filed in the index and removed again.
     vanished: Vec<NodeSpec>,
     configs: Vec<Value>,
-    builds: Vec<Value>,
+    pub(super) builds: Vec<Value>,
     pools: Vec<(Option<&'static str>, Option<bool>)>,
     target: Target,
     mode: PolicyMode,
 }
 
-fn world() -> impl Strategy<Value = World> {
+pub(super) fn world() -> impl Strategy<Value = World> {
     (
         prop::collection::vec(node_spec(), 0..24),
         prop::collection::vec((0..24usize, node_spec()), 0..8),
@@ -150,7 +150,7 @@ fn world() -> impl Strategy<Value = World> {
 
 impl World {
     /// Every object, nodes included (what a full scan reads).
-    fn snapshot(&self) -> Snapshot {
+    pub(super) fn snapshot(&self) -> Snapshot {
         let mut builds: Vec<Arc<MachineOSBuild>> = Vec::new();
         for (i, b) in self.builds.iter().enumerate() {
             let mut b = b.clone();
@@ -197,7 +197,7 @@ impl World {
     }
 
     /// The index as the node watch leaves it: stale versions and vanished nodes first.
-    fn index(&self) -> NodeIndex {
+    pub(super) fn index(&self) -> NodeIndex {
         let mut index = NodeIndex::default();
         for (i, n) in &self.stale {
             index.upsert(&node(&format!("node-{i}"), n));

@@ -1,0 +1,345 @@
+//! `prune`'s pure plan: for every MachineOSBuild, whether deleting it now is safe and frees
+//! something, or why it is kept, from a snapshot, the options and the time. Table-tested
+//! (`tests/`); the CLI (`cli::prune`) and `serve`'s gauge (`decision::gauges`) are its front
+//! ends.
+//!
+//! MCO deletes only builds that did not succeed, so every succeeded build and its image stay
+//! for the life of the cluster. A build is kept, with every reason that holds:
+//!
+//! - the guard's own policy would refuse its deletion ([`needs`]): [`crate::core::policy`] in
+//!   `in-use` mode, which refuses whatever `in-flight` refuses, so the webhook (in either mode)
+//!   never refuses what the plan calls deletable: a node of any pool runs or wants its image
+//!   (registry identity), a pool is rolling it out, a joining machine would pull it;
+//! - MCO names it or would reuse it ([`reuse`]): the MachineOSConfig's current build or image,
+//!   the build for a pool's `spec.configuration` (the rollout) or `status.configuration` (what
+//!   a rollback reuses);
+//! - it is among the newest `keep` succeeded builds of its MachineOSConfig ([`revisions`]);
+//! - what it is or what is happening to it ([`rules`]): younger than `keep_younger_than` (or of
+//!   unknown age), still building, already being deleted, its config being deleted or rebuilt,
+//!   no `machine-os-config` label (MCO would delete the build but not its image), a tag that is
+//!   not its own (`<repo>:<name>`: a pre-built image's synthetic build tags the config's push
+//!   spec, so deleting it deletes whatever that tag points to, which no object shows);
+//! - deleting it would take a kept build's image with it ([`shared`]): a registry deletes the
+//!   digest, with every tag on it, so a build whose image another kept build carries (4.20 on,
+//!   a config change that needs no new image reuses the previous build's) is kept too; and a
+//!   build with no image of its own whose tag may still hold an earlier same-name build's
+//!   image that a node uses and no build carries.
+//!
+//! Where the objects cannot tell, the build is kept and the reason says what is missing.
+
+mod needs;
+mod report;
+mod reuse;
+mod revisions;
+mod rules;
+mod shared;
+pub mod words;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde::Serialize;
+
+use crate::core::model::MachineOSBuild;
+use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
+use crate::core::release::Rules;
+use crate::core::snapshot::Snapshot;
+
+pub use report::{Deletable, Kept, Report};
+
+/// `--keep` and `--keep-younger-than`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The newest succeeded builds of each MachineOSConfig always kept (`oc adm prune images`'
+    /// `--keep-tag-revisions` keeps 3 too).
+    pub keep: usize,
+    /// Builds younger than this are kept whatever else holds.
+    pub keep_younger_than: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            keep: 3,
+            keep_younger_than: Duration::from_secs(60 * 60),
+        }
+    }
+}
+
+/// Where a build is, from its conditions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum State {
+    Succeeded,
+    Failed,
+    Interrupted,
+    /// Neither succeeded nor ended: pending or running.
+    Building,
+}
+
+impl State {
+    fn of(build: &MachineOSBuild) -> State {
+        if build.succeeded() {
+            State::Succeeded
+        } else if build.interrupted() {
+            State::Interrupted
+        } else if build.failed() {
+            State::Failed
+        } else {
+            State::Building
+        }
+    }
+}
+
+/// Why a build is kept: stable names (`--output json`'s `reasons[]`), in the order the text
+/// lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Keep {
+    /// A node runs or wants its image (the policy's node rule, in-use).
+    NodeNeedsImage,
+    /// A pool is rolling its image out (the policy's pool rule).
+    PoolRollingOut,
+    /// A joining machine would pull its image at first boot (the policy, 4.21 on).
+    JoiningMachine,
+    /// Its MachineOSConfig names it as current, or its image is a config's current image.
+    CurrentBuild,
+    /// It is the build for a pool's `spec.configuration` or `status.configuration` (or the
+    /// objects do not say which that is).
+    PoolConfiguration,
+    /// One of the newest `keep` succeeded builds of its MachineOSConfig.
+    Newest,
+    /// Younger than `keep_younger_than`.
+    Young,
+    /// No `creationTimestamp`: its age cannot be told.
+    AgeUnknown,
+    /// Not finished: MCO is still building it, or about to.
+    Building,
+    /// Already being deleted.
+    BeingDeleted,
+    /// Its MachineOSConfig is being deleted: MCO and the garbage collector delete its builds.
+    ConfigBeingDeleted,
+    /// Its MachineOSConfig carries the rebuild annotation: MCO is about to rebuild.
+    RebuildPending,
+    /// No `machine-os-config` label: MCO would delete the build but not its image.
+    NoConfigLabel,
+    /// Its tag is not `<repo>:<its name>`: what deleting it deletes cannot be told.
+    TagNotItsOwn,
+    /// Deleting it deletes an image a kept build carries.
+    SharesImage,
+    /// No image of its own, but its tag may hold an earlier same-name build's image in use.
+    EarlierImageUnderTag,
+}
+
+impl Keep {
+    /// The stable name (as in the JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            Keep::NodeNeedsImage => "nodeNeedsImage",
+            Keep::PoolRollingOut => "poolRollingOut",
+            Keep::JoiningMachine => "joiningMachine",
+            Keep::CurrentBuild => "currentBuild",
+            Keep::PoolConfiguration => "poolConfiguration",
+            Keep::Newest => "newest",
+            Keep::Young => "young",
+            Keep::AgeUnknown => "ageUnknown",
+            Keep::Building => "building",
+            Keep::BeingDeleted => "beingDeleted",
+            Keep::ConfigBeingDeleted => "configBeingDeleted",
+            Keep::RebuildPending => "rebuildPending",
+            Keep::NoConfigLabel => "noConfigLabel",
+            Keep::TagNotItsOwn => "tagNotItsOwn",
+            Keep::SharesImage => "sharesImage",
+            Keep::EarlierImageUnderTag => "earlierImageUnderTag",
+        }
+    }
+}
+
+/// One reason a build is kept, in words.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Why {
+    pub keep: Keep,
+    pub text: String,
+}
+
+impl Why {
+    fn new(keep: Keep, text: impl Into<String>) -> Why {
+        Why {
+            keep,
+            text: text.into(),
+        }
+    }
+}
+
+/// One MachineOSBuild, planned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planned {
+    pub name: String,
+    /// `metadata.uid` and `metadata.resourceVersion` as read: `--apply` deletes only this.
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    /// Its MachineOSConfig (label, else spec) and its pool (label).
+    pub config: Option<String>,
+    pub pool: Option<String>,
+    pub state: State,
+    pub created: Option<Timestamp>,
+    /// `now - created`, when known.
+    pub age: Option<SignedDuration>,
+    /// `status.digestedImagePushSpec`.
+    pub image: Option<String>,
+    /// `spec.renderedImagePushSpec`: the tag MCO deletes the image by.
+    pub tag: Option<String>,
+    /// The images deleting it makes MCO delete, as the guard's policy sees them.
+    pub deletes: Vec<String>,
+    /// Why it is kept, sorted by reason; empty: it is deletable.
+    pub why: Vec<Why>,
+}
+
+impl Planned {
+    pub fn deletable(&self) -> bool {
+        self.why.is_empty()
+    }
+
+    /// The reasons' stable names, each once.
+    pub fn reasons(&self) -> Vec<Keep> {
+        let set: BTreeSet<Keep> = self.why.iter().map(|w| w.keep).collect();
+        set.into_iter().collect()
+    }
+
+    fn keep(&mut self, why: Why) {
+        if !self.why.contains(&why) {
+            self.why.push(why);
+            self.why.sort();
+        }
+    }
+}
+
+/// Every MachineOSBuild, planned: by MachineOSConfig, oldest first (the order `--apply`
+/// deletes in).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub builds: Vec<Planned>,
+    pub options: Options,
+    /// The release rules the policy decided with.
+    pub rules: Rules,
+}
+
+impl Plan {
+    pub fn deletable(&self) -> impl Iterator<Item = &Planned> {
+        self.builds.iter().filter(|b| b.deletable())
+    }
+
+    pub fn kept(&self) -> impl Iterator<Item = &Planned> {
+        self.builds.iter().filter(|b| !b.deletable())
+    }
+
+    pub fn build(&self, name: &str) -> Option<&Planned> {
+        self.builds.iter().find(|b| b.name == name)
+    }
+}
+
+/// The plan for `snapshot` (every node in it) at `now`, each build's deletion decided by the
+/// guard's policy in `in-use` mode.
+pub fn plan(snapshot: &Snapshot, options: &Options, now: Timestamp) -> Plan {
+    plan_with(snapshot, options, now, |build| {
+        policy::evaluate(snapshot, Deletion::MachineOSBuild(build), PolicyMode::InUse)
+    })
+}
+
+/// [`plan`] with each build's verdict from `verdict_of`, which must be the policy's in `in-use`
+/// mode (`serve`'s gauge passes the indexed decision, which equals it). `snapshot.nodes` must
+/// hold every node: the rule of [`shared`] reads them.
+pub fn plan_with(
+    snapshot: &Snapshot,
+    options: &Options,
+    now: Timestamp,
+    mut verdict_of: impl FnMut(&MachineOSBuild) -> Verdict,
+) -> Plan {
+    let mut builds: Vec<Planned> = snapshot
+        .machine_os_builds
+        .iter()
+        .map(|build| {
+            let verdict = verdict_of(build);
+            let mut planned = planned(build, &verdict, now);
+            needs::add(&mut planned, &verdict);
+            rules::add(&mut planned, build, snapshot, options);
+            reuse::add(&mut planned, build, snapshot);
+            planned
+        })
+        .collect();
+    revisions::add(&mut builds, options);
+    shared::add(&mut builds, snapshot);
+    builds.sort_by(|a, b| {
+        (&a.config, a.created.is_none(), a.created, &a.name).cmp(&(
+            &b.config,
+            b.created.is_none(),
+            b.created,
+            &b.name,
+        ))
+    });
+    Plan {
+        builds,
+        options: *options,
+        rules: snapshot.rules(),
+    }
+}
+
+fn planned(build: &MachineOSBuild, verdict: &Verdict, now: Timestamp) -> Planned {
+    let created = build.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    Planned {
+        name: build.name().to_string(),
+        uid: build.metadata.uid.clone(),
+        resource_version: build.metadata.resource_version.clone(),
+        config: build.config_name().map(str::to_string),
+        pool: build.pool_label().map(str::to_string),
+        state: State::of(build),
+        created,
+        age: created.map(|c| now.duration_since(c)),
+        image: build.digested_image().map(str::to_string),
+        tag: build.push_spec().map(str::to_string),
+        deletes: verdict.images.iter().map(|i| i.image.clone()).collect(),
+        why: Vec::new(),
+    }
+}
+
+/// Where copies of an object in a dump disagree, the plans of every combination: a build is
+/// deletable only if every plan says so, and kept for every reason any gives.
+pub fn most_cautious(plans: Vec<Plan>) -> Option<Plan> {
+    let mut plans = plans.into_iter();
+    let mut merged = plans.next()?;
+    for other in plans {
+        for b in other.builds {
+            match merged.builds.iter_mut().find(|m| m.name == b.name) {
+                Some(m) => {
+                    for why in b.why {
+                        m.keep(why);
+                    }
+                }
+                None => merged.builds.push(b),
+            }
+        }
+    }
+    Some(merged)
+}
+
+/// `n` names, the first five of them listed (`a, b, c and 2 more`).
+fn listed<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    const SHOWN: usize = 5;
+    let names: Vec<&str> = names.into_iter().collect();
+    let shown = names[..names.len().min(SHOWN)].join(", ");
+    match names.len().saturating_sub(SHOWN) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+/// "1 node", "3 nodes".
+fn count(n: usize, what: &str) -> String {
+    match n {
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

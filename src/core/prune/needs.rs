@@ -1,0 +1,67 @@
+//! The guard's own verdict on deleting the build, as reasons to keep it: a build the policy
+//! would refuse to delete is never deletable. The verdict is the policy's in `in-use` mode,
+//! whose refusals include `in-flight`'s, so the webhook agrees whichever mode it runs in; the
+//! override annotation does not make a build deletable (the plan reads `blocked`, not
+//! `allowed`).
+
+use crate::core::image::abbreviate;
+use crate::core::policy::{BlockReason, Verdict};
+
+use super::{Keep, Planned, Why, count, listed};
+
+pub(super) fn add(build: &mut Planned, verdict: &Verdict) {
+    let by = |reason: BlockReason| -> Vec<&str> {
+        verdict
+            .blocking
+            .iter()
+            .filter(|n| n.reason == reason)
+            .map(|n| n.node.as_str())
+            .collect()
+    };
+    let (running, wanting) = (by(BlockReason::InUse), by(BlockReason::InFlight));
+    if !running.is_empty() {
+        build.keep(Why::new(
+            Keep::NodeNeedsImage,
+            format!(
+                "{} {} its image: {}",
+                count(running.len(), "node"),
+                if running.len() == 1 { "runs" } else { "run" },
+                listed(running)
+            ),
+        ));
+    }
+    if !wanting.is_empty() {
+        build.keep(Why::new(
+            Keep::NodeNeedsImage,
+            format!(
+                "{} {} updating to its image (desiredImage, not reached yet): {}",
+                count(wanting.len(), "node"),
+                if wanting.len() == 1 { "is" } else { "are" },
+                listed(wanting)
+            ),
+        ));
+    }
+    for pool in &verdict.rolling {
+        let pending = pool
+            .pending_nodes
+            .map(|n| format!(": {} of its nodes do not run it yet", n))
+            .unwrap_or_default();
+        build.keep(Why::new(
+            Keep::PoolRollingOut,
+            format!(
+                "pool {} is rolling out its image {}{pending}",
+                pool.pool,
+                abbreviate(&pool.image)
+            ),
+        ));
+    }
+    for machine in &verdict.joining {
+        build.keep(Why::new(
+            Keep::JoiningMachine,
+            format!(
+                "machine {} ({}) joining pool {} would pull its image at first boot",
+                machine.machine, machine.phase, machine.pool
+            ),
+        ));
+    }
+}

@@ -1,0 +1,78 @@
+//! `--keep N`: the newest N succeeded builds of each MachineOSConfig are kept, like the image
+//! pruner's tag revisions, so a rollback a few changes back still finds its build and image.
+//!
+//! A config's builds are those labelled (else specified) with its name, as `oc get
+//! machineosbuilds -l machineconfiguration.openshift.io/machine-os-config=NAME` lists them:
+//! a build an earlier config of the same name left behind counts too (4.20 on, MCO's cleanup of
+//! that config never takes it, and the config recreated with the same inputs reuses it).
+//! Newest by `creationTimestamp`; a build without one counts as the newest (it cannot be aged),
+//! and builds created in the same second as the Nth newest are kept with it (a timestamp's
+//! second cannot order them). Builds kept for other reasons still take their place among the N.
+
+use std::collections::BTreeMap;
+
+use super::{Keep, Planned, State, Why};
+use crate::core::prune::Options;
+
+pub(super) fn add(builds: &mut [Planned], options: &Options) {
+    let mut by_config: BTreeMap<Option<String>, Vec<usize>> = BTreeMap::new();
+    for (i, b) in builds.iter().enumerate() {
+        if b.state == State::Succeeded {
+            by_config.entry(b.config.clone()).or_default().push(i);
+        }
+    }
+    for (config, mut members) in by_config {
+        // Newest first: no timestamp first, then the latest; ties by name (for the text only).
+        members.sort_by(|&a, &b| {
+            let (a, b) = (&builds[a], &builds[b]);
+            (b.created.is_none(), b.created, &a.name).cmp(&(
+                a.created.is_none(),
+                a.created,
+                &b.name,
+            ))
+        });
+        let of = match &config {
+            Some(c) => format!("MachineOSConfig {c}"),
+            None => "no MachineOSConfig".to_string(),
+        };
+        if options.keep == 0 {
+            continue;
+        }
+        // The Nth newest's creation (`None` inside: it has none); builds created in the same
+        // second are as new as it, and kept too. Fewer builds than N: all kept.
+        let boundary = members.get(options.keep - 1).map(|&i| builds[i].created);
+        let total = members.len();
+        for (rank, &i) in members.iter().enumerate() {
+            let newest = match boundary {
+                None => true,
+                Some(boundary) => rank < options.keep || builds[i].created >= boundary,
+            };
+            if !newest {
+                break;
+            }
+            builds[i].keep(Why::new(
+                Keep::Newest,
+                format!(
+                    "it is the {} of the {total} succeeded builds of {of} (--keep {})",
+                    newest_rank(rank + 1),
+                    options.keep
+                ),
+            ));
+        }
+    }
+}
+
+/// "newest", "2nd newest", ...
+fn newest_rank(rank: usize) -> String {
+    let suffix = match (rank % 10, rank % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    match rank {
+        1 => "newest".to_string(),
+        n => format!("{n}{suffix} newest"),
+    }
+}

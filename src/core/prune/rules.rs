@@ -1,0 +1,140 @@
+//! What the build is and what is happening to it and its MachineOSConfig: age, state, labels,
+//! tag, a deletion or a rebuild in progress.
+//!
+//! - **Age**: younger than `keep_younger_than` is kept (a build MCO just made may be about to
+//!   be named current); no `creationTimestamp` (a hand-written file) cannot be aged, so kept.
+//! - **Building**: a build that has neither succeeded nor ended is MCO's to finish or to
+//!   supersede (`deleteOtherBuildsForMachineOSConfig` deletes it when another starts).
+//! - **Being deleted**: someone already deleted it; its finalizer holds it for the garbage
+//!   collector.
+//! - **Its config being deleted or rebuilt**: while the MachineOSConfig has a
+//!   deletionTimestamp MCO still builds for it, and once it is gone MCO and the garbage
+//!   collector delete its builds; the rebuild annotation makes MCO delete the current build
+//!   and build it again under the same name. Both change the config's builds under the plan:
+//!   prune again once they are done.
+//! - **No `machine-os-config` label**: MCO's MOSB-delete handler deletes no image without it
+//!   (`deleteBuilderForMachineOSBuild`), so deleting the build would leave its image in the
+//!   registry with nothing naming it.
+//! - **A tag not its own**: MCO deletes by `spec.renderedImagePushSpec`, `<repo>:<name>` for
+//!   every build it runs; a pre-built image's synthetic build (4.21 on) carries the config's
+//!   push spec (`<repo>:latest`) instead, so deleting it deletes whatever that tag points to
+//!   now, which no object shows (a registry read would: issue 37). Any tag but its own name,
+//!   or none, is kept for the same reason.
+
+use std::time::Duration;
+
+use crate::core::image::ImageKey;
+use crate::core::model::{ANNOTATION_REBUILD, LABEL_MACHINE_OS_CONFIG, MachineOSBuild};
+use crate::core::snapshot::Snapshot;
+
+use super::{Keep, Options, Planned, State, Why};
+
+pub(super) fn add(
+    planned: &mut Planned,
+    build: &MachineOSBuild,
+    snapshot: &Snapshot,
+    options: &Options,
+) {
+    age(planned, options.keep_younger_than);
+    if planned.state == State::Building {
+        planned.keep(Why::new(
+            Keep::Building,
+            "it has not finished (no Succeeded, Failed or Interrupted condition): MCO is still \
+             building it, or supersedes it when another build starts",
+        ));
+    }
+    if build.being_deleted() {
+        planned.keep(Why::new(
+            Keep::BeingDeleted,
+            "it is already being deleted (deletionTimestamp set)",
+        ));
+    }
+    if let Some(config) = build
+        .config_name()
+        .and_then(|c| snapshot.machine_os_config(c))
+    {
+        if config.being_deleted() {
+            planned.keep(Why::new(
+                Keep::ConfigBeingDeleted,
+                format!(
+                    "its MachineOSConfig {} is being deleted: MCO and the garbage collector delete \
+                     its builds once it is gone",
+                    config.name()
+                ),
+            ));
+        }
+        if config.rebuild_requested() {
+            planned.keep(Why::new(
+                Keep::RebuildPending,
+                format!(
+                    "its MachineOSConfig {} carries {ANNOTATION_REBUILD}: MCO is about to delete \
+                     its current build and build it again; prune again once the new build is done",
+                    config.name()
+                ),
+            ));
+        }
+    }
+    if build.config_label().is_none() {
+        planned.keep(Why::new(
+            Keep::NoConfigLabel,
+            format!(
+                "it has no {LABEL_MACHINE_OS_CONFIG} label: MCO would delete the build but not its \
+                 image, which would stay in the registry with nothing naming it"
+            ),
+        ));
+    }
+    tag(planned, build);
+}
+
+fn age(planned: &mut Planned, keep_younger_than: Duration) {
+    let Some(age) = planned.age else {
+        planned.keep(Why::new(
+            Keep::AgeUnknown,
+            "it has no creationTimestamp, so its age cannot be told",
+        ));
+        return;
+    };
+    // A clock behind the API server's makes a new build look unborn: younger than anything.
+    let young = u64::try_from(age.as_secs()).map_or(true, |s| s < keep_younger_than.as_secs());
+    if young {
+        planned.keep(Why::new(
+            Keep::Young,
+            format!(
+                "it was created {} ago, less than --keep-younger-than {}",
+                words_age(age),
+                super::words::duration(keep_younger_than)
+            ),
+        ));
+    }
+}
+
+fn tag(planned: &mut Planned, build: &MachineOSBuild) {
+    let own = build
+        .push_spec()
+        .map(ImageKey::parse)
+        .is_some_and(|key| key.tag() == Some(build.name()));
+    if own {
+        return;
+    }
+    let text = match (build.push_spec(), build.is_pre_built()) {
+        (Some(tag), true) => format!(
+            "it is the synthetic build of a pre-built image: its tag is its MachineOSConfig's push \
+             spec {tag}, so deleting it makes MCO delete whatever that tag points to now, which \
+             the objects do not show"
+        ),
+        (Some(tag), false) => format!(
+            "its tag {tag} is not its own name: deleting it makes MCO delete whatever that tag \
+             points to now, which the objects do not show"
+        ),
+        (None, _) => "it names no tag (spec.renderedImagePushSpec), so what MCO would delete \
+                      cannot be told"
+            .to_string(),
+    };
+    planned.keep(Why::new(Keep::TagNotItsOwn, text));
+}
+
+fn words_age(age: k8s_openapi::jiff::SignedDuration) -> String {
+    super::words::duration(Duration::from_secs(
+        u64::try_from(age.as_secs()).unwrap_or_default(),
+    ))
+}

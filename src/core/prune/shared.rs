@@ -1,0 +1,141 @@
+//! What deleting a build takes with it from the registry besides its own entry: MCO deletes an
+//! image by the build's tag, the registry resolves the tag and deletes that **digest**, with
+//! every tag on it.
+//!
+//! - **An image a kept build carries.** From 4.20 a config change that needs no new image
+//!   makes a new build that reuses the previous one's image (`reuseImageForNewMOSB`: the same
+//!   digest, a tag never pushed). Deleting the old build deletes the digest, so the new build's
+//!   image with it. A deletable build whose image (registry identity) a kept build carries is
+//!   kept, until no such build is left (keeping one can make another's image kept).
+//! - **An earlier build's image under its tag.** A build with no image of its own pushed
+//!   nothing under its tag (`<repo>:<name>`), unless an earlier build of the same name did (a
+//!   rebuild: the rebuild annotation, or a build whose image was found gone) and its image
+//!   survived its deletion (an in-use check kept it, 4.23 leaks it): then the tag still holds
+//!   that image. The objects cannot show the tag, so such a build is kept while a node or a
+//!   config uses an image of the same repository that no build carries.
+
+use std::collections::HashSet;
+
+use crate::core::image::{ImageKey, RepoKey, abbreviate, repo_of};
+use crate::core::snapshot::Snapshot;
+
+use super::{Keep, Planned, Why};
+
+pub(super) fn add(builds: &mut [Planned], snapshot: &Snapshot) {
+    shares_image(builds);
+    earlier_image_under_tag(builds, snapshot);
+}
+
+fn shares_image(builds: &mut [Planned]) {
+    loop {
+        let kept: Vec<(ImageKey, String)> = builds
+            .iter()
+            .filter(|b| !b.deletable())
+            .flat_map(|b| {
+                b.image
+                    .iter()
+                    .chain(&b.deletes)
+                    .map(|i| (ImageKey::parse(i), b.name.clone()))
+            })
+            .collect();
+        let mut changed = false;
+        for build in builds.iter_mut().filter(|b| b.deletable()) {
+            let hit = build.deletes.iter().find_map(|image| {
+                let key = ImageKey::parse(image);
+                kept.iter()
+                    .find(|(k, owner)| *k == key && *owner != build.name)
+                    .map(|(_, owner)| (image.clone(), owner.clone()))
+            });
+            if let Some((image, owner)) = hit {
+                build.keep(Why::new(
+                    Keep::SharesImage,
+                    format!(
+                        "deleting it deletes image {}, which the kept build {owner} also carries \
+                         (the registry deletes the digest with every tag on it)",
+                        abbreviate(&image)
+                    ),
+                ));
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
+fn earlier_image_under_tag(builds: &mut [Planned], snapshot: &Snapshot) {
+    let candidates: Vec<usize> = builds
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.deletable() && b.image.is_none() && b.deletes.is_empty())
+        .map(|(i, _)| i)
+        .collect();
+    if candidates.is_empty() {
+        return;
+    }
+    let uncarried = Uncarried::of(snapshot);
+    for i in candidates {
+        let Some(repo) = builds[i].tag.as_deref().and_then(repo_of) else {
+            continue;
+        };
+        if let Some((image, user)) = uncarried.in_repo(&repo) {
+            let tag = builds[i].tag.clone().unwrap_or_default();
+            builds[i].keep(Why::new(
+                Keep::EarlierImageUnderTag,
+                format!(
+                    "it has no image of its own, but its tag {tag} may still hold the image of an \
+                     earlier build of the same name: {user} uses {}, which no build carries",
+                    abbreviate(image)
+                ),
+            ));
+        }
+    }
+}
+
+/// Images nodes and configs use that no build carries, with who uses each.
+struct Uncarried {
+    images: Vec<(String, String)>,
+}
+
+impl Uncarried {
+    fn of(snapshot: &Snapshot) -> Uncarried {
+        let carried: HashSet<ImageKey> = snapshot
+            .machine_os_builds
+            .iter()
+            .filter_map(|b| b.digested_image())
+            .map(ImageKey::parse)
+            .collect();
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut images = Vec::new();
+        let mut note = |image: &str, user: String| {
+            if !carried.contains(&ImageKey::parse(image)) {
+                images.push((image.to_string(), user));
+            }
+        };
+        for node in &snapshot.nodes {
+            for image in [node.desired_image(), node.current_image()]
+                .into_iter()
+                .flatten()
+            {
+                // Nodes share interned strings: each distinct image is parsed once.
+                if seen.insert(image) {
+                    note(image, format!("node {}", node.name()));
+                }
+            }
+        }
+        for config in &snapshot.machine_os_configs {
+            if let Some(image) = config.current_image().filter(|i| seen.insert(i)) {
+                note(image, format!("MachineOSConfig {}", config.name()));
+            }
+        }
+        Uncarried { images }
+    }
+
+    fn in_repo(&self, repo: &RepoKey) -> Option<(&str, &str)> {
+        self.images
+            .iter()
+            .find(|(image, _)| repo_of(image).as_ref() == Some(repo))
+            .map(|(i, u)| (i.as_str(), u.as_str()))
+    }
+}
