@@ -19,9 +19,7 @@ fn main() -> ExitCode {
         Command::RemoveFinalizers(_)
         | Command::Recover(_)
         | Command::Images(_)
-        | Command::Prune(_) => {
-            "warn,kube_client=off"
-        }
+        | Command::Prune(_) => "warn,kube_client=off",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let fmt = tracing_subscriber::fmt()

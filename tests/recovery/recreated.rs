@@ -38,10 +38,7 @@ async fn a_recreated_mosc_whose_build_waits_needs_no_pause_and_the_pool_rolls_ou
     // MCO may send the node the new image before the run's next look: recovered or moved on.
     let (_, report) = apply_and_wait(&cluster).await;
     let outcome = report["applied"][0]["outcome"].as_str().unwrap_or_default();
-    assert!(
-        ["recovered", "movedOn"].contains(&outcome),
-        "{report:#}"
-    );
+    assert!(["recovered", "movedOn"].contains(&outcome), "{report:#}");
     assert_eq!(
         report["pools"][0]["outcome"], "rolloutResumed",
         "{report:#}"

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use super::*;
 use crate::core::message;
 use crate::core::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION, node_annotations};
-use crate::core::snapshot::Snapshot;
 pub(super) use crate::core::release::ClusterRelease;
+use crate::core::snapshot::Snapshot;
 
 pub(super) const REPO: &str =
     "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image";
