@@ -1,5 +1,7 @@
 //! Serving one accepted connection: its TLS handshake, HTTP/1 or HTTP/2, and the deadlines
-//! that close it when it stalls.
+//! that close it when it stalls: the first request within `first_request` of accept, an
+//! HTTP/1 request head within `header_read_timeout` of its first byte ([`super::head`]), and
+//! nothing in flight for `idle`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use hyper_util::server::conn::auto;
 use tokio_rustls::TlsAcceptor;
 
 use super::ConnectionLimits;
+use super::head::HeadClock;
 use super::silence::Silence;
 use super::table::Ticket;
 
@@ -21,6 +24,8 @@ pub(super) struct Connection {
     pub(super) watcher: hyper_util::server::graceful::Watcher,
     pub(super) header_read_timeout: Duration,
     pub(super) limits: ConnectionLimits,
+    /// When an HTTP/1 request head started arriving (its TCP reads report to it).
+    pub(super) head: Arc<HeadClock>,
 }
 
 impl Connection {
@@ -55,12 +60,20 @@ impl Connection {
                     return;
                 }
             };
+        // HTTP/2 by ALPN (a prior-knowledge HTTP/2 client is told apart by its first request):
+        // only HTTP/1 heads are timed.
+        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+        if !h2 {
+            self.head.arm();
+        }
         let (activity, watched) = tokio::sync::watch::channel(Activity::new(accepted));
         let app = self.app;
+        let head = Arc::clone(&self.head);
         let service =
             hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 ticket.prove();
-                let in_flight = InFlight::start(&activity);
+                let http1 = req.version() < hyper::Version::HTTP_2;
+                let in_flight = InFlight::start(&activity, &head, http1);
                 let app = app.clone();
                 async move {
                     let response = tower::ServiceExt::oneshot(app, req).await;
@@ -69,10 +82,12 @@ impl Connection {
                 }
             });
         let mut builder = auto::Builder::new(TokioExecutor::new());
+        // hyper's header-read timeout would also count the idle time before each request
+        // (module doc of `head`): the head deadline is `stalled`'s.
         builder
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(self.header_read_timeout);
+            .header_read_timeout(None);
         builder
             .http2()
             .timer(TokioTimer::new())
@@ -86,7 +101,7 @@ impl Connection {
             result = conn => if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             },
-            why = stalled(watched, self.limits) => {
+            why = stalled(watched, &self.head, self.header_read_timeout, self.limits) => {
                 tracing::debug!(%peer, why, "closing connection");
             }
         }
@@ -113,37 +128,60 @@ impl Activity {
 }
 
 /// Marks a request in flight on its connection until dropped (also when the request's
-/// future is dropped, e.g. by the request timeout).
-struct InFlight(tokio::sync::watch::Sender<Activity>);
+/// future is dropped, e.g. by the request timeout); while one is, no head is timed.
+struct InFlight {
+    activity: tokio::sync::watch::Sender<Activity>,
+    head: Arc<HeadClock>,
+    /// An HTTP/1 request: once none is in flight, the next bytes start a head.
+    http1: bool,
+}
 
 impl InFlight {
-    fn start(activity: &tokio::sync::watch::Sender<Activity>) -> Self {
+    fn start(
+        activity: &tokio::sync::watch::Sender<Activity>,
+        head: &Arc<HeadClock>,
+        http1: bool,
+    ) -> Self {
+        head.disarm();
         activity.send_modify(|a| {
             a.requests += 1;
             a.in_flight += 1;
         });
-        Self(activity.clone())
+        Self {
+            activity: activity.clone(),
+            head: Arc::clone(head),
+            http1,
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.send_modify(|a| {
+        self.activity.send_modify(|a| {
             a.in_flight = a.in_flight.saturating_sub(1);
             a.since = tokio::time::Instant::now();
+            if a.in_flight == 0 && self.http1 {
+                self.head.arm();
+            }
         });
     }
 }
 
 /// Resolves when the connection should be closed: no first request within
-/// `first_request` of accept, or nothing in flight for `idle`. Never while a request runs
-/// (the request timeout bounds those).
+/// `first_request` of accept, an HTTP/1 request head not finished within `head_timeout` of its
+/// first byte, or nothing in flight for `idle`. Never while a request runs (the request
+/// timeout bounds those).
 async fn stalled(
     mut activity: tokio::sync::watch::Receiver<Activity>,
+    head: &HeadClock,
+    head_timeout: Duration,
     limits: ConnectionLimits,
 ) -> &'static str {
     loop {
         let now = *activity.borrow_and_update();
+        let started = head
+            .head_started()
+            .map(|at| (at + head_timeout, "request head too slow"));
         let deadline = match now {
             Activity {
                 requests: 0, since, ..
@@ -158,20 +196,29 @@ async fn stalled(
             } => Some((since + limits.idle, "idle")),
             _ => None,
         };
+        // A head being read may end sooner than either (never while a request is in flight:
+        // the clock is disarmed then).
+        let deadline = match (deadline, started) {
+            (Some(d), Some(h)) => Some(if h.0 < d.0 { h } else { d }),
+            (d, h) => d.or(h),
+        };
         let changed = activity.changed();
+        let head_starts = head.started.notified();
         match deadline {
             Some((at, why)) => tokio::select! {
                 () = tokio::time::sleep_until(at) => return why,
+                () = head_starts => {},
                 changed = changed => if changed.is_err() {
                     // The service is gone: the connection is ending by itself.
                     return std::future::pending().await;
                 },
             },
-            None => {
-                if changed.await.is_err() {
+            None => tokio::select! {
+                () = head_starts => {},
+                changed = changed => if changed.is_err() {
                     return std::future::pending().await;
-                }
-            }
+                },
+            },
         }
     }
 }

@@ -26,7 +26,7 @@
 //! clients fall silent, never faster.
 //!
 //! **What is a crate's, and why the rest is not.** One connection is served by hyper-util's
-//! `auto::Builder` (HTTP/1 header-read timeout, HTTP/2 keep-alive, stream cap) over
+//! `auto::Builder` (HTTP/2 keep-alive, stream cap) over
 //! tokio-rustls, drained by hyper-util's `GracefulShutdown`; the open-files limit is `rlimit`'s.
 //! Tried for the rest: `tls-listener` 0.12 (since 0.10) accepts every queued connection with no
 //! bound on handshakes in flight and forgets a connection once its handshake ends, so it can
@@ -36,9 +36,12 @@
 //! inside a service, which a connection that sends none never reaches. hyper closes no HTTP/2
 //! connection that never sends a request or idles (PINGs only catch a vanished peer), and
 //! `auto` reads the protocol preface with no timeout: hence one first-request and one idle
-//! deadline for both protocols in [`connection`].
+//! deadline for both protocols in [`connection`]. hyper's HTTP/1 header-read timeout also
+//! counts the idle time before each request on a kept-alive connection, so the head deadline is
+//! ours too ([`head`]).
 
 mod connection;
+mod head;
 mod silence;
 mod table;
 
@@ -54,6 +57,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use connection::Connection;
+use head::HeadClock;
 use silence::Silence;
 use table::{Room, Table};
 
@@ -63,8 +67,9 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// How long in-flight requests may finish after a shutdown signal.
     pub shutdown_grace: Duration,
-    /// How long an HTTP/1 client may take to send its request headers (slow clients
-    /// would otherwise hold connections open).
+    /// How long an HTTP/1 client may take to send a request head, from its first byte (slow
+    /// clients would otherwise hold connections open); the time a kept-alive connection idles
+    /// before it is the idle limit's.
     pub header_read_timeout: Duration,
     /// Deadlines and caps per connection, whatever the protocol.
     pub connection: ConnectionLimits,
@@ -192,14 +197,17 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((tcp, peer)) => {
                     let (ticket, silence) = table.admit();
+                    let head = Arc::new(HeadClock::default());
                     let conn = Connection {
                         acceptor: acceptor.clone(),
                         app: app.clone(),
                         watcher: graceful.watcher(),
                         header_read_timeout: limits.header_read_timeout,
                         limits: limits.connection,
+                        head: Arc::clone(&head),
                     };
-                    tokio::spawn(conn.serve(Silence::watch(tcp, silence), peer, ticket));
+                    let tcp = Silence::watch(tcp, silence, head);
+                    tokio::spawn(conn.serve(tcp, peer, ticket));
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.

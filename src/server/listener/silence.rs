@@ -1,8 +1,11 @@
 //! Telling a client that keeps the guard waiting from one whose bytes wait for the guard's
-//! CPU: a connection's reads report to a [`ClientWait`] until it is proven.
+//! CPU: a connection's reads report to a [`ClientWait`] until it is proven (and, all along,
+//! to its [`HeadClock`] when bytes arrive).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::head::HeadClock;
 
 /// Whether the guard is waiting for a connection's client: since when a read has been
 /// pending with no data arriving. Reads register a waker of their own that clears it as the
@@ -60,15 +63,20 @@ impl std::task::Wake for ClientWait {
 }
 
 /// A connection's TCP stream that reports to its [`ClientWait`] until the connection is
-/// proven; then reads pass straight through.
+/// proven, and every read that brings bytes to its [`HeadClock`].
 pub(super) struct Silence {
     tcp: tokio::net::TcpStream,
     wait: Arc<ClientWait>,
+    head: Arc<HeadClock>,
 }
 
 impl Silence {
-    pub(super) fn watch(tcp: tokio::net::TcpStream, wait: Arc<ClientWait>) -> Self {
-        Self { tcp, wait }
+    pub(super) fn watch(
+        tcp: tokio::net::TcpStream,
+        wait: Arc<ClientWait>,
+        head: Arc<HeadClock>,
+    ) -> Self {
+        Self { tcp, wait, head }
     }
 }
 
@@ -79,9 +87,25 @@ impl tokio::io::AsyncRead for Silence {
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         let this = &mut *self;
+        let before = buf.filled().len();
+        let read = this.poll_read_watched(cx, buf);
+        if matches!(read, std::task::Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.head.bytes_arrived();
+        }
+        read
+    }
+}
+
+impl Silence {
+    fn poll_read_watched(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self;
         let wait = &this.wait;
         if wait.done.load(Ordering::Relaxed) {
-            return std::pin::Pin::new(&mut this.tcp).poll_read(cx, buf);
+            return tokio::io::AsyncRead::poll_read(std::pin::Pin::new(&mut this.tcp), cx, buf);
         }
         {
             // Marked before the read: data arriving during it clears the mark again. A client
@@ -95,7 +119,8 @@ impl tokio::io::AsyncRead for Silence {
         }
         let waker = std::task::Waker::from(Arc::clone(wait));
         let mut reporting = std::task::Context::from_waker(&waker);
-        let read = std::pin::Pin::new(&mut this.tcp).poll_read(&mut reporting, buf);
+        let read =
+            tokio::io::AsyncRead::poll_read(std::pin::Pin::new(&mut this.tcp), &mut reporting, buf);
         if read.is_ready() {
             wait.state().since = None;
         }
@@ -154,7 +179,7 @@ mod tests {
         let mut client = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let (server, _) = listener.accept().await.expect("accept");
         let wait = Arc::new(ClientWait::new(Arc::default()));
-        let mut watched = Silence::watch(server, Arc::clone(&wait));
+        let mut watched = Silence::watch(server, Arc::clone(&wait), Arc::default());
         let reader = tokio::spawn(async move {
             let mut byte = [0u8; 1];
             watched.read_exact(&mut byte).await.map(|_| byte[0])

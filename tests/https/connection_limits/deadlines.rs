@@ -149,3 +149,87 @@ async fn an_idle_http2_connection_is_closed() {
         "closed for being idle, not at once"
     );
 }
+
+/// One `GET path` on a raw HTTP/1.1 connection; its status line, or why there is none.
+async fn http1_get(
+    conn: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    path: &str,
+) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let request = format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n");
+    conn.write_all(request.as_bytes())
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let head_end = got.windows(4).position(|w| w == b"\r\n\r\n");
+        if let Some(end) = head_end {
+            let head = String::from_utf8_lossy(&got[..end]).to_string();
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            if got.len() >= end + 4 + length {
+                return Ok(head.lines().next().unwrap_or_default().to_string());
+            }
+        }
+        let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut chunk))
+            .await
+            .map_err(|_| "no answer within 5 s".to_string())?
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err(format!("closed after {} bytes", got.len()));
+        }
+        got.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A kept-alive HTTP/1.1 connection that idles longer than the header-read timeout, but well
+/// inside the idle limit, still serves the next request on it. The head deadline starts with a
+/// head's first byte: hyper's own timer started as it waited for the next request, so it also
+/// counted the idle time, closed the connection and reset a request sent at that moment (a
+/// probe's `GET /metrics` after 10 s of quiet, at 50,000 nodes).
+#[tokio::test]
+async fn a_kept_alive_http1_connection_idle_past_the_header_timeout_still_serves() {
+    let s = setup().await;
+    let mut conn = raw_tls(&s.server.url, s.pki.ca_pem().as_bytes()).await;
+    for round in 0..3 {
+        let status = http1_get(&mut conn, "/healthz").await;
+        assert_eq!(
+            status.as_deref(),
+            Ok("HTTP/1.1 200 OK"),
+            "round {round} on one connection"
+        );
+        // Three times the header-read timeout (500 ms), far inside the idle limit (120 s).
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+}
+
+/// A head started on a kept-alive connection and never finished is still cut at the head
+/// deadline, not at the idle limit.
+#[tokio::test]
+async fn a_head_started_after_a_request_and_never_finished_is_cut() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = setup().await;
+    let mut conn = raw_tls(&s.server.url, s.pki.ca_pem().as_bytes()).await;
+    assert_eq!(
+        http1_get(&mut conn, "/healthz").await.as_deref(),
+        Ok("HTTP/1.1 200 OK")
+    );
+    conn.write_all(b"POST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        .await
+        .expect("partial headers");
+    let started = std::time::Instant::now();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "closed at the head deadline (500 ms)");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "not at once"
+    );
+}
