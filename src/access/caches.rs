@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 use crate::access::error::{FreshError, NotReady};
 use crate::access::live;
 use crate::access::node_cache::NodeCache;
-use crate::access::view::{ClusterView, Fresh, FreshNodes};
+use crate::access::view::{ClusterView, Fresh, FreshNodes, ReadSteps};
 use crate::access::watch::{Retry, WatchHealth};
 use crate::core::cluster::{ClusterVersion, Machine};
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
@@ -268,42 +268,67 @@ impl Caches {
     /// wait behind. A node list needs the fresh pools (it keeps only the labels their
     /// selectors read), so it starts once both the lists and `--fence-wait-ms` are done.
     async fn fresh_read(&self) -> Result<Fresh, FreshError> {
-        let objects = live::decision_objects(&self.client);
+        let started = tokio::time::Instant::now();
+        let mut steps = ReadSteps::default();
+        let objects = async {
+            let objects = live::decision_objects(&self.client).await;
+            (objects, started.elapsed())
+        };
         let fence = async {
             let revision = live::node_revision(&self.client).await?;
+            let read = started.elapsed();
             // Not an etcd revision: no fence to wait on.
             let Some(revision) = revision else {
-                return Ok::<_, live::LiveError>((None, false));
+                return Ok::<_, live::LiveError>((None, false, read, None));
             };
             let passed = tokio::time::timeout(self.fence_wait, self.nodes.caught_up(revision))
                 .await
                 .is_ok();
-            Ok((Some(revision), passed))
+            let caught_up = passed.then(|| started.elapsed().saturating_sub(read));
+            Ok((Some(revision), passed, read, caught_up))
         };
-        let (objects, fence) = tokio::join!(objects, fence);
-        let (objects, (revision, passed)) = (objects?, fence?);
+        let ((objects, lists), fence) = tokio::join!(objects, fence);
+        let (objects, (revision, passed, read, caught_up)) = (objects?, fence?);
+        steps.lists = lists;
+        steps.revision = read;
+        steps.catch_up = caught_up;
         let nodes = match revision {
             _ if passed => FreshNodes::Cached,
-            None => self.listed_nodes(&objects.pools).await?,
+            None => {
+                let listed = self.listed_nodes(&objects.pools).await?;
+                steps.node_list = Some(started.elapsed());
+                listed
+            }
             Some(revision) => {
                 let fence = self.nodes.caught_up(revision);
                 let mut fence = std::pin::pin!(fence);
                 tokio::select! {
                     biased;
-                    () = fence.as_mut() => FreshNodes::Cached,
+                    () = fence.as_mut() => {
+                        steps.catch_up = Some(started.elapsed().saturating_sub(read));
+                        FreshNodes::Cached
+                    }
                     listed = self.listed_nodes(&objects.pools) => match listed {
-                        Ok(nodes) => nodes,
+                        Ok(nodes) => {
+                            steps.node_list = Some(started.elapsed());
+                            nodes
+                        }
                         // The cache may still catch up within the caller's deadline.
                         Err(e) => {
                             tracing::debug!(error = %e, "listing nodes failed; waiting for the node cache");
                             fence.await;
+                            steps.catch_up = Some(started.elapsed().saturating_sub(read));
                             FreshNodes::Cached
                         }
                     },
                 }
             }
         };
-        Ok(Fresh { objects, nodes })
+        Ok(Fresh {
+            objects,
+            nodes,
+            steps,
+        })
     }
 
     async fn listed_nodes(

@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 
 use crate::access::error::{FreshError, NotReady};
 use crate::core::node::NodeMeta;
-use crate::core::policy::{self, Deletion, PolicyMode};
+use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
 use crate::core::snapshot::Snapshot;
 
 /// A source of snapshots for admission decisions.
@@ -57,6 +57,22 @@ pub struct Fresh {
     /// Builds, pools and MachineOSConfigs listed now (no nodes).
     pub objects: Snapshot,
     pub nodes: FreshNodes,
+    /// How long its steps took (for the metrics; zero where a view does not time them).
+    pub steps: ReadSteps,
+}
+
+/// The steps of a confirming read, each from the read's start, as the caches time them: the
+/// consistent lists of the objects, the node collection's revision (the fence), the node cache
+/// reaching it, and a list of every node when the cache was late.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReadSteps {
+    pub lists: std::time::Duration,
+    pub revision: std::time::Duration,
+    /// From the revision's arrival to the node cache applying it (`None`: it did not within
+    /// the fence wait, or the revision was not one).
+    pub catch_up: Option<std::time::Duration>,
+    /// How long the list of every node took, when one answered.
+    pub node_list: Option<std::time::Duration>,
 }
 
 /// Where a confirming read's nodes are.
@@ -71,22 +87,28 @@ pub enum FreshNodes {
 }
 
 impl Fresh {
-    /// The snapshot that decides `target`: the fresh objects, with the nodes that can matter.
-    pub fn snapshot_for<V: ClusterView + ?Sized>(
+    /// The verdict on `target` from this read: over the nodes it listed, or, when the node
+    /// cache passed the fence, as the cached verdict is decided (`policy::evaluate_indexed`):
+    /// from the digest index's candidates, so a refusal by a node is decided from the nodes
+    /// the deletion's images name, and an allow the index proves has no candidate reads none.
+    pub fn decide<V: ClusterView + ?Sized>(
         &self,
         view: &V,
         target: Deletion<'_>,
         mode: PolicyMode,
-    ) -> Snapshot {
-        let mut snapshot = self.objects.clone();
-        snapshot.nodes = match &self.nodes {
-            FreshNodes::Listed(nodes) => nodes.clone(),
-            FreshNodes::Cached => {
-                let digests = policy::guarded_digests(&snapshot, target);
-                view.nodes(digests.as_ref(), mode)
+    ) -> Verdict {
+        match &self.nodes {
+            FreshNodes::Listed(nodes) => {
+                let mut snapshot = self.objects.clone();
+                snapshot.nodes = nodes.clone();
+                policy::evaluate(&snapshot, target, mode)
             }
-        };
-        snapshot
+            FreshNodes::Cached => {
+                policy::evaluate_indexed(&self.objects, target, mode, |digests| {
+                    view.nodes(digests, mode)
+                })
+            }
+        }
     }
 
     /// Bounded label for metrics.
@@ -170,6 +192,7 @@ impl ClusterView for StaticView {
             Ok(Fresh {
                 objects: self.objects(),
                 nodes: FreshNodes::Listed(self.0.nodes.clone()),
+                ..Fresh::default()
             })
         })
     }

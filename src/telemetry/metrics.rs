@@ -86,7 +86,10 @@ struct SourceLabels {
 pub enum DecisionPhase {
     /// The verdict from the caches (or waiting for a concurrent request's).
     Cached,
-    /// From there to the confirming read's result: the batch window, a turn, the API server.
+    /// From there until the confirming read the request uses started: the batch window, a
+    /// turn (the cap on reads at once); zero when that read had started already.
+    Wait,
+    /// From then to the confirming read's result: the API server, the node fence.
     Read,
     /// The verdict on the read (or waiting for a concurrent request's on the same read).
     Fresh,
@@ -96,10 +99,41 @@ impl DecisionPhase {
     fn label(self) -> &'static str {
         match self {
             Self::Cached => "cached",
+            Self::Wait => "wait",
             Self::Read => "read",
             Self::Fresh => "fresh",
         }
     }
+}
+
+/// The steps of a confirming read, each timed from the read's start but `CatchUp`.
+#[derive(Clone, Copy, Debug)]
+pub enum ReadStep {
+    /// The consistent lists of MachineOSConfigs, MachineOSBuilds, pools, Machines and the
+    /// ClusterVersion.
+    Lists,
+    /// The node collection's revision (the fence).
+    Revision,
+    /// From the revision's arrival to the node cache applying it.
+    CatchUp,
+    /// A list of every node, when the cache was late.
+    NodeList,
+}
+
+impl ReadStep {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Lists => "lists",
+            Self::Revision => "revision",
+            Self::CatchUp => "catch_up",
+            Self::NodeList => "node_list",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StepLabels {
+    step: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -120,6 +154,7 @@ pub struct Metrics {
     decisions: Family<DecisionLabels, Counter>,
     latency: Histogram,
     phases: Family<PhaseLabels, Histogram, fn() -> Histogram>,
+    read_steps: Family<StepLabels, Histogram, fn() -> Histogram>,
     confirmations: Family<ResultLabels, Counter>,
     confirmation_nodes: Family<SourceLabels, Counter>,
     cache_objects: Family<CacheLabels, Gauge>,
@@ -162,8 +197,15 @@ impl Default for Metrics {
             Family::new_with_constructor(decision_buckets);
         registry.register(
             "decision_phase_duration_seconds",
-            "Where a confirmed decision's time goes: the verdict from the caches (cached), waiting for the confirming read (read: the batch window, a turn, the API server), the verdict on the read (fresh)",
+            "Where a confirmed decision's time goes: the verdict from the caches (cached), waiting for the confirming read to start (wait: the batch window, a turn), the read (read: the API server, the node fence), the verdict on the read (fresh)",
             phases.clone(),
+        );
+        let read_steps: Family<StepLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(decision_buckets);
+        registry.register(
+            "confirming_read_step_duration_seconds",
+            "The steps of each confirming read, from its start: the consistent lists of the objects (lists), the node collection's revision (revision), from there the node cache reaching it (catch_up), a list of every node when the cache was late (node_list)",
+            read_steps.clone(),
         );
         let confirmations = Family::<ResultLabels, Counter>::default();
         registry.register(
@@ -314,6 +356,7 @@ impl Default for Metrics {
             decisions,
             latency,
             phases,
+            read_steps,
             confirmations,
             confirmation_nodes,
             cache_objects,
@@ -356,6 +399,13 @@ impl Metrics {
             .get_or_create(&PhaseLabels {
                 phase: phase.label(),
             })
+            .observe(took.as_secs_f64());
+    }
+
+    /// One step of a confirming read (see [`ReadStep`]), once per read.
+    pub fn read_step(&self, step: ReadStep, took: std::time::Duration) {
+        self.read_steps
+            .get_or_create(&StepLabels { step: step.label() })
             .observe(took.as_secs_f64());
     }
 
