@@ -1,29 +1,30 @@
 //! Coalesced confirming reads: concurrent callers share fresh reads instead of starting one
 //! each, so a burst of requests (garbage collection deleting many builds, or forged reviews)
-//! costs the API server a few node lists, not one per request, and allows that arrive together
+//! costs the API server a few reads, not one per request, and allows that arrive together
 //! wait for one read instead of queueing for one each.
 //!
 //! Sharing must not weaken freshness: a caller may only use a read that *started after it
 //! arrived*, or it could be answered from a list taken before the change it must see (a node
 //! targeted just before the delete). A caller arrives when it takes its [`Arrival`], which the
-//! reviewer does as the request comes in, before the cached decision: a read that started
-//! while that decision ran began after the request and may serve it.
+//! engine does as the request comes in.
 //!
-//! A caller that finds no read it may use (one not started yet, or started after its arrival)
-//! opens one, which starts once the batching window after that caller's arrival has passed, so
-//! callers arriving just after it share it (when the cached decision already took longer than
-//! the window, nothing is added), and once fewer than [`READS_AT_ONCE`] reads run. Callers that
-//! arrive before it starts share it.
+//! A caller asks for its read as it arrives ([`Coalesced::start_since`]): it joins a read it may
+//! use (one not started yet, or started after its arrival), or opens one. A read runs on a task
+//! of its own, so it is in flight while the caller works (the verdict from the caches): it
+//! starts once the batching window after its opener's arrival has passed, so callers arriving
+//! just after share it, and once fewer than [`READS_AT_ONCE`] reads run. A read ends early only
+//! if every caller that could use it gave up (a timeout): the last one's handle aborts it.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-/// How long a read waits, after its starter arrived, for more callers to share it: the four
+/// How long a read waits, after its opener arrived, for more callers to share it: the four
 /// concurrent deletions of an `oc delete` burst reach the guard within about a millisecond.
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(2);
 
@@ -43,16 +44,35 @@ pub struct Arrival {
     at: Instant,
 }
 
-/// One read, shared by the callers it may serve.
-struct Read<T> {
+/// What a read's task fills in, shared by its callers.
+struct Shared<T> {
     /// Its position in the sequence of reads started; 0 until it starts.
     number: AtomicU64,
-    result: OnceCell<Arc<T>>,
+    /// When it started and its result, once it has them.
+    started: watch::Sender<Option<Instant>>,
+    result: watch::Sender<Option<Arc<T>>>,
+}
+
+/// A caller's hold on one read. The read is aborted once no caller holds it any more.
+pub struct Read<T> {
+    shared: Arc<Shared<T>>,
+    task: AbortHandle,
+}
+
+impl<T> Drop for Read<T> {
+    fn drop(&mut self) {
+        // The last holder is gone: nobody may use the result (a finished read is unaffected).
+        self.task.abort();
+    }
 }
 
 impl<T> Read<T> {
     fn number(&self) -> u64 {
-        self.number.load(Ordering::SeqCst)
+        self.shared.number.load(Ordering::SeqCst)
+    }
+
+    fn finished(&self) -> bool {
+        self.shared.result.borrow().is_some()
     }
 
     /// Whether it started after `arrival`, or has not started yet.
@@ -60,17 +80,33 @@ impl<T> Read<T> {
         let number = self.number();
         number == 0 || number > arrival.reads_started
     }
+
+    /// Its result, and when it started.
+    pub async fn wait(&self) -> (Arc<T>, Instant) {
+        let mut result = self.shared.result.subscribe();
+        let value = match result.wait_for(Option::is_some).await {
+            Ok(value) => value.clone(),
+            // The sender lives in `shared`, which this handle holds: never closed.
+            Err(_) => None,
+        };
+        let started = *self.shared.started.borrow();
+        match (value, started) {
+            (Some(value), Some(started)) => (value, started),
+            // Unreachable (a result is set only after its start): wait for ever rather than
+            // answer without a read; the caller's deadline ends it.
+            _ => std::future::pending().await,
+        }
+    }
 }
 
-/// Runs reads, at most [`READS_AT_ONCE`] at a time, and hands each caller the result of a read
-/// that started after the caller arrived.
+/// Runs reads, at most [`READS_AT_ONCE`] at a time, and hands each caller a read that started
+/// after the caller arrived.
 pub struct Coalesced<T> {
     /// Reads started so far.
-    started: AtomicU64,
-    /// The reads a caller may still use: those not finished, and the newest finished one (for
-    /// callers that arrived before it started and ask only now).
-    reads: Mutex<Vec<Arc<Read<T>>>>,
-    running: Semaphore,
+    started: Arc<AtomicU64>,
+    /// The reads a caller may still join: those some caller holds.
+    reads: Mutex<Vec<Weak<Read<T>>>>,
+    running: Arc<Semaphore>,
     window: Duration,
 }
 
@@ -81,85 +117,22 @@ impl<T> Default for Coalesced<T> {
 }
 
 impl<T> Coalesced<T> {
-    /// Reads that wait `window` after their starter arrived (zero: start at once).
+    /// Reads that wait `window` after their opener arrived (zero: start at once).
     pub fn with_window(window: Duration) -> Self {
         Self {
-            started: AtomicU64::new(0),
+            started: Arc::new(AtomicU64::new(0)),
             reads: Mutex::default(),
-            running: Semaphore::new(READS_AT_ONCE),
+            running: Arc::new(Semaphore::new(READS_AT_ONCE)),
             window,
         }
     }
 
-    /// Marks a caller's arrival: only reads started after this may serve it. Take it as the
-    /// request arrives, before work that precedes the read, so reads started meanwhile count.
+    /// Marks a caller's arrival: only reads started after this may serve it.
     pub fn arrive(&self) -> Arrival {
         Arrival {
             reads_started: self.started.load(Ordering::SeqCst),
             at: Instant::now(),
         }
-    }
-
-    /// The result of a read that started after `arrival`: one another caller started or opened
-    /// meanwhile, or a new one run by `read` once the window after `arrival` has passed and a
-    /// read may start. If the caller running a read is dropped (a timeout) while it waits or
-    /// reads, the read is dropped too and a caller waiting for it starts it again.
-    pub async fn get_since<F, Fut>(&self, arrival: Arrival, read: F) -> Arc<T>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = T>,
-    {
-        let shared = self.join_or_open(arrival);
-        let result = shared.result.get_or_init(|| async {
-            // Callers arriving during the window read the count before it is raised below, so
-            // this read serves them too. (tokio's timer counts whole milliseconds: a window of
-            // 2 ms may last up to 3.)
-            let opens = arrival.at + self.window;
-            if Instant::now() < opens {
-                tokio::time::sleep_until(opens).await;
-            }
-            // The semaphore is never closed: a permit always comes.
-            let _running = self.running.acquire().await.ok();
-            let number = self.started.fetch_add(1, Ordering::SeqCst) + 1;
-            shared.number.store(number, Ordering::SeqCst);
-            Arc::new(read().await)
-        });
-        Arc::clone(result.await)
-    }
-
-    /// The read `arrival` may use that will end first (a finished one, else the earliest
-    /// started, else one not started yet), or a new one.
-    fn join_or_open(&self, arrival: Arrival) -> Arc<Read<T>> {
-        let mut reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
-        let newest_finished = reads
-            .iter()
-            .filter(|r| r.result.initialized())
-            .map(|r| r.number())
-            .max();
-        // Drop finished reads but the newest, and reads whose every caller gave up.
-        reads.retain(|r| {
-            if r.result.initialized() {
-                Some(r.number()) == newest_finished
-            } else {
-                r.number() == 0 || Arc::strong_count(r) > 1
-            }
-        });
-        let usable = reads.iter().filter(|r| r.serves(arrival)).min_by_key(|r| {
-            match (r.result.initialized(), r.number()) {
-                (true, _) => 0,
-                (false, 0) => u64::MAX,
-                (false, number) => number,
-            }
-        });
-        if let Some(read) = usable {
-            return Arc::clone(read);
-        }
-        let read = Arc::new(Read {
-            number: AtomicU64::new(0),
-            result: OnceCell::new(),
-        });
-        reads.push(Arc::clone(&read));
-        read
     }
 
     /// How many reads have started.
@@ -168,16 +141,70 @@ impl<T> Coalesced<T> {
     }
 }
 
+impl<T: Send + Sync + 'static> Coalesced<T> {
+    /// A read that started after `arrival`: one another caller opened, or a new one that
+    /// `read` makes on a task of its own, once the window after `arrival` has passed and a read
+    /// may start. Call it as the caller arrives; [`Read::wait`] for the result.
+    pub fn start_since<F, Fut>(&self, arrival: Arrival, read: F) -> Arc<Read<T>>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        let mut reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
+        let live: Vec<Arc<Read<T>>> = reads.iter().filter_map(Weak::upgrade).collect();
+        reads.retain(|r| r.strong_count() > 0);
+        // The one that will end first: a finished one, else the earliest started, else one
+        // not started yet.
+        let usable = live.iter().filter(|r| r.serves(arrival)).min_by_key(|r| {
+            match (r.finished(), r.number()) {
+                (true, _) => 0,
+                (false, 0) => u64::MAX,
+                (false, number) => number,
+            }
+        });
+        if let Some(read) = usable {
+            return Arc::clone(read);
+        }
+        let shared = Arc::new(Shared {
+            number: AtomicU64::new(0),
+            started: watch::Sender::new(None),
+            result: watch::Sender::new(None),
+        });
+        let task = {
+            let shared = Arc::clone(&shared);
+            let (started, running) = (Arc::clone(&self.started), Arc::clone(&self.running));
+            let opens = arrival.at + self.window;
+            tokio::spawn(async move {
+                // Callers arriving during the window read the count before it is raised below,
+                // so this read serves them too. (tokio's timer counts whole milliseconds: a
+                // window of 2 ms may last up to 3.)
+                tokio::time::sleep_until(opens).await;
+                // The semaphore is never closed: a permit always comes.
+                let _running = running.acquire_owned().await.ok();
+                let number = started.fetch_add(1, Ordering::SeqCst) + 1;
+                shared.number.store(number, Ordering::SeqCst);
+                shared.started.send_replace(Some(Instant::now()));
+                let value = Arc::new(read().await);
+                shared.result.send_replace(Some(value));
+            })
+            .abort_handle()
+        };
+        let read = Arc::new(Read { shared, task });
+        reads.push(Arc::downgrade(&read));
+        read
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A caller that asks as it arrives.
-    async fn get<T, Fut: Future<Output = T>>(
+    /// A caller that asks as it arrives and waits at once.
+    async fn get<T: Send + Sync + 'static, Fut: Future<Output = T> + Send + 'static>(
         shared: &Coalesced<T>,
-        read: impl FnOnce() -> Fut,
+        read: impl FnOnce() -> Fut + Send + 'static,
     ) -> Arc<T> {
-        shared.get_since(shared.arrive(), read).await
+        shared.start_since(shared.arrive(), read).wait().await.0
     }
 
     #[tokio::test]
@@ -203,7 +230,7 @@ mod tests {
     fn timed_read(
         counter: &Arc<AtomicU64>,
         took: Duration,
-    ) -> impl Future<Output = (u64, Instant)> + use<> {
+    ) -> impl Future<Output = (u64, Instant)> + Send + use<> {
         let counter = Arc::clone(counter);
         async move {
             let started = Instant::now();
@@ -213,23 +240,23 @@ mod tests {
         }
     }
 
-    /// A caller that arrives after `delay`, then works for `before_read` (the cached decision)
-    /// before it asks for the read.
+    /// A caller that arrives after `delay`, asks for its read, then works for `work` (the
+    /// verdict from the caches) before it waits for the read.
     fn caller(
         shared: &Arc<Coalesced<(u64, Instant)>>,
         counter: &Arc<AtomicU64>,
         delay: Duration,
-        before_read: Duration,
+        work: Duration,
         took: Duration,
     ) -> tokio::task::JoinHandle<Served> {
         let (shared, counter) = (Arc::clone(shared), Arc::clone(counter));
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
             let arrival = shared.arrive();
-            tokio::time::sleep(before_read).await;
-            let got = shared
-                .get_since(arrival, || timed_read(&counter, took))
-                .await;
+            let read = shared.start_since(arrival, move || timed_read(&counter, took));
+            tokio::time::sleep(work).await;
+            let (value, _) = read.wait().await;
+            let got = *value;
             Served {
                 arrived_after_reads: arrival.reads_started,
                 arrived_at: arrival.at,
@@ -283,33 +310,27 @@ mod tests {
         );
     }
 
+    /// The read is in flight while its caller works: it starts when the window closes, not
+    /// after the caller's own work (the verdict from the caches).
     #[tokio::test(start_paused = true)]
-    async fn a_lone_caller_waits_only_what_its_own_work_left_of_the_window() {
+    async fn a_read_runs_while_its_caller_works() {
         let shared = Arc::new(Coalesced::with_window(Duration::from_millis(2)));
         let counter = Arc::new(AtomicU64::new(0));
         let t0 = Instant::now();
-        // A cached decision of 5 ms already covers the 2 ms window: the read starts at once.
         let slow = caller(
             &shared,
             &counter,
             Duration::ZERO,
-            Duration::from_millis(5),
-            Duration::from_millis(1),
+            Duration::from_millis(30),
+            Duration::from_millis(20),
         );
         let served = slow.await.expect("caller");
-        assert_eq!(served.read_started_at - t0, Duration::from_millis(5));
-        // One of 1 ms waits the remaining 1 ms.
-        let t1 = Instant::now();
-        let fast = caller(
-            &shared,
-            &counter,
-            Duration::ZERO,
-            Duration::from_millis(1),
-            Duration::from_millis(1),
+        assert_eq!(served.read_started_at - t0, Duration::from_millis(2));
+        assert_eq!(
+            Instant::now() - t0,
+            Duration::from_millis(30),
+            "the 20 ms read ended inside the caller's 30 ms of work"
         );
-        let served = fast.await.expect("caller");
-        assert_eq!(served.read_started_at - t1, Duration::from_millis(2));
-        assert_eq!(shared.reads(), 2);
     }
 
     #[tokio::test(start_paused = true)]
@@ -365,51 +386,31 @@ mod tests {
         assert_eq!(shared.reads(), 3);
     }
 
-    /// A request that arrived before a read started may use it even if its cached decision
-    /// ends while the read runs; one that arrived after the read started may not.
+    /// Callers that arrive before a read starts share it; one that arrives after it started
+    /// gets a read of its own.
     #[tokio::test(start_paused = true)]
-    async fn a_read_started_after_the_arrival_serves_a_caller_that_asks_later() {
-        let shared = Arc::new(Coalesced::with_window(Duration::ZERO));
+    async fn a_caller_arriving_after_a_read_started_gets_its_own() {
+        let shared = Arc::new(Coalesced::with_window(Duration::from_millis(2)));
         let counter = Arc::new(AtomicU64::new(0));
         let read_time = Duration::from_millis(50);
-        // Starts read 1 at 1 ms.
-        let quick = caller(
-            &shared,
-            &counter,
-            Duration::ZERO,
-            Duration::from_millis(1),
-            read_time,
+        let [opener, joiner, late] = [0, 1, 5].map(|ms| {
+            let delay = Duration::from_millis(ms);
+            caller(&shared, &counter, delay, Duration::ZERO, read_time)
+        });
+        let (opener, joiner, late) = (
+            opener.await.expect("opener"),
+            joiner.await.expect("joiner"),
+            late.await.expect("late"),
         );
-        // Arrived at 0, before read 1 started; asks at 10 ms while it runs: shares it.
-        let early = caller(
-            &shared,
-            &counter,
-            Duration::ZERO,
-            Duration::from_millis(10),
-            read_time,
-        );
-        // Arrived at 5 ms, after read 1 started: needs read 2.
-        let after = caller(
-            &shared,
-            &counter,
-            Duration::from_millis(5),
-            Duration::from_millis(5),
-            read_time,
-        );
-        let (quick, early, after) = (
-            quick.await.expect("quick"),
-            early.await.expect("early"),
-            after.await.expect("after"),
-        );
-        for s in [&quick, &early, &after] {
+        for s in [&opener, &joiner, &late] {
             assert_fresh(s);
         }
-        assert_eq!((quick.read, early.read, after.read), (1, 1, 2));
+        assert_eq!((opener.read, joiner.read, late.read), (1, 1, 2));
         assert_eq!(shared.reads(), 2);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_starter_cancelled_in_its_window_or_its_read_strands_no_waiter() {
+    async fn a_starter_that_gives_up_strands_no_waiter_and_a_read_nobody_waits_for_ends() {
         for cancel_after in [Duration::from_millis(2), Duration::from_millis(10)] {
             let shared = Arc::new(Coalesced::with_window(Duration::from_millis(5)));
             let counter = Arc::new(AtomicU64::new(0));
@@ -420,7 +421,7 @@ mod tests {
                 tokio::spawn(async move {
                     tokio::time::timeout(
                         cancel_after,
-                        get(&shared, || timed_read(&counter, read_time)),
+                        get(&shared, move || timed_read(&counter, read_time)),
                     )
                     .await
                     .is_err()
@@ -440,11 +441,14 @@ mod tests {
                     .expect("a waiter was served after the starter gave up")
                     .expect("waiter");
                 assert_fresh(&served);
+                assert_eq!(served.read, 1, "the read the starter opened goes on");
             }
-            assert!(
-                shared.reads() <= 2,
-                "the waiters shared the read one of them started"
-            );
         }
+        // Nobody waits any more: the read is aborted in its window and never starts.
+        let shared = Coalesced::<u64>::with_window(Duration::from_millis(5));
+        let read = shared.start_since(shared.arrive(), || async { 1 });
+        drop(read);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(shared.reads(), 0);
     }
 }

@@ -19,7 +19,7 @@ impl<V: ClusterView> Engine<V> {
     /// Sets the cluster gauges from the caches, then renders every metric (OpenMetrics text);
     /// `ready` is the guard's readiness, exported beside them.
     pub fn render_metrics(&self, ready: bool) -> String {
-        let view = &self.view;
+        let view = &*self.view;
         let mut objects = view.objects();
         self.metrics.release_rules(&objects.rules());
         self.metrics

@@ -20,8 +20,9 @@ use tokio::time::Instant;
 
 use crate::access::error::FreshError;
 use crate::access::view::ClusterView;
+use crate::access::view::ReadSteps;
 use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
-use crate::telemetry::metrics::{DecisionPhase, Metrics};
+use crate::telemetry::metrics::{DecisionPhase, Metrics, ReadStep};
 use coalesce::Coalesced;
 use confirmation::Confirmation;
 use sharing::SharedVerdicts;
@@ -41,7 +42,8 @@ pub enum Checked {
 
 /// The cluster view, the policy mode and the shared confirming reads.
 pub struct Engine<V> {
-    pub view: V,
+    /// Shared with the confirming reads, which run on tasks of their own.
+    pub view: Arc<V>,
     pub mode: PolicyMode,
     pub metrics: Arc<Metrics>,
     /// Upper bound for the confirming read, waiting for a turn included; past it the
@@ -52,6 +54,9 @@ pub struct Engine<V> {
     confirmations: Coalesced<Result<Confirmation, FreshError>>,
     /// Cached decisions running now: concurrent requests for one target share one.
     deciding: SharedVerdicts,
+    /// Verdicts decided on confirming reads (the tests count them).
+    #[cfg(test)]
+    fresh_decisions: std::sync::atomic::AtomicUsize,
 }
 
 impl<V: ClusterView> Engine<V> {
@@ -62,12 +67,14 @@ impl<V: ClusterView> Engine<V> {
         confirm_timeout: Duration,
     ) -> Self {
         Self {
-            view,
+            view: Arc::new(view),
             mode,
             metrics,
             confirm_timeout,
             confirmations: Coalesced::default(),
             deciding: SharedVerdicts::default(),
+            #[cfg(test)]
+            fresh_decisions: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -106,31 +113,48 @@ impl<V: ClusterView> Engine<V> {
     /// [`Engine::check`] with its own bound for the confirming read (the finalizer
     /// controller has no webhook deadline to meet, so it waits longer than a request can).
     pub async fn check_within(&self, target: Deletion<'_>, confirm_timeout: Duration) -> Checked {
-        // Before the cached decision: a confirming read that starts while it runs began after
-        // this request arrived, so it may confirm it (concurrent allows share one read).
         let arrival = self.confirmations.arrive();
         let phase = Instant::now();
+        // Settled by the request alone: a build without MCO's `machine-os-config` label has no
+        // image MCO would delete. Every other request's confirming read starts now, on a task
+        // of its own, and is in flight while the verdict from the caches is computed here.
+        let unlabelled_build =
+            matches!(target, Deletion::MachineOSBuild(b) if b.config_label().is_none());
+        let read = (!unlabelled_build).then(|| {
+            let (view, metrics) = (Arc::clone(&self.view), Arc::clone(&self.metrics));
+            self.confirmations.start_since(arrival, move || async move {
+                let fresh = view.fresh().await?;
+                record_steps(&metrics, &fresh.steps);
+                Ok(Confirmation::new(fresh))
+            })
+        });
         let cached = self
             .deciding
             .while_deciding(target, || self.cached(target))
             .await;
         let phase = self.phase_ended(DecisionPhase::Cached, phase);
-        // Settled by the request alone: the override lets a blocked deletion through whatever
-        // the read says, and a build without MCO's `machine-os-config` label has no image MCO
-        // would delete.
-        let unlabelled_build =
-            matches!(target, Deletion::MachineOSBuild(b) if b.config_label().is_none());
-        if cached.overridden() || unlabelled_build {
+        // The override lets a blocked deletion through whatever the read says (dropping the
+        // read's handle aborts it if no other request waits for it).
+        let Some(read) = read.filter(|_| !cached.overridden()) else {
             return Checked::Decided(cached);
-        }
-        let read = tokio::time::timeout(
-            confirm_timeout,
-            self.confirmations.get_since(arrival, || async move {
-                self.view.fresh().await.map(Confirmation::new)
-            }),
-        );
-        let read = read.await;
-        let phase = self.phase_ended(DecisionPhase::Read, phase);
+        };
+        let read = tokio::time::timeout(confirm_timeout, read.wait()).await;
+        let read = match read {
+            Ok((result, started)) => {
+                let ended = Instant::now();
+                let read_from = started.max(phase);
+                self.metrics
+                    .decision_phase(DecisionPhase::Wait, read_from - phase);
+                self.metrics
+                    .decision_phase(DecisionPhase::Read, ended - read_from);
+                Ok(result)
+            }
+            Err(elapsed) => {
+                self.phase_ended(DecisionPhase::Read, phase);
+                Err(elapsed)
+            }
+        };
+        let phase = Instant::now();
         match read.as_deref() {
             Ok(Ok(confirmation)) => {
                 self.metrics
@@ -138,8 +162,10 @@ impl<V: ClusterView> Engine<V> {
                 // Decided once for every request this read serves with the same target.
                 let verdict = confirmation
                     .verdict(target, |fresh| {
-                        let snapshot = fresh.snapshot_for(&self.view, target, self.mode);
-                        policy::evaluate(&snapshot, target, self.mode)
+                        #[cfg(test)]
+                        self.fresh_decisions
+                            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        fresh.decide(&*self.view, target, self.mode)
                     })
                     .await;
                 self.phase_ended(DecisionPhase::Fresh, phase);
@@ -165,5 +191,17 @@ impl<V: ClusterView> Engine<V> {
                 Checked::Unverified { cached, why }
             }
         }
+    }
+}
+
+/// Records a confirming read's steps, once per read.
+fn record_steps(metrics: &Metrics, steps: &ReadSteps) {
+    metrics.read_step(ReadStep::Lists, steps.lists);
+    metrics.read_step(ReadStep::Revision, steps.revision);
+    if let Some(took) = steps.catch_up {
+        metrics.read_step(ReadStep::CatchUp, took);
+    }
+    if let Some(took) = steps.node_list {
+        metrics.read_step(ReadStep::NodeList, took);
     }
 }

@@ -4,7 +4,7 @@
 //! target share the cached decision running when they arrive. Decisions are counted, not timed.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::future::{BoxFuture, join_all};
 use serde_json::{Value, json};
@@ -78,10 +78,8 @@ fn cluster(current: &str) -> Snapshot {
 struct Scripted {
     states: Vec<Snapshot>,
     at: AtomicUsize,
-    read_returned: AtomicBool,
     slow_cache: Duration,
     cached_decisions: AtomicUsize,
-    evaluations: AtomicUsize,
 }
 
 impl Scripted {
@@ -89,10 +87,8 @@ impl Scripted {
         Self {
             states,
             at: AtomicUsize::new(0),
-            read_returned: AtomicBool::new(false),
             slow_cache: Duration::ZERO,
             cached_decisions: AtomicUsize::new(0),
-            evaluations: AtomicUsize::new(0),
         }
     }
 
@@ -111,11 +107,7 @@ impl ClusterView for Scripted {
     }
 
     fn nodes(&self, _: Option<&BTreeSet<String>>, _: PolicyMode) -> Vec<Arc<NodeMeta>> {
-        if self.read_returned.load(Ordering::SeqCst) {
-            self.evaluations.fetch_add(1, Ordering::SeqCst);
-        } else {
-            std::thread::sleep(self.slow_cache);
-        }
+        std::thread::sleep(self.slow_cache);
         self.states[self.at.load(Ordering::SeqCst)].nodes.clone()
     }
 
@@ -124,10 +116,10 @@ impl ClusterView for Scripted {
             tokio::time::sleep(READ).await;
             let next = (self.at.load(Ordering::SeqCst) + 1).min(self.states.len() - 1);
             self.at.store(next, Ordering::SeqCst);
-            self.read_returned.store(true, Ordering::SeqCst);
             Ok(Fresh {
                 objects: self.now(),
                 nodes: FreshNodes::Cached,
+                ..Fresh::default()
             })
         })
     }
@@ -173,7 +165,7 @@ async fn four_requests_that_one_read_serves_for_one_target_are_decided_once() {
     }
     assert_eq!(engine.confirmations.reads(), 1);
     assert_eq!(
-        engine.view.evaluations.load(Ordering::SeqCst),
+        engine.fresh_decisions.load(Ordering::SeqCst),
         1,
         "four requests served by one read evaluated the nodes more than once"
     );
@@ -196,16 +188,21 @@ async fn requests_for_different_targets_on_one_read_are_decided_apart() {
     let checked = join_all(targets.iter().map(|t| engine.check(*t))).await;
     let verdicts: Vec<Verdict> = checked.into_iter().map(confirmed).collect();
     for (verdict, target) in verdicts.iter().zip(targets) {
+        // A refusal by a node is decided from the index's candidates: its pools uncounted.
+        let uncounted = |v: &Verdict| Verdict {
+            rolling: Vec::new(),
+            ..v.clone()
+        };
         assert_eq!(
-            verdict,
-            &policy::evaluate(&cluster(OLD), target, engine.mode)
+            uncounted(verdict),
+            uncounted(&policy::evaluate(&cluster(OLD), target, engine.mode))
         );
     }
     let allowed: Vec<bool> = verdicts.iter().map(|v| v.allowed).collect();
     assert_eq!(allowed, [false, true, false, true]);
     assert_eq!(engine.confirmations.reads(), 1);
     assert_eq!(
-        engine.view.evaluations.load(Ordering::SeqCst),
+        engine.fresh_decisions.load(Ordering::SeqCst),
         3,
         "three distinct targets, three evaluations"
     );
@@ -220,13 +217,17 @@ async fn a_request_that_arrives_after_a_read_started_gets_a_verdict_of_its_own()
     );
     let worker = mosc("worker", "uid-worker");
     let target = Deletion::MachineOSConfig(&worker);
-    // The first starts its read at once (no window); the second arrives while it runs.
-    let mut checked = join_all([engine.check(target), engine.check(target)]).await;
-    let (second, first) = (confirmed(checked.remove(1)), confirmed(checked.remove(0)));
+    // The first starts its read at once (no window); the second arrives 10 ms into it.
+    let later = async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        engine.check(target).await
+    };
+    let (first, second) = tokio::join!(engine.check(target), later);
+    let (first, second) = (confirmed(first), confirmed(second));
     assert!(!first.allowed, "decided on the first read: {first:?}");
     assert!(second.allowed, "decided on a read of its own: {second:?}");
     assert_eq!(engine.confirmations.reads(), 2);
-    assert_eq!(engine.view.evaluations.load(Ordering::SeqCst), 2);
+    assert_eq!(engine.fresh_decisions.load(Ordering::SeqCst), 2);
 }
 
 /// A cached decision that scans for long holds one of two workers: the other requests arrive
@@ -253,10 +254,9 @@ async fn requests_arriving_during_a_cached_decision_share_it() {
     for r in requests {
         assert!(r.await.expect("request").allowed);
     }
-    let view = &engine.view;
-    assert_eq!(view.cached_decisions.load(Ordering::SeqCst), 1);
+    assert_eq!(engine.view.cached_decisions.load(Ordering::SeqCst), 1);
     assert_eq!(engine.confirmations.reads(), 1);
-    assert_eq!(view.evaluations.load(Ordering::SeqCst), 1);
+    assert_eq!(engine.fresh_decisions.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -273,14 +273,19 @@ async fn a_confirmed_decision_times_its_phases() {
             .find_map(|l| l.strip_prefix(&series)?.trim().parse::<f64>().ok())
             .unwrap_or_else(|| panic!("{series} not exported:\n{text}"))
     };
-    for phase in ["cached", "read", "fresh"] {
+    for phase in ["cached", "wait", "read", "fresh"] {
         assert_eq!(series("count", phase), 1.0, "{phase}");
     }
-    // The paused clock moves only while the read and its window wait: all of it is `read`.
-    let read = series("sum", "read");
-    assert!(
-        read >= (READ + window).as_secs_f64() - 1e-6,
-        "read phase {read} s, the read alone takes {READ:?}"
-    );
+    // The paused clock moves only while the read and its window wait: the read started when
+    // the window closed (`wait`), then took `READ`.
     assert_eq!(series("sum", "cached"), 0.0);
+    let (wait, read) = (series("sum", "wait"), series("sum", "read"));
+    assert!(
+        (wait - window.as_secs_f64()).abs() < 2e-3,
+        "wait phase {wait} s, the window is {window:?}"
+    );
+    assert!(
+        (read - READ.as_secs_f64()).abs() < 1e-6,
+        "read phase {read} s, the read takes {READ:?}"
+    );
 }

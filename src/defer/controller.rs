@@ -153,7 +153,7 @@ pub async fn run<V: ClusterView>(
     add_finalizers: bool,
     stop: CancellationToken,
 ) {
-    if !wait_for_caches(&engine.view, &stop).await {
+    if !wait_for_caches(&*engine.view, &stop).await {
         tracing::info!("finalizer controller stopped before the caches synced");
         return;
     }

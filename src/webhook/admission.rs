@@ -112,7 +112,7 @@ impl<V: ClusterView> Admission<V> {
             }),
         };
         self.answers
-            .answer(req, guarded, by_mco, started, &self.engine.view)
+            .answer(req, guarded, by_mco, started, &*self.engine.view)
     }
 
     /// A guarded deletion decided: by the cache alone when defer mode's finalizer holds the

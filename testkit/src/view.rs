@@ -124,6 +124,7 @@ impl ClusterView for ScriptedView {
                 FreshRead::Cached => Ok(Fresh {
                     objects: self.objects(),
                     nodes: FreshNodes::Cached,
+                    ..Fresh::default()
                 }),
                 FreshRead::Listed(s) => Ok(Fresh {
                     objects: Snapshot {
@@ -131,6 +132,7 @@ impl ClusterView for ScriptedView {
                         ..s.clone()
                     },
                     nodes: FreshNodes::Listed(s.nodes.clone()),
+                    ..Fresh::default()
                 }),
                 FreshRead::Fails(e) => Err(e.clone()),
                 FreshRead::Hangs => std::future::pending().await,

@@ -265,37 +265,15 @@ fn indexed_verdict_equals_full_scan() {
             });
         let engine = Engine::new(view, w.mode, Arc::clone(&metrics), Duration::from_secs(5));
         let got = engine.cached(target);
-        if got.blocking.is_empty() {
-            prop_assert_eq!(&got, &want);
-        } else {
-            // A denial may be decided from the index's candidates (`evaluate_blocked`): the
-            // same decision and blocking nodes; its pools are among the full scan's, uncounted.
-            for p in &got.rolling {
-                prop_assert!(
-                    want.rolling.iter().any(|q| q.pool == p.pool
-                        && q.image == p.image
-                        && (p.pending_nodes.is_none() || p.pending_nodes == q.pending_nodes)),
-                    "{p:?} not among {:?}",
-                    want.rolling
-                );
-            }
-            let strip = |v: &mosc_guard::core::policy::Verdict| mosc_guard::core::policy::Verdict {
-                rolling: Vec::new(),
-                ..v.clone()
-            };
-            prop_assert_eq!(strip(&got), strip(&want));
-        }
-        // A confirmation whose node cache passed the fence reads nodes the same way.
+        same_decision(&got, &want)?;
+        // A confirmation whose node cache passed the fence decides the same way, from the
+        // same index.
         let fresh = Fresh {
             objects: engine.view.objects(),
             nodes: FreshNodes::Cached,
+            ..Fresh::default()
         };
-        let confirmed = evaluate(
-            &fresh.snapshot_for(&engine.view, target, w.mode),
-            target,
-            w.mode,
-        );
-        prop_assert_eq!(&confirmed, &want);
+        same_decision(&fresh.decide(&*engine.view, target, w.mode), &want)?;
         if want.blocked() {
             blocked.fetch_add(1, Ordering::Relaxed);
         } else if !want.images.is_empty() {
@@ -315,4 +293,32 @@ fn indexed_verdict_equals_full_scan() {
     assert!(share(&blocked) > 0.1, "too few blocked cases");
     assert!(share(&allowed_with_images) > 0.1, "too few allowed cases");
     assert!(share(&indexed) > 0.3, "too few cases through the index");
+}
+
+/// `got` decides as `want` (the full scan): equal when nothing blocks by itself; a denial may
+/// be decided from the index's candidates (`evaluate_blocked`): the same decision and blocking
+/// nodes, its pools among the full scan's, uncounted.
+fn same_decision(
+    got: &mosc_guard::core::policy::Verdict,
+    want: &mosc_guard::core::policy::Verdict,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    if got.blocking.is_empty() {
+        prop_assert_eq!(got, want);
+        return Ok(());
+    }
+    for p in &got.rolling {
+        prop_assert!(
+            want.rolling.iter().any(|q| q.pool == p.pool
+                && q.image == p.image
+                && (p.pending_nodes.is_none() || p.pending_nodes == q.pending_nodes)),
+            "{p:?} not among {:?}",
+            want.rolling
+        );
+    }
+    let strip = |v: &mosc_guard::core::policy::Verdict| mosc_guard::core::policy::Verdict {
+        rolling: Vec::new(),
+        ..v.clone()
+    };
+    prop_assert_eq!(strip(got), strip(want));
+    Ok(())
 }
