@@ -3,14 +3,15 @@
 //! with the least any design that confirms by a consistent read could take.
 //!
 //! One sample makes the confirming read's requests exactly as `serve` makes them
-//! (`access::caches`, `fresh_read`), from this process: the consistent lists of
-//! MachineOSConfigs, MachineOSBuilds, pools, Machines and the ClusterVersion
-//! (`access::live::decision_objects`) and, at the same time, the consistent one-node list
-//! whose resourceVersion is the node fence (`access::live::node_revision`), then the wait for
-//! a node watch to deliver a change or bookmark at or past that revision, as the guard's node
-//! cache must before its nodes may confirm anything. The watch is [`NodeFence`]: one kept open
-//! for the whole run, as the guard's is. Left out: the admission round trip (the allow-all
-//! webhook's row measures it) and the guard's decisions.
+//! (`access::caches`, `fresh_read`), from this process, all issued at once: the consistent lists
+//! of MachineOSConfigs, MachineOSBuilds, pools, Machines and the ClusterVersion
+//! (`access::live::decision_objects`) and the consistent one-node list whose resourceVersion is
+//! the node fence (`access::live::node_revision`). When all have answered is **the floor**. A
+//! sample also times the wait, after that, for a node watch to deliver a change or bookmark at or
+//! past the fence's revision, as the guard's node cache must before its nodes may confirm
+//! anything: **the fenced floor**. The watch is [`NodeFence`]: one kept open for the whole run,
+//! as the guard's is. Left out: the admission round trip (the allow-all webhook's row measures
+//! it) and the guard's decisions.
 
 use std::time::{Duration, Instant};
 
@@ -117,18 +118,29 @@ async fn follow(client: &kube::Client, tx: &watch::Sender<u64>, from: &mut u64) 
     Ok(())
 }
 
-/// One consistent read as a confirmation makes it (see the module doc); its duration.
-pub async fn consistent_read(client: &kube::Client, nodes: &NodeFence) -> Result<Duration> {
+/// One floor sample (see the module doc): when the reads issued at once had all answered, and
+/// when the node watch had also passed the fence.
+pub struct Sample {
+    pub reads: Duration,
+    pub fenced: Duration,
+}
+
+/// One consistent read as a confirmation makes it (see the module doc).
+pub async fn consistent_read(client: &kube::Client, nodes: &NodeFence) -> Result<Sample> {
     let started = Instant::now();
-    let fence = async {
-        let revision = current_revision(client).await?;
-        nodes.caught_up(revision).await
+    let read = async {
+        let (objects, revision) =
+            tokio::join!(live::decision_objects(client), current_revision(client));
+        objects?;
+        let revision = revision?;
+        let reads = started.elapsed();
+        nodes.caught_up(revision).await?;
+        Ok::<_, testkit::Error>(Sample {
+            reads,
+            fenced: started.elapsed(),
+        })
     };
-    let read = async { tokio::join!(live::decision_objects(client), fence) };
-    let (objects, fence) = tokio::time::timeout(READ_TIMEOUT, read)
+    tokio::time::timeout(READ_TIMEOUT, read)
         .await
-        .map_err(|_| format!("a consistent read took longer than {READ_TIMEOUT:?}"))?;
-    objects?;
-    fence?;
-    Ok(started.elapsed())
+        .map_err(|_| format!("a consistent read took longer than {READ_TIMEOUT:?}"))?
 }

@@ -23,10 +23,14 @@ use crate::sample::{Latencies, dry_run_delete};
 #[derive(Default)]
 pub struct Phase {
     pub guard: Latencies,
+    /// The guard's own reads issued at once (see [`floor`]): the floor the targets compare with.
     pub floor: Latencies,
+    /// The same reads and then the node watch passing their fence.
+    pub fenced: Latencies,
     /// Seconds the guard spent deciding, and decisions, in this phase (its own histogram);
-    /// then the same for each of its decision phases ([`DECISION_PHASES`]).
-    pub in_guard: [(f64, f64); 4],
+    /// then the same for each of its decision phases ([`DECISION_PHASES`]) and each step of
+    /// its confirming reads ([`READ_STEPS`]).
+    pub in_guard: [(f64, f64); 9],
     /// Confirming reads the guard made in this phase (from the API server's request counts).
     pub guard_reads: f64,
 }
@@ -34,30 +38,62 @@ pub struct Phase {
 impl Phase {
     /// One floor sample, taken just before a guard request or round.
     async fn floor_sample(&mut self, client: &kube::Client, fence: &NodeFence) -> Result<()> {
-        self.floor
-            .add_time(floor::consistent_read(client, fence).await?);
+        let sample = floor::consistent_read(client, fence).await?;
+        self.floor.add_time(sample.reads);
+        self.fenced.add_time(sample.fenced);
         Ok(())
     }
 
-    /// "guard p50 / p99; floor p50 / p99; ratios; mean time in the guard (cached / read /
-    /// fresh); its reads".
+    /// "guard p50 / p90 / p99; floor p50 / p90 / p99; guard over floor at p90 / p99; the
+    /// fenced floor p50 / p90 / p99".
     pub fn report(&self) -> String {
-        let mean_ms = |(seconds, n): (f64, f64)| format!("{:.1}", seconds / n * 1e3);
-        let [total, phases @ ..] = self.in_guard;
         format!(
-            "{}; {}; {}; {} ms ({} ms); {:.0}",
-            self.guard.p50_p99(),
-            self.floor.p50_p99(),
+            "{}; {}; {}; {}",
+            self.guard.percentiles(),
+            self.floor.percentiles(),
             self.guard.over(&self.floor),
+            self.fenced.percentiles(),
+        )
+    }
+
+    /// "mean time in the guard (cached / wait / read / fresh); confirming reads and their mean
+    /// steps (lists / revision / catch-up; node lists)".
+    pub fn report_inside(&self) -> String {
+        let mean_ms = |(seconds, n): (f64, f64)| {
+            if n > 0.0 {
+                format!("{:.1}", seconds / n * 1e3)
+            } else {
+                "-".to_string()
+            }
+        };
+        let [total, rest @ ..] = self.in_guard;
+        let (phases, steps) = rest.split_at(DECISION_PHASES.len());
+        let node_lists = steps[READ_STEPS.len() - 1].1;
+        format!(
+            "{} ms ({} ms); {:.0} reads ({} ms; {node_lists:.0} node lists)",
             mean_ms(total),
-            phases.map(mean_ms).join(" / "),
+            phases
+                .iter()
+                .map(|p| mean_ms(*p))
+                .collect::<Vec<_>>()
+                .join(" / "),
             self.guard_reads,
+            steps[..READ_STEPS.len() - 1]
+                .iter()
+                .map(|p| mean_ms(*p))
+                .collect::<Vec<_>>()
+                .join(" / "),
         )
     }
 
     /// The guard's p99 over the floor's.
     pub fn p99_over_floor(&self) -> f64 {
         self.guard.pct(0.99).as_secs_f64() / self.floor.pct(0.99).as_secs_f64()
+    }
+
+    /// The guard's p90 over the floor's.
+    pub fn p90_over_floor(&self) -> f64 {
+        self.guard.pct(0.9).as_secs_f64() / self.floor.pct(0.9).as_secs_f64()
     }
 }
 
@@ -72,10 +108,15 @@ pub struct GuardRun {
 }
 
 /// The phases of a confirmed decision the guard times (`mosc_guard_decision_phase_duration_seconds`).
-pub const DECISION_PHASES: [&str; 3] = ["cached", "read", "fresh"];
+pub const DECISION_PHASES: [&str; 4] = ["cached", "wait", "read", "fresh"];
 
-/// The guard's decision-time histogram's sum (seconds) and count, then each decision phase's.
-async fn decision_time(guard: &Guard) -> [(f64, f64); 4] {
+/// The steps of a confirming read the guard times
+/// (`mosc_guard_confirming_read_step_duration_seconds`); node lists last.
+pub const READ_STEPS: [&str; 4] = ["lists", "revision", "catch_up", "node_list"];
+
+/// The guard's decision-time histogram's sum (seconds) and count, then each decision phase's,
+/// then each read step's.
+async fn decision_time(guard: &Guard) -> [(f64, f64); 9] {
     let text = guard.metrics().await.unwrap_or_default();
     // A phase's series appears with its first observation: absent counts as 0.
     let value = |series: String| testkit::probe::metric(&text, &series).unwrap_or(0.0);
@@ -91,12 +132,21 @@ async fn decision_time(guard: &Guard) -> [(f64, f64); 4] {
             &format!("{{phase=\"{p}\"}}"),
         )
     };
-    [
-        histogram("mosc_guard_admission_decision_duration_seconds", ""),
-        phase(DECISION_PHASES[0]),
-        phase(DECISION_PHASES[1]),
-        phase(DECISION_PHASES[2]),
-    ]
+    let step = |s: &str| {
+        histogram(
+            "mosc_guard_confirming_read_step_duration_seconds",
+            &format!("{{step=\"{s}\"}}"),
+        )
+    };
+    let mut out = [(0.0, 0.0); 9];
+    out[0] = histogram("mosc_guard_admission_decision_duration_seconds", "");
+    for (i, p) in DECISION_PHASES.iter().enumerate() {
+        out[1 + i] = phase(p);
+    }
+    for (i, s) in READ_STEPS.iter().enumerate() {
+        out[1 + DECISION_PHASES.len() + i] = step(s);
+    }
+    out
 }
 
 /// Runs `measure` as one phase: `in_guard` is what the guard's histogram gained meanwhile.
