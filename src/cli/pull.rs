@@ -1,4 +1,4 @@
-//! What a node pulls with, taken from a dump for `images --from-dir`:
+//! What a node pulls with, taken from a dump for `images --from-dir` and `recover --from-dir`:
 //! the CAs, proxy and mirrors from the dump's ControllerConfig and mirror sets, the credentials
 //! only from `--authfile` (a dump holds no secrets, and its pull secret is never read from it).
 
