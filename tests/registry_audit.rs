@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use testkit::guard::{Guard, GuardBin};
 use testkit::manifests::render;
 use testkit::mco::STATE;
-use testkit::node_registry::{IMAGE_DIGEST_MIRROR_SETS, NODE_PASSWORD, SecureFace, create};
+use testkit::node_registry::{NODE_PASSWORD, SecureFace};
 use testkit::scenario::*;
 use testkit::simulator::SimConfig;
 
@@ -141,23 +141,9 @@ async fn the_alert_fires_before_the_node_that_needs_a_deleted_image_fails() {
         )
         .await
         .expect("create namespace mosc-guard");
-    let secure = SecureFace::over(&cluster.registry)
+    let secure = SecureFace::for_nodes(&cluster.client, &cluster.registry)
         .await
-        .expect("secure registry");
-    secure
-        .install_controller_config(&cluster.client)
-        .await
-        .expect("ControllerConfig");
-    create(
-        &cluster.client,
-        IMAGE_DIGEST_MIRROR_SETS,
-        json!({"apiVersion": "config.openshift.io/v1", "kind": "ImageDigestMirrorSet",
-            "metadata": {"name": "kit-registry"},
-            "spec": {"imageDigestMirrors": [{"source": cluster.registry.host(),
-                "mirrors": [secure.host()], "mirrorSourcePolicy": "NeverContactSource"}]}}),
-    )
-    .await
-    .expect("ImageDigestMirrorSet");
+        .expect("the registry as nodes reach it");
 
     // `check` (live) on the config: refused (the node still needs the image), and the image is
     // still served, so no note.

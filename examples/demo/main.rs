@@ -39,6 +39,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use testkit::guard::GuardBin;
+use testkit::node_registry::SecureFace;
 use testkit::scenario::{Cluster, wait_for};
 use testkit::webhooks::{register_mutating_webhook, register_validating_webhook};
 
@@ -171,10 +172,17 @@ async fn run(mode: Mode) -> testkit::Result<Outcome> {
         "pool worker to report Updated before the scenario starts",
     )
     .await?;
+    // The registry as nodes reach it on OpenShift (TLS, token auth, the ControllerConfig's pull
+    // secret and CA, an ImageDigestMirrorSet): where `mosc-guard recover` (and the guard's
+    // registry audit) ask whether an image is still served. Kept to the end of the story.
+    let nodes_pull = SecureFace::for_nodes(&cluster.client, &cluster.registry).await?;
     note(&format!(
-        "API server {}, registry {}, {NODE_COUNT} worker nodes (MCO's timings shortened to ms)",
+        "API server {}, registry {} (nodes reach it at https://{}: TLS, token auth, the \
+         ControllerConfig's pull secret and CA, an ImageDigestMirrorSet), {NODE_COUNT} worker \
+         nodes (MCO's timings shortened to ms)",
         cluster.cp.server(),
-        cluster.registry.host()
+        cluster.registry.host(),
+        nodes_pull.host()
     ));
     let guard = match mode {
         Mode::Off => None,
@@ -218,6 +226,7 @@ async fn run(mode: Mode) -> testkit::Result<Outcome> {
     pool_line(&cluster.client).await?;
     let result = scenario::scenario(mode, &cluster, &watch, &bin).await;
     watch.stop();
+    drop(nodes_pull);
     match (result, &guard) {
         (Err(e), Some(guard)) => Err(format!(
             "{e}\nlast lines of the mosc-guard log:\n{}",

@@ -1,5 +1,6 @@
 //! GUARD=off's way back: the admin runs `mosc-guard recover` on the degraded pool, reads its plan
-//! (nothing written), then `mosc-guard recover --apply --wait`; the story then checks on the
+//! (nothing written; the registry, asked as the node pulls, says the image is gone), then
+//! `mosc-guard recover --apply --wait`; the story then checks on the
 //! cluster what the command claims: the node back through its daemon's no-op update (Done,
 //! uncordoned, the same boot ID), the Event recorded, and pool worker Updated and no longer
 //! degraded.
@@ -32,6 +33,12 @@ pub(crate) async fn recover(
         &plan,
         &format!("RECOVERABLE node {node}"),
         "mosc-guard recover (the plan)",
+        problems,
+    );
+    expect(
+        &plan,
+        "its registry, asked as the node pulls it, says the image is gone",
+        "mosc-guard recover (the registry's word)",
         problems,
     );
     note("the plan writes nothing: the node is still Degraded and cordoned");

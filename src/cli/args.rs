@@ -273,6 +273,16 @@ pub struct RecoverArgs {
     // A plan only: --apply needs the live cluster.
     #[command(flatten)]
     pub dump: DumpArgs,
+    /// With --from-dir: the credentials nodes pull with (as for `images`), so that the registry
+    /// is asked whether each stuck node's image is gone; without it a plan from a dump does not
+    /// ask, and says the loss was not verified.
+    #[arg(long, value_name = "FILE", requires = "from_dir")]
+    pub authfile: Option<std::path::PathBuf>,
+    /// Also cancel the target of a node whose registry could not tell whether its image is gone
+    /// (unknown: refused credentials, unreachable, no ControllerConfig): you have verified the
+    /// loss yourself. An image the registry still serves is never cancelled.
+    #[arg(long)]
+    pub image_loss_verified: bool,
     /// Output format (progress lines of --apply go to stderr).
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
     pub output: Output,

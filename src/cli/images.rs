@@ -12,6 +12,7 @@ use crate::access::registry::{self, Checker, Limits};
 use crate::cli::args::{ImagesArgs, Output};
 use crate::cli::error::CliError;
 use crate::cli::notes;
+use crate::cli::pull;
 use crate::core::registry::auth::AuthFile;
 use crate::core::registry::needed_images;
 use crate::core::registry::node_config::{ControllerConfigSpec, PullConfig};
@@ -81,18 +82,8 @@ async fn gather(args: &ImagesArgs) -> Result<(Snapshot, PullConfig, Vec<String>)
                 });
             }
             let mut notes = notes::of_dump(&loaded);
-            let controller = loaded
-                .pull
-                .iter()
-                .find(|(kind, _)| kind == "ControllerConfig")
-                .map(|(_, o)| o.get("spec").cloned().unwrap_or_default());
-            let spec: ControllerConfigSpec = match controller {
-                Some(spec) => serde_json::from_value(spec).map_err(|e| {
-                    CliError::Usage(format!(
-                        "{}: the ControllerConfig does not decode: {e}",
-                        dir.display()
-                    ))
-                })?,
+            let spec = match pull::dump_controller_config(&loaded, dir)? {
+                Some(spec) => spec,
                 None => {
                     notes.push(
                         "the dump holds no ControllerConfig: per-host CAs and the proxy are not known, \
@@ -102,25 +93,8 @@ async fn gather(args: &ImagesArgs) -> Result<(Snapshot, PullConfig, Vec<String>)
                     ControllerConfigSpec::default()
                 }
             };
-            // A dump holds no secrets: the credentials come from --authfile only.
-            let spec = ControllerConfigSpec {
-                internal_registry_pull_secret: None,
-                ..spec
-            };
-            let mut pull = registry::cluster::from_objects(
-                &spec,
-                loaded.pull.iter().map(|(k, v)| (k.as_str(), v)),
-            )
-            .map_err(|e| CliError::Usage(format!("{}: {e}", dir.display())))?;
-            pull.auths = match &args.authfile {
-                Some(path) => {
-                    let raw = std::fs::read(path).map_err(|e| {
-                        CliError::Usage(format!("reading --authfile {}: {e}", path.display()))
-                    })?;
-                    AuthFile::parse(&raw).map_err(|e| {
-                        CliError::Usage(format!("--authfile {}: {e}", path.display()))
-                    })?
-                }
+            let auths = match &args.authfile {
+                Some(path) => pull::read_authfile(path)?,
                 None => {
                     notes.push(
                         "no --authfile: registries are asked without credentials (a registry that \
@@ -130,6 +104,7 @@ async fn gather(args: &ImagesArgs) -> Result<(Snapshot, PullConfig, Vec<String>)
                     AuthFile::default()
                 }
             };
+            let pull = pull::dump_pull_config(&loaded, dir, &spec, auths)?;
             let snapshot = loaded.snapshot;
             Ok((snapshot, pull, notes))
         }

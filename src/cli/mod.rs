@@ -10,6 +10,7 @@ pub mod images;
 mod notes;
 mod progress;
 pub mod prune;
+mod pull;
 pub mod recover;
 pub mod serve;
 pub mod uninstall;

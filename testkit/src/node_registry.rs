@@ -89,6 +89,26 @@ impl SecureFace {
         })
     }
 
+    /// `open` reached as nodes reach a production registry: this face over its storage, the
+    /// ControllerConfig holding its pull secret and CA ([`SecureFace::controller_config`]), and
+    /// an ImageDigestMirrorSet that sends every pull by digest of `open`'s images to this face
+    /// only (`NeverContactSource`: `open` speaks plain HTTP, as no node is configured to pull).
+    /// What `open` pushes or deletes, the face serves or has lost at once.
+    pub async fn for_nodes(client: &kube::Client, open: &Registry) -> Result<Self> {
+        let face = Self::over(open).await?;
+        face.install_controller_config(client).await?;
+        create(
+            client,
+            IMAGE_DIGEST_MIRROR_SETS,
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "ImageDigestMirrorSet",
+                "metadata": {"name": "kit-registry"},
+                "spec": {"imageDigestMirrors": [{"source": open.host(),
+                    "mirrors": [face.host()], "mirrorSourcePolicy": "NeverContactSource"}]}}),
+        )
+        .await?;
+        Ok(face)
+    }
+
     /// Creates [`SecureFace::controller_config`] in the cluster.
     pub async fn install_controller_config(&self, client: &kube::Client) -> Result<()> {
         create(

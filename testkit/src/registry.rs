@@ -8,7 +8,7 @@ use tempfile::TempDir;
 use crate::binaries::binaries;
 use crate::net::{free_port, retry_on_port_clash};
 use crate::process::ChildProcess;
-use crate::registry_client::RegistryClient;
+use crate::registry_client::{ManifestCopy, RegistryClient};
 use crate::{Result, init_tracing, temp_dir};
 
 /// A running registry; stops (and its storage is removed) on Drop.
@@ -100,6 +100,16 @@ impl Registry {
     /// Deletes a manifest by digest; `Ok(false)` when it was already gone.
     pub async fn delete_manifest(&self, repo: &str, digest: &str) -> Result<bool> {
         self.client.delete_manifest(repo, digest).await
+    }
+
+    /// A copy of manifest `repo@digest`, to [`Registry::restore`] after a delete.
+    pub async fn copy_manifest(&self, repo: &str, digest: &str) -> Result<ManifestCopy> {
+        self.client.copy_manifest(repo, digest).await
+    }
+
+    /// Puts a deleted manifest back: its digest is served again (a tag restored from a backup).
+    pub async fn restore(&self, copy: &ManifestCopy) -> Result<()> {
+        self.client.restore(copy).await
     }
 
     /// A second registry on the same storage, as nodes reach a production one: HTTPS with

@@ -22,6 +22,18 @@ pub struct RegistryClient {
     http: reqwest::Client,
 }
 
+/// A manifest as the registry served it, to put back after a delete ([`RegistryClient::restore`]):
+/// a delete removes the manifest only, and the kit's registries never collect the blobs it
+/// named, so putting the same bytes back serves the same digest again, as restoring a tag from
+/// a backup or a registry's tag history does.
+#[derive(Debug, Clone)]
+pub struct ManifestCopy {
+    pub repo: String,
+    pub digest: String,
+    media_type: String,
+    bytes: Vec<u8>,
+}
+
 /// An error answer of the registry API: `{"errors":[{"code","message"}]}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -207,6 +219,53 @@ impl RegistryClient {
             StatusCode::NOT_FOUND => Ok(None),
             other => Err(format!("HEAD manifest {repo}:{reference} answered {other}").into()),
         }
+    }
+
+    /// A copy of manifest `repo@digest` ([`ManifestCopy`]).
+    pub async fn copy_manifest(&self, repo: &str, digest: &str) -> Result<ManifestCopy> {
+        let resp = self
+            .http
+            .get(self.url(&format!("{repo}/manifests/{digest}")))
+            .header(ACCEPT, ACCEPT_MANIFESTS)
+            .send()
+            .await?;
+        if resp.status() != StatusCode::OK {
+            return Err(api_error(resp).await.into());
+        }
+        let media_type = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or(OCI_MANIFEST)
+            .to_owned();
+        let bytes = resp.bytes().await?.to_vec();
+        if sha256_digest(&bytes) != digest {
+            return Err(
+                format!("the manifest served for {repo}@{digest} has another digest").into(),
+            );
+        }
+        Ok(ManifestCopy {
+            repo: repo.to_owned(),
+            digest: digest.to_owned(),
+            media_type,
+            bytes,
+        })
+    }
+
+    /// Puts `copy` back (`PUT /v2/<repo>/manifests/<digest>`): the registry serves its digest
+    /// again.
+    pub async fn restore(&self, copy: &ManifestCopy) -> Result<()> {
+        let resp = self
+            .http
+            .put(self.url(&format!("{}/manifests/{}", copy.repo, copy.digest)))
+            .header(CONTENT_TYPE, &copy.media_type)
+            .body(copy.bytes.clone())
+            .send()
+            .await?;
+        if resp.status() != StatusCode::CREATED {
+            return Err(api_error(resp).await.into());
+        }
+        Ok(())
     }
 
     /// `DELETE /v2/<repo>/manifests/<digest>`; `Ok(false)` when the manifest was already gone.

@@ -15,7 +15,7 @@ fn copy() -> tempfile::TempDir {
     dir
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+pub(super) fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).expect("mkdir");
     for entry in fs::read_dir(from).expect("read fixture") {
         let entry = entry.expect("entry");
@@ -69,19 +69,40 @@ fn the_json_plan_has_the_documented_schema() {
     assert_eq!(run.code, Some(0), "{run:?}");
     let report = run.json();
     assert_eq!(report["pool"], json!(null));
-    for key in ["cancelled", "needsAttention", "outOfScope", "warnings"] {
+    for key in ["cancelled", "needsAttention", "outOfScope"] {
         assert_eq!(report[key], json!([]), "{key}: {report:#}");
     }
+    // Without --authfile the registry is not asked, and the report says so.
+    let warnings = report["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{report:#}");
+    assert!(
+        warnings[0]
+            .as_str()
+            .is_some_and(|w| w
+                .contains("the registry was not asked whether the stuck nodes' images are gone")),
+        "{report:#}"
+    );
     assert_eq!(nodes_in(&report, "recoverable"), [STUCK]);
     let r = &report["recoverable"][0];
     assert_eq!(r["pool"], "worker");
     assert_eq!(r["image"], LOST_IMAGE);
+    assert_eq!(
+        r["registry"],
+        json!({"status": null,
+            "why": "planned from a dump without --authfile (a dump holds no credentials)"})
+    );
     assert_eq!(r["bootID"], "7a7be697-054b-57ef-9d68-f80d9adc036c");
     assert_eq!(
         r["recorded"]["machineconfiguration.openshift.io/desiredImage"],
         LOST_IMAGE
     );
-    assert!(r["why"].as_array().is_some_and(|w| w.len() == 6), "{r:#}");
+    assert!(r["why"].as_array().is_some_and(|w| w.len() == 7), "{r:#}");
+    assert!(
+        r["why"][2]
+            .as_str()
+            .is_some_and(|w| w.starts_with("the loss was not verified by the registry")),
+        "{r:#}"
+    );
     let patch = r["patch"].as_array().expect("patch");
     assert_eq!(patch[0]["op"], "test");
     assert_eq!(

@@ -4,6 +4,13 @@
 //! re-run patches nothing twice. The objects are written as MCO leaves them after the bug; where a test
 //! needs the daemon's no-op update, it writes what the daemon and the drain controller would
 //! (the simulated daemon that does it by itself is the harness's: tests/recovery).
+//!
+//! This control plane plays no OpenShift cluster MCO manages: it has no ControllerConfig, so
+//! `recover` cannot ask the registry whether an image is gone, and every answer is unknown,
+//! which needs a person ([`a_cluster_without_a_controller_config_cannot_verify_the_loss`]).
+//! The other tests are about `--apply`'s mechanics and run as an admin who verified the loss
+//! ([`VERIFIED`]); what the registry answers is tests/recovery's (`registry.rs`), where the
+//! harness's registry is reached as nodes reach it.
 
 use std::time::Duration;
 
@@ -83,10 +90,14 @@ async fn create_stuck(client: &kube::Client, name: &str) {
         .expect("boot ID");
 }
 
-/// `mosc-guard recover ARGS --kubeconfig <admin>`, started off the runtime's threads (the
-/// test's background tasks and the interposing webhook keep running meanwhile).
+/// The admin's word that the loss is verified: the registry cannot be asked here.
+pub(super) const VERIFIED: &str = "--image-loss-verified";
+
+/// `mosc-guard recover ARGS --image-loss-verified --kubeconfig <admin>`, started off the
+/// runtime's threads (the test's background tasks and the interposing webhook keep running
+/// meanwhile).
 pub(super) fn spawn_recover(cp: &ControlPlane, args: &[&str]) -> tokio::task::JoinHandle<CliRun> {
-    let mut all = vec!["recover".to_string()];
+    let mut all = vec!["recover".to_string(), VERIFIED.to_string()];
     all.extend(args.iter().map(|a| a.to_string()));
     tokio::spawn(BIN.cli().args(&all).kubeconfig(cp.kubeconfig()).run_async())
 }
@@ -174,6 +185,55 @@ pub(super) async fn wait_cancelled(cp: &ControlPlane, name: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_without_a_controller_config_cannot_verify_the_loss() {
+    let cp = stuck_cluster(&[A]).await;
+    let before = node(&cp, A).await.metadata.resource_version;
+    let unverified = |args: &[&str]| {
+        let mut all = vec!["recover"];
+        all.extend_from_slice(args);
+        BIN.cli().args(all).kubeconfig(cp.kubeconfig()).run()
+    };
+    let run = unverified(&["-o", "json"]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    let report = run.json();
+    assert_eq!(nodes_in(&report, "needsAttention"), [A]);
+    let attention = &report["needsAttention"][0];
+    assert_eq!(attention["problems"], json!(["imageLossUnverified"]));
+    assert_eq!(attention["registry"]["status"], "unknown", "{report:#}");
+    let no_config = "the cluster has no ControllerConfig/machine-config-controller";
+    let says = |v: &Value| v.as_str().is_some_and(|w| w.contains(no_config));
+    assert!(says(&attention["registry"]["why"]), "{report:#}");
+    let warnings = report["warnings"].as_array().expect("warnings");
+    assert!(warnings.iter().any(says), "{report:#}");
+    assert!(run.stderr.contains(no_config), "{run:?}");
+    assert!(
+        attention["do"][0]
+            .as_str()
+            .is_some_and(|d| d.contains("--image-loss-verified")),
+        "{report:#}"
+    );
+    // --apply writes nothing either.
+    let apply = unverified(&["--apply", "--timeout", "2s", "-o", "json"]);
+    assert_eq!(apply.code, Some(1), "{apply:?}");
+    assert_eq!(apply.json()["applied"], json!([]), "{apply:?}");
+    assert_eq!(node(&cp, A).await.metadata.resource_version, before);
+    assert!(recovery_events(&cp, A).await.is_empty());
+
+    // The admin's word: recoverable, and the plan says the registry did not verify it.
+    let run = recover(&cp, &["-o", "json"]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let report = run.json();
+    assert_eq!(nodes_in(&report, "recoverable"), [A]);
+    assert_eq!(report["recoverable"][0]["registry"]["status"], "unknown");
+    assert!(
+        report["recoverable"][0]["why"]
+            .to_string()
+            .contains("the loss was not verified by the registry"),
+        "{report:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plan_from_a_live_cluster_writes_nothing() {
     let cp = stuck_cluster(&[A]).await;
     let before = node(&cp, A).await.metadata.resource_version;
@@ -218,8 +278,12 @@ async fn apply_records_patches_once_waits_and_stops_at_its_timeout_and_a_rerun_t
     ] {
         assert!(run.stderr.contains(line), "progress line {line:?}: {run:?}");
     }
+    // Every progress line timed; besides them only the warnings about the source (here: the
+    // registry cannot be asked, this cluster has no ControllerConfig).
     assert!(
-        run.stderr.lines().all(|l| l.starts_with("[")),
+        run.stderr
+            .lines()
+            .all(|l| l.starts_with("[") || l.starts_with("warning: ")),
         "every line timed: {run:?}"
     );
 
@@ -368,7 +432,7 @@ async fn ctrl_c_while_waiting_leaves_a_node_the_next_run_takes_over() {
     let cp = stuck_cluster(&[A, B]).await;
     let running = BIN
         .cli()
-        .args(["recover", "--apply", "-o", "json"])
+        .args(["recover", VERIFIED, "--apply", "-o", "json"])
         .kubeconfig(cp.kubeconfig())
         .start();
     wait_cancelled(&cp, A).await;

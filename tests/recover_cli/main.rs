@@ -4,7 +4,8 @@
 //! stopping where it must: a node that moved, a patch the API server refuses (made to happen by
 //! [`interpose`]), a daemon that never completes the update; and [`paths`]: a node gone, one
 //! fixed meanwhile, failed reads and writes, an unwritable Event, `--wait` ending gone or timed
-//! out); and `serve`'s gauge of stuck nodes ([`gauge`]). `--apply`'s happy path needs the
+//! out); [`registry`]: a plan from a must-gather asking a real registry with `--authfile`; and
+//! `serve`'s gauge of stuck nodes ([`gauge`]). `--apply`'s happy path needs the
 //! simulated daemon's no-op update: tests/recovery (the harness) drives it.
 //!
 //! Contract: exit 0 when nothing needs a person, 1 when some node does, 2 when the input cannot
@@ -15,6 +16,7 @@ mod gauge;
 mod interpose;
 mod live;
 mod paths;
+mod registry;
 
 use std::path::{Path, PathBuf};
 

@@ -17,7 +17,7 @@ use testkit::controlplane::ControlPlane;
 use testkit::users;
 
 use super::live::{
-    A, B, OLD, annotation, complete_no_op_update, merge, node, recover, recovery_events,
+    A, B, OLD, VERIFIED, annotation, complete_no_op_update, merge, node, recover, recovery_events,
     spawn_recover, stuck_cluster, wait_cancelled,
 };
 use super::*;
@@ -88,9 +88,10 @@ async fn admin_with(
     users::kubeconfig(cp, user, dir.path()).expect("kubeconfig")
 }
 
-/// `mosc-guard recover ARGS` as the user of `kubeconfig`, started.
+/// `mosc-guard recover --image-loss-verified ARGS` as the user of `kubeconfig`, started (the
+/// registry cannot be asked here: [`super::live`]).
 fn spawn_as(kubeconfig: PathBuf, args: &[&str]) -> tokio::task::JoinHandle<CliRun> {
-    let mut all = vec!["recover".to_string()];
+    let mut all = vec!["recover".to_string(), VERIFIED.to_string()];
     all.extend(args.iter().map(|a| a.to_string()));
     tokio::spawn(BIN.cli().args(&all).kubeconfig(&kubeconfig).run_async())
 }

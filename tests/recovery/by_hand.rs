@@ -1,6 +1,7 @@
-//! The runbook's manual procedure: one `kubectl patch node --type=json` cancelling the failed
-//! target, conditional on what was read (`test` operations), proves the way back MCO's own
-//! daemon takes (facts: "A node the bug already hurt, and the way back").
+//! The runbook's manual procedure: the image lost where the node pulls it (`mosc-guard images`,
+//! step 1), then one `kubectl patch node --type=json` cancelling the failed target, conditional
+//! on what was read (`test` operations), proves the way back MCO's own daemon takes (facts: "A
+//! node the bug already hurt, and the way back").
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,6 +53,7 @@ impl Drop for StateLog {
 async fn stuck_then_cancelled_by_hand(release: Release) {
     let started = std::time::Instant::now();
     let cluster = seed_on(release, SimConfig::real_timing()).await;
+    let _nodes_pull = nodes_registry(&cluster).await;
     // Degraded with the release's reason, cordoned, drained; the pool NodeDegraded.
     let stuck = lose_the_image(&cluster, "worker", &cluster.nodes[0]).await;
     eprintln!("{release}: {} is stuck: {}", stuck.node, stuck.reason);
@@ -85,6 +87,26 @@ async fn stuck_then_cancelled_by_hand(release: Release) {
         "{release}: a retrying Degraded node never goes Working: {states:?}"
     );
     drop(log);
+
+    // Runbook step 1: the image is lost where and as the node pulls it (`mosc-guard images`).
+    let images = BIN
+        .cli()
+        .args(["images", "-o", "json"])
+        .kubeconfig(cluster.cp.kubeconfig())
+        .run_async()
+        .await;
+    assert_eq!(images.code, Some(1), "{release}: {images:?}");
+    let report = images.json();
+    let listed = report["images"]
+        .as_array()
+        .and_then(|all| all.iter().find(|i| i["image"] == stuck.image.as_str()))
+        .unwrap_or_else(|| panic!("{release}: the stuck node's image listed: {report:#}"));
+    assert_eq!(listed["status"], "missing", "{release}: {listed:#}");
+    assert_eq!(
+        listed["neededBy"][0]["node"],
+        stuck.node.as_str(),
+        "{listed:#}"
+    );
 
     // The hand cancel. The node controller is held for a moment so the node is seen Done
     // before it is sent to R2 (its next update).

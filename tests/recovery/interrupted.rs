@@ -10,6 +10,7 @@ use super::*;
 async fn an_interrupted_recovery_run_again_patches_nothing_twice() {
     let started = std::time::Instant::now();
     let cluster = seed(SimConfig::fast()).await;
+    let _nodes_pull = nodes_registry(&cluster).await;
     let stuck = lose_the_image(&cluster, "worker", &cluster.nodes[0]).await;
     cluster.sim.hold(&stuck.node);
 

@@ -12,6 +12,7 @@ use testkit::mco::DESIRED_IMAGE;
 async fn a_recreated_mosc_whose_build_waits_needs_no_pause_and_the_pool_rolls_out_its_new_image() {
     let started = std::time::Instant::now();
     let cluster = seed(SimConfig::fast()).await;
+    let _nodes_pull = nodes_registry(&cluster).await;
     let stuck = lose_the_image(&cluster, "worker", &cluster.nodes[0]).await;
     create_mosc(&cluster.client, "worker", &cluster.push_spec())
         .await

@@ -67,6 +67,7 @@ async fn wait_node(
 async fn with_two_at_once_mco_moving_a_degraded_node_on_is_a_recovery() {
     let started = std::time::Instant::now();
     let cluster = seed(SimConfig::fast()).await;
+    let _nodes_pull = nodes_registry(&cluster).await;
     let [n0, n1, n2] = [0, 1, 2].map(|i| cluster.nodes[i].clone());
     let r1 = rendered_config("worker");
     let first = layered_and_settled(&cluster).await;

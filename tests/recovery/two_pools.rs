@@ -3,40 +3,14 @@
 //! plan's order (by pool, then node): the second node is patched only once the first is back.
 
 use super::*;
-use testkit::mco::{CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_IMAGE};
-
-const INFRA_ROLE: &str = "node-role.kubernetes.io/infra";
+use testkit::mco::{CURRENT_IMAGE, DESIRED_IMAGE};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_command_heals_two_pools_one_node_after_the_other() {
     let started = std::time::Instant::now();
     let cluster = seed(SimConfig::fast()).await;
-    // Infra nodes as OpenShift labels them: worker and infra roles; MCO puts them in the
-    // custom pool.
-    let infra: Vec<String> = (0..2)
-        .map(|i| format!("ip-10-0-200-{}.us-east-2.compute.internal", 10 + i))
-        .collect();
-    create_pool(&cluster.client, "infra", INFRA_ROLE, 1)
-        .await
-        .expect("pool infra");
-    create_labelled_nodes(
-        &cluster.client,
-        &infra,
-        &[(WORKER_ROLE_LABEL, ""), (INFRA_ROLE, "")],
-        &rendered_config("infra"),
-    )
-    .await
-    .expect("infra nodes");
-    // Settled first: a node controller pass that listed the pools before infra existed sends
-    // a new infra node to the worker config, and the next pass brings it to infra's.
-    wait_pool_settled_in(
-        &cluster,
-        "infra",
-        &infra,
-        |a| a.get(CURRENT_CONFIG) == Some(&rendered_config("infra")),
-        "the infra nodes on pool infra's config",
-    )
-    .await;
+    let _nodes_pull = nodes_registry(&cluster).await;
+    let infra = infra_pool(&cluster).await;
     let (infra_stuck, worker_stuck) = tokio::join!(
         lose_the_image(&cluster, "infra", &infra[0]),
         lose_the_image(&cluster, "worker", &cluster.nodes[0]),
@@ -91,18 +65,4 @@ async fn one_command_heals_two_pools_one_node_after_the_other() {
     }
     assert_eq!(cluster.sim.rejected_writes(), Vec::<String>::new());
     eprintln!("two pools stuck and recovered in {:.2?}", started.elapsed());
-}
-
-/// `(entry[a], entry[b])` of each entry of a JSON array.
-fn pairs<'v>(list: &'v Value, a: &str, b: &str) -> Vec<(&'v str, &'v str)> {
-    list.as_array()
-        .unwrap_or_else(|| panic!("an array: {list:#}"))
-        .iter()
-        .map(|e| {
-            (
-                e[a].as_str().unwrap_or_default(),
-                e[b].as_str().unwrap_or_default(),
-            )
-        })
-        .collect()
 }

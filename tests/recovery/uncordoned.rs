@@ -11,6 +11,7 @@ use testkit::mco::{STATE, STATE_DEGRADED};
 async fn a_node_uncordoned_by_hand_is_refused_until_cordoned_again() {
     let started = std::time::Instant::now();
     let cluster = seed(SimConfig::fast()).await;
+    let _nodes_pull = nodes_registry(&cluster).await;
     let stuck = lose_the_image(&cluster, "worker", &cluster.nodes[0]).await;
     let out = kubectl(&cluster, ["uncordon", &stuck.node]).await;
     assert!(out.success(), "{out:?}");

@@ -1,5 +1,6 @@
 //! `mosc-guard recover` on the report's scenario without the guard: the plan names the stuck
-//! node as recoverable with the runbook's own cancel and writes nothing; `--apply --wait` brings
+//! node as recoverable with the runbook's own cancel (its registry, asked as the node pulls,
+//! says the image is gone) and writes nothing; `--apply --wait` brings
 //! the node back through its daemon's no-op update (no reboot), and MCO's revert finishes the
 //! pool. On 4.20 and on 4.22, whose `reason` texts differ (the command never reads them).
 
@@ -9,6 +10,7 @@ use testkit::release::Release;
 async fn recovered_by_the_command(release: Release) {
     let started = std::time::Instant::now();
     let cluster = seed_on(release, SimConfig::real_timing()).await;
+    let _nodes_pull = nodes_registry(&cluster).await;
     let stuck = lose_the_image(&cluster, "worker", &cluster.nodes[0]).await;
     eprintln!("{release}: {} is stuck: {}", stuck.node, stuck.reason);
 
@@ -21,6 +23,15 @@ async fn recovered_by_the_command(release: Release) {
         assert_eq!(nodes_in(&report, key), Vec::<&str>::new(), "{key}");
     }
     assert_the_runbook_cancel(&report["recoverable"][0], &stuck);
+    // Asked as the node pulls it, the registry says MCO deleted it.
+    let registry = &report["recoverable"][0]["registry"];
+    assert_eq!(registry["status"], "missing", "{report:#}");
+    assert!(
+        registry["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("MANIFEST_UNKNOWN")),
+        "{report:#}"
+    );
     let text = recover(&cluster, &["worker"]).await;
     assert_eq!(text.code, Some(0), "{text:?}");
     assert!(
@@ -40,6 +51,10 @@ async fn recovered_by_the_command(release: Release) {
         "{report:#}"
     );
     assert_eq!(applied["recorded"][DESIRED_IMAGE], stuck.image.as_str());
+    assert_eq!(
+        applied["registry"]["status"], "missing",
+        "asked again before the patch"
+    );
     assert_eq!(report["pools"][0]["pool"], "worker", "{report:#}");
     assert_eq!(report["pools"][0]["outcome"], "updated", "{report:#}");
     let annotations = wait_node_back(&cluster, &stuck).await;

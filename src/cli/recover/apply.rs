@@ -1,5 +1,7 @@
 //! `recover --apply`: the plan carried out on the live cluster, one node at a time. For each
-//! node: re-read it and what its plan rests on and re-plan it from that read; record its
+//! node: re-read it and what its plan rests on, ask its registry again whether its image is
+//! gone ([`super::registry`]: an image served again stops the cancel), and re-plan it from that
+//! read; record its
 //! annotations (a progress line, and an Event on the node); apply the conditional patch; wait
 //! for its daemon's no-op update ([`super::wait`]). Anything unexpected stops the run with a
 //! report: the node changed since the plan, the patch was refused, the node rebooted, the wait
@@ -20,6 +22,7 @@ use kube::Client;
 
 use crate::access::recovery::{self as live, PatchError};
 use crate::cli::args::RecoverArgs;
+use crate::core::image::abbreviate;
 use crate::core::model::node_annotations::{
     CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, STATE,
 };
@@ -27,6 +30,7 @@ use crate::core::recovery::{self, NodePatch, Plan, Verdict, words};
 use crate::telemetry::events::{self, REASON_RECOVERY};
 
 use super::outcome::{Applied, Clock, Outcome, minutes};
+use super::registry::RegistryAsk;
 use super::wait::{self, PoolWait};
 
 /// What the run did.
@@ -41,7 +45,12 @@ pub(super) struct Done {
 }
 
 /// Carries out `plan`'s recoverable (and already cancelled) nodes, in the plan's order.
-pub(super) async fn run(client: &Client, plan: &Plan, args: &RecoverArgs) -> Done {
+pub(super) async fn run(
+    client: &Client,
+    plan: &Plan,
+    args: &RecoverArgs,
+    registry: &mut RegistryAsk,
+) -> Done {
     let clock = Clock::start();
     let todo: Vec<(&str, Option<&str>)> = plan
         .nodes
@@ -69,7 +78,15 @@ pub(super) async fn run(client: &Client, plan: &Plan, args: &RecoverArgs) -> Don
         let work = async {
             for (i, &(node, pool)) in todo.iter().enumerate() {
                 current = Some((node, pool));
-                let applied = one(client, &clock, node, pool, planned(node), args.timeout).await;
+                let applied = one(
+                    client,
+                    &clock,
+                    (node, pool),
+                    planned(node),
+                    registry,
+                    args.timeout,
+                )
+                .await;
                 current = None;
                 let goes_on = applied.goes_on();
                 done.failed |= applied.outcome == Outcome::Failed;
@@ -111,17 +128,17 @@ pub(super) async fn run(client: &Client, plan: &Plan, args: &RecoverArgs) -> Don
     done
 }
 
-/// One node: re-read, re-plan, record, patch, wait. `planned`: the patch the plan showed for
-/// it (the progress lines name it rather than print its 3 KB again).
+/// One node: re-read, ask the registry again, re-plan, record, patch, wait. `planned`: the
+/// patch the plan showed for it (the progress lines name it rather than print its 3 KB again).
 async fn one(
     client: &Client,
     clock: &Clock,
-    node: &str,
-    pool: Option<&str>,
+    (node, pool): (&str, Option<&str>),
     planned: Option<&NodePatch>,
+    registry: &mut RegistryAsk,
     timeout: Duration,
 ) -> Applied {
-    let a = Applied::new(node, pool);
+    let mut a = Applied::new(node, pool);
     clock.line(format!(
         "node {node}: re-reading it and what its plan rests on (MachineOSConfigs, \
          MachineOSBuilds, pools, MachineConfigs)"
@@ -131,7 +148,24 @@ async fn one(
         Err(e) => return a.end(clock, Outcome::Failed, format!("could not re-read it: {e}")),
     };
     let uid = fresh.nodes.first().and_then(|n| n.uid.clone());
-    let (marker, mut a) = match recovery::plan_node(&fresh, node).map(|p| p.verdict) {
+    let images = recovery::images_to_ask(&fresh, None);
+    for image in &images {
+        clock.line(format!(
+            "node {node}: asking the registry again, as the node pulls, whether {} is gone",
+            abbreviate(image)
+        ));
+    }
+    let (answers, _) = registry.answers(&images).await;
+    let replanned = recovery::plan_node(&fresh, node, &answers);
+    a.registry = replanned.as_ref().and_then(|p| p.registry.clone());
+    if let Some(said) = &a.registry {
+        clock.line(format!(
+            "node {node}: the registry says {}: {}",
+            said.label(),
+            said.why
+        ));
+    }
+    let (marker, mut a) = match replanned.map(|p| p.verdict) {
         None => {
             let why = "no longer stuck on a lost image: nothing written".to_string();
             return a.end(clock, Outcome::NothingToDo, why);
@@ -221,7 +255,15 @@ async fn one(
                 "changed since the plan, so not patched: now {}",
                 words::verdict(&other)
             );
-            return a.stop(clock, "changedSincePlan", why, RERUN);
+            let to_do = match &other {
+                Verdict::NeedsAttention(problems) => problems
+                    .iter()
+                    .map(|p| words::remedy(p, node))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                _ => RERUN.to_string(),
+            };
+            return a.stop(clock, "changedSincePlan", why, &to_do);
         }
     };
     a.pool = pool.map(str::to_string);

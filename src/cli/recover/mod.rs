@@ -1,6 +1,7 @@
 //! `recover [POOL]`: the recovery plan ([`crate::core::recovery`]) from the live cluster or a
-//! must-gather, as text or JSON; with `--apply` ([`apply`]) the plan carried out on the live
-//! cluster one node at a time, and with `--wait` ([`wait`]) the pools followed to the end.
+//! must-gather and what the registry says of each stuck node's image ([`registry`]), as text or
+//! JSON; with `--apply` ([`apply`]) the plan carried out on the live cluster one node at a time,
+//! and with `--wait` ([`wait`]) the pools followed to the end.
 //!
 //! Exit status: 0 nothing needs a person, 1 some node does (`needsAttention` is not empty, which
 //! includes a node `--apply` stopped at), 2 the input could not be read (as `check`) or a write
@@ -8,6 +9,7 @@
 
 mod apply;
 mod outcome;
+mod registry;
 mod wait;
 
 use std::process::ExitCode;
@@ -24,6 +26,7 @@ use crate::core::recovery::report::{Attention, Report};
 use crate::core::recovery::{self, Plan, RecoverySnapshot, words};
 
 use outcome::{Applied, Outcome};
+use registry::RegistryAsk;
 use wait::PoolWait;
 
 /// Runs `recover`; returns the exit status.
@@ -46,12 +49,26 @@ async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
                 .to_string(),
         ));
     }
-    let (snapshots, warnings, place) = gather(args).await?;
+    let (snapshots, mut warnings, place, mut registry) = gather(args).await?;
     if let Some(pool) = &args.pool {
         check_pool(&snapshots, pool, place)?;
     }
     let pool = args.pool.as_deref();
-    let plan = recovery::most_cautious(snapshots.iter().map(|s| recovery::plan(s, pool)).collect());
+    let images = snapshots
+        .iter()
+        .flat_map(|s| recovery::images_to_ask(s, pool))
+        .collect();
+    let (answers, note) = registry.answers(&images).await;
+    if let Some(note) = note {
+        notes::warn(std::slice::from_ref(&note));
+        warnings.push(note);
+    }
+    let plan = recovery::most_cautious(
+        snapshots
+            .iter()
+            .map(|s| recovery::plan(s, pool, &answers))
+            .collect(),
+    );
     let mut report = Report::new(&plan, pool, warnings);
     if !args.apply {
         print(args.output, &report, None, &plan)?;
@@ -66,7 +83,7 @@ async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
         print!("{}", words::text(&plan));
     }
     let client = args.cluster.client().await?;
-    let done = apply::run(&client, &plan, args).await;
+    let done = apply::run(&client, &plan, args, &mut registry).await;
     report
         .needs_attention
         .extend(done.nodes.iter().filter_map(stopped));
@@ -79,11 +96,12 @@ async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
 }
 
 /// The readings to plan from (one, or one per combination of a dump's disagreeing copies), the
-/// notes about the source (also on stderr), and the source's name.
+/// notes about the source (also on stderr), the source's name, and how its registry is asked.
 async fn gather(
     args: &RecoverArgs,
-) -> Result<(Vec<RecoverySnapshot>, Vec<String>, String), CliError> {
-    let (snapshots, notes, place) = match &args.dump.from_dir {
+) -> Result<(Vec<RecoverySnapshot>, Vec<String>, String, RegistryAsk), CliError> {
+    let verified = args.image_loss_verified;
+    let (snapshots, notes, place, registry) = match &args.dump.from_dir {
         Some(dir) => {
             let loaded = read_dump(dir, args.dump.allow_incomplete, Want::Recovery)?;
             let notes = notes::of_dump(&loaded);
@@ -97,7 +115,9 @@ async fn gather(
                     disagreeing: extra.map(|e| e.disagreeing.clone()).unwrap_or_default(),
                 })
                 .collect();
-            (snapshots, notes, dir.display().to_string())
+            let authfile = args.authfile.as_deref();
+            let registry = RegistryAsk::dump(&loaded, dir, authfile, verified)?;
+            (snapshots, notes, dir.display().to_string(), registry)
         }
         None => {
             let client = args.cluster.client().await?;
@@ -106,11 +126,12 @@ async fn gather(
                 vec![snapshot],
                 notes::of_live(&missing),
                 "the cluster".to_string(),
+                RegistryAsk::live(client, verified),
             )
         }
     };
     notes::warn(&notes);
-    Ok((snapshots, notes, place))
+    Ok((snapshots, notes, place, registry))
 }
 
 /// `recover POOL` names a pool the source holds.
@@ -180,6 +201,7 @@ fn stopped(a: &Applied) -> Option<Attention> {
         why: a.why.clone(),
         to_do: vec![a.to_do.clone()],
         problems: vec![problem],
+        registry: a.registry.clone(),
     })
 }
 

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::core::recovery::RegistrySaid;
+
 /// Progress lines on stderr, each with the time since the run started.
 pub(super) struct Clock(Instant);
 
@@ -88,6 +90,10 @@ pub(super) struct Applied {
     /// MCO's annotations as read right before the patch was attempted (absent if none was).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) recorded: Option<BTreeMap<String, String>>,
+    /// What the registry said of the node's image when it was asked again right before the
+    /// patch (absent when it was not asked: the node was no longer stuck on a lost image).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) registry: Option<RegistrySaid>,
 }
 
 impl Applied {
@@ -102,6 +108,7 @@ impl Applied {
             elapsed_seconds: 0.0,
             event: None,
             recorded: None,
+            registry: None,
         }
     }
 

@@ -9,11 +9,14 @@
 //! the node and report `Done` without a reboot, after which MCO finishes the pool as usual.
 //!
 //! Pure: `recover` (live or `--from-dir`) and its `--apply` loop gather the inputs and act on
-//! the plan; nothing here performs I/O. One file per concern: [`node`] (the node recovery
-//! reads), [`rules`] (which nodes qualify and why), [`patch`] (the JSON patch and its `oc`
+//! the plan; nothing here performs I/O. What the registry says of each stuck node's image,
+//! asked as the node pulls it, is an input as well ([`loss`]: the CLI asks). One file per
+//! concern: [`node`] (the node recovery reads), [`rules`] (which nodes qualify and why),
+//! [`loss`] (whether the registry says the image is gone), [`patch`] (the JSON patch and its `oc`
 //! command), [`marker`] (what makes a re-run idempotent), [`progress`] (the way back after the
 //! cancel), [`stuck`] (the definition the gauge shares), [`words`] and [`report`] (text, JSON).
 
+pub mod loss;
 pub mod marker;
 pub mod node;
 pub mod patch;
@@ -32,6 +35,7 @@ use std::collections::BTreeSet;
 use crate::core::policy::Membership;
 use crate::core::snapshot::Snapshot;
 
+pub use loss::{Loss, RegistryAnswers, RegistrySaid, Unverified, images_to_ask};
 pub use marker::Marker;
 pub use node::MARKER;
 pub use node::RecoveryNode;
@@ -66,6 +70,9 @@ pub struct NodePlan {
     /// The node's pool as MCO places it (`None`: in no pool).
     pub pool: Option<String>,
     pub verdict: Verdict,
+    /// What the registry said of the image the node is stuck on (`None` when the plan had no
+    /// question for it: not stuck on an image no build carries, or not a node to patch).
+    pub registry: Option<RegistrySaid>,
 }
 
 /// What to do with one node.
@@ -90,6 +97,8 @@ pub enum Verdict {
 pub struct Recovery {
     /// The `desiredImage` no build carries.
     pub image: String,
+    /// How its loss is known (the registry's word, or the admin's).
+    pub loss: Loss,
     pub current_image: Option<String>,
     pub desired_config: String,
     pub current_config: String,
@@ -124,8 +133,9 @@ impl Plan {
     }
 }
 
-/// Plans the recovery of every node (of `pool` only, when given).
-pub fn plan(snapshot: &RecoverySnapshot, pool: Option<&str>) -> Plan {
+/// Plans the recovery of every node (of `pool` only, when given), with what the registry said
+/// of the images asked ([`images_to_ask`]).
+pub fn plan(snapshot: &RecoverySnapshot, pool: Option<&str>, registry: &RegistryAnswers) -> Plan {
     let members = Membership::new(&snapshot.objects.pools);
     let mut nodes: Vec<NodePlan> = snapshot
         .nodes
@@ -135,28 +145,46 @@ pub fn plan(snapshot: &RecoverySnapshot, pool: Option<&str>) -> Plan {
             if pool.is_some() && node_pool != pool {
                 return None;
             }
-            let verdict = rules::verdict(snapshot, node, node_pool)?;
-            Some(NodePlan {
-                node: node.name.clone(),
-                pool: node_pool.map(str::to_string),
-                verdict,
-            })
+            node_plan(snapshot, node, node_pool, registry)
         })
         .collect();
     nodes.sort_by(|a, b| (&a.pool, &a.node).cmp(&(&b.pool, &b.node)));
     Plan { nodes }
 }
 
-/// Plans one node from a fresh read (`--apply` re-plans each node right before its patch);
-/// `None` when the node is not in the snapshot or there is nothing to say about it.
-pub fn plan_node(snapshot: &RecoverySnapshot, name: &str) -> Option<NodePlan> {
+/// Plans one node from a fresh read (`--apply` re-plans each node right before its patch, with
+/// the registry asked again); `None` when the node is not in the snapshot or there is nothing
+/// to say about it.
+pub fn plan_node(
+    snapshot: &RecoverySnapshot,
+    name: &str,
+    registry: &RegistryAnswers,
+) -> Option<NodePlan> {
     let node = snapshot.nodes.iter().find(|n| n.name == name)?;
     let members = Membership::new(&snapshot.objects.pools);
-    let pool = members.primary(node);
+    node_plan(snapshot, node, members.primary(node), registry)
+}
+
+fn node_plan(
+    snapshot: &RecoverySnapshot,
+    node: &RecoveryNode,
+    pool: Option<&str>,
+    registry: &RegistryAnswers,
+) -> Option<NodePlan> {
+    let verdict = rules::verdict(snapshot, node, pool, registry)?;
+    let asked = matches!(
+        verdict,
+        Verdict::Recoverable(_) | Verdict::NeedsAttention(_)
+    );
+    let registry = asked
+        .then(|| loss::lost(node, snapshot))
+        .flatten()
+        .map(|image| registry.said(image));
     Some(NodePlan {
         node: node.name.clone(),
         pool: pool.map(str::to_string),
-        verdict: rules::verdict(snapshot, node, pool)?,
+        verdict,
+        registry,
     })
 }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::words;
-use super::{Plan, Verdict};
+use super::{Plan, RegistrySaid, Verdict};
 
 #[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -31,6 +31,8 @@ pub struct Recoverable {
     pub pool: String,
     /// The lost `desiredImage`.
     pub image: String,
+    /// What its registry said of it, asked as the node pulls it (`status` null: not asked).
+    pub registry: RegistrySaid,
     pub why: Vec<String>,
     /// The JSON patch (RFC 6902 operations).
     pub patch: Vec<Value>,
@@ -66,11 +68,15 @@ pub struct Attention {
     /// What to do, one entry per problem.
     #[serde(rename = "do")]
     pub to_do: Vec<String>,
-    /// The problems' stable names (`imageStillCarried`, `poolTargetedNotPaused`,
-    /// `uncordonedByHand`, `drainNotFinished`, `notDrained`, `machineConfigGone`,
-    /// `machineConfigsUnknown`, `configAnnotationMissing`, `copiesDisagree`, and from `--apply`
-    /// `changedSincePlan`, `patchRefused`, `rebooted`, `timedOut`, `nodeGone`).
+    /// The problems' stable names (`imageStillCarried`, `imageStillServed`,
+    /// `imageLossUnverified`, `poolTargetedNotPaused`, `uncordonedByHand`, `drainNotFinished`,
+    /// `notDrained`, `machineConfigGone`, `machineConfigsUnknown`, `configAnnotationMissing`,
+    /// `copiesDisagree`, and from `--apply` `changedSincePlan`, `patchRefused`, `rebooted`,
+    /// `timedOut`, `nodeGone`).
     pub problems: Vec<&'static str>,
+    /// What the registry said of the image the node is stuck on (null when it was no question
+    /// for this node: a build still carries the image, or `--apply` stopped before asking).
+    pub registry: Option<RegistrySaid>,
 }
 
 /// A node listed but not this tool's.
@@ -95,6 +101,7 @@ impl Report {
                     node: n.node.clone(),
                     pool: n.pool.clone().unwrap_or_default(),
                     image: r.image.clone(),
+                    registry: r.loss.said().clone(),
                     why: words::why_recoverable(n, r),
                     patch: r.patch.ops.clone(),
                     command: r.patch.command(&n.node),
@@ -118,6 +125,7 @@ impl Report {
                         .join("; "),
                     to_do: problems.iter().map(|p| words::remedy(p, &n.node)).collect(),
                     problems: problems.iter().map(words::problem_code).collect(),
+                    registry: n.registry.clone(),
                 }),
                 Verdict::OutOfScope(s) => report.out_of_scope.push(OutOfScope {
                     node: n.node.clone(),

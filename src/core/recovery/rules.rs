@@ -6,6 +6,10 @@
 //! 2. its `desiredImage` is present and differs from its `currentImage`;
 //! 3. no MachineOSBuild carries that image ([`super::stuck`]): registry or credential trouble
 //!    with an image MCO still has is the daemon's to retry, not ours to cancel;
+//!    3b. its registry, asked as the node pulls it, says the image is **missing** ([`super::loss`]):
+//!    an image still served is never cancelled (the daemon's retry can still succeed), and one the
+//!    registry could not tell about needs a person, unless the admin says the loss is verified
+//!    (`--image-loss-verified`) or the plan is a dump's preview;
 //! 4. it is drained as the daemon leaves a failed update: `desiredDrain` = `lastAppliedDrain` =
 //!    `drain-<desiredConfig>` and `spec.unschedulable`, unless the node is single-node (MCO's
 //!    `controlPlaneTopology` annotation says `SingleReplica`: the daemon does not drain);
@@ -25,6 +29,7 @@ use crate::core::model::node_annotations::{CURRENT_CONFIG, DESIRED_CONFIG};
 use crate::core::node::NodeImages;
 use crate::core::node_controller::{self, PoolBuild, can_layered_continue, pool_build};
 
+use super::loss::{Judged, Loss, RegistryAnswers, RegistrySaid};
 use super::marker::Marker;
 use super::node::RecoveryNode;
 use super::patch::NodePatch;
@@ -48,6 +53,12 @@ pub enum Problem {
     /// A build still carries the image: the pull failed for another reason (registry, its
     /// credentials); the daemon retries by itself.
     ImageCarried { image: String, build: String },
+    /// The registry still serves the image, asked as the node pulls it: the daemon's retry can
+    /// still succeed, and a cancel landing during one that does makes the node worse.
+    ImageStillServed { image: String, said: RegistrySaid },
+    /// The registry could not tell whether the image is gone (or was not asked), and nobody
+    /// said the loss is verified.
+    ImageLossUnverified { image: String, said: RegistrySaid },
     /// A MachineOSConfig sends the pool's nodes an image (`canLayeredContinue`) and the pool is
     /// not paused.
     PoolTargeted { pool: String, config: String },
@@ -102,6 +113,7 @@ pub(super) fn verdict(
     snapshot: &RecoverySnapshot,
     node: &RecoveryNode,
     pool: Option<&str>,
+    registry: &RegistryAnswers,
 ) -> Option<Verdict> {
     let builds = &snapshot.objects.machine_os_builds;
     let marker = Marker::read(node);
@@ -151,17 +163,37 @@ pub(super) fn verdict(
             build: build.name().to_string(),
         }]));
     }
-    Some(lost_image_verdict(snapshot, node, pool, desired))
+    let image = desired.to_string();
+    let (loss, mut problems) = match registry.judge(desired) {
+        Judged::Served(said) => {
+            return Some(Verdict::NeedsAttention(vec![Problem::ImageStillServed {
+                image,
+                said,
+            }]));
+        }
+        Judged::Lost(loss) => (Some(loss), Vec::new()),
+        Judged::Unverified(said) => (None, vec![Problem::ImageLossUnverified { image, said }]),
+    };
+    Some(lost_image_verdict(
+        snapshot,
+        node,
+        pool,
+        desired,
+        loss,
+        &mut problems,
+    ))
 }
 
-/// Rules 4 to 7 for a node stuck on `image` (rules 1 to 3 hold).
+/// Rules 4 to 7 for a node stuck on `image` (rules 1 to 3 hold; `loss` is how rule 3b holds,
+/// `None` with its problem in `problems` when it does not).
 fn lost_image_verdict(
     snapshot: &RecoverySnapshot,
     node: &RecoveryNode,
     pool: &str,
     image: &str,
+    loss: Option<Loss>,
+    problems: &mut Vec<Problem>,
 ) -> Verdict {
-    let mut problems = Vec::new();
     let pool_config = pool_config(snapshot, pool);
     if let PoolConfig::SendsImage { config } = &pool_config {
         problems.push(Problem::PoolTargeted {
@@ -169,16 +201,19 @@ fn lost_image_verdict(
             config: config.clone(),
         });
     }
-    let drain = drain(node, &mut problems);
-    let configs = configs(snapshot, node, &mut problems);
+    let drain = drain(node, problems);
+    let configs = configs(snapshot, node, problems);
     if snapshot.disagreeing.contains(&node.name) {
         problems.push(Problem::CopiesDisagree);
     }
-    match (drain, configs) {
-        (Some(drain), Some((desired_config, current_config))) if problems.is_empty() => {
+    match (loss, drain, configs) {
+        (Some(loss), Some(drain), Some((desired_config, current_config)))
+            if problems.is_empty() =>
+        {
             let marker = Marker::for_node(node);
             Verdict::Recoverable(Box::new(Recovery {
                 image: image.to_string(),
+                loss,
                 current_image: node.current_image().map(str::to_string),
                 desired_config: desired_config.to_string(),
                 current_config: current_config.to_string(),
@@ -188,7 +223,7 @@ fn lost_image_verdict(
                 marker,
             }))
         }
-        _ => Verdict::NeedsAttention(problems),
+        _ => Verdict::NeedsAttention(std::mem::take(problems)),
     }
 }
 

@@ -11,6 +11,7 @@ use crate::core::report::columns;
 
 use crate::core::node_controller::PoolBuild;
 
+use super::loss::{Loss, RegistrySaid};
 use super::rules::{Drain, PoolConfig, Problem, Scope};
 use super::{NodePlan, Plan, Recovery, Verdict};
 
@@ -34,6 +35,7 @@ pub fn why_recoverable(plan: &NodePlan, r: &Recovery) -> Vec<String> {
         "no MachineOSBuild carries that image: no MCO object can rebuild or serve it, and MCO \
          never retargets the node by itself"
             .to_string(),
+        loss(&r.loss),
         match &r.drain {
             Drain::Drained(value) => format!(
                 "drained as the daemon leaves a failed update: desiredDrain = lastAppliedDrain = \
@@ -87,6 +89,21 @@ pub fn problem(p: &Problem) -> String {
             "its desiredImage {} is still carried by MachineOSBuild {build}: the pull failed for \
              another reason (the registry, its credentials), and the daemon retries by itself",
             abbreviate(image)
+        ),
+        Problem::ImageStillServed { image, said } => format!(
+            "its registry still serves its desiredImage {}, asked as the node pulls it ({}): the \
+             daemon retries the rebase by itself and can still succeed, and a cancel landing \
+             during a retry that succeeds makes the node worse (it reboots into the image, whose \
+             config then wins over the cancelled annotations, and is drained back)",
+            abbreviate(image),
+            said.why
+        ),
+        Problem::ImageLossUnverified { image, said } => format!(
+            "the loss of its desiredImage {} is not verified: {}; if the image is only \
+             unreachable, the daemon's retry can still succeed, and a cancel landing then makes \
+             the node worse",
+            abbreviate(image),
+            unverified(said)
         ),
         Problem::PoolTargeted { pool, config } => format!(
             "MachineOSConfig {config} targets pool {pool}, the pool is not paused and the \
@@ -145,6 +162,19 @@ pub fn remedy(p: &Problem, node: &str) -> String {
              k8s-app=machine-config-daemon --field-selector spec.nodeName={node} -c \
              machine-config-daemon)"
         ),
+        Problem::ImageStillServed { .. } => format!(
+            "do not cancel: let the daemon retry (it re-reads the node on every pass, at most 60 s \
+             apart); if it keeps failing, find why its pull fails (oc describe node {node}; the \
+             daemon's log: oc -n openshift-machine-config-operator logs -l \
+             k8s-app=machine-config-daemon --field-selector spec.nodeName={node} -c \
+             machine-config-daemon); run recover again if the registry later says the image is gone"
+        ),
+        Problem::ImageLossUnverified { .. } => "make sure the image is gone where the node pulls \
+             it: mosc-guard images (the node's pull secret, CAs, mirrors), or the registry itself; \
+             fix what keeps the registry from answering and run recover again, or, once you have \
+             verified the loss yourself, run recover again with --image-loss-verified (an image \
+             the registry still serves is never cancelled)"
+            .to_string(),
         Problem::PoolTargeted { pool, .. } => format!(
             "pause the pool first: oc patch mcp {pool} --type=merge -p '{{\"spec\":{{\"paused\":true}}}}' \
              (unpause once the pool is no longer degraded and its build is current), then run \
@@ -179,6 +209,8 @@ pub fn remedy(p: &Problem, node: &str) -> String {
 pub fn problem_code(p: &Problem) -> &'static str {
     match p {
         Problem::ImageCarried { .. } => "imageStillCarried",
+        Problem::ImageStillServed { .. } => "imageStillServed",
+        Problem::ImageLossUnverified { .. } => "imageLossUnverified",
         Problem::PoolTargeted { .. } => "poolTargetedNotPaused",
         Problem::UncordonedByHand { .. } => "uncordonedByHand",
         Problem::DrainNotFinished { .. } => "drainNotFinished",
@@ -260,6 +292,35 @@ pub fn pool_build(build: &PoolBuild) -> String {
     }
 }
 
+/// How the loss of a recoverable node's image is known, in one line.
+pub fn loss(loss: &Loss) -> String {
+    match loss {
+        Loss::Verified(said) => format!(
+            "its registry, asked as the node pulls it, says the image is gone: {}",
+            said.why
+        ),
+        Loss::AdminVerified(said) => format!(
+            "the loss was not verified by the registry ({}); --image-loss-verified says the \
+             admin verified it",
+            unverified(said)
+        ),
+        Loss::Unverified(said) => format!(
+            "the loss was not verified by the registry ({}); this plan is a preview: recover \
+             --apply asks the registry again right before each patch and cancels only an image \
+             it says is missing (or, with --image-loss-verified, one it cannot tell about)",
+            unverified(said)
+        ),
+    }
+}
+
+/// Why the registry's word does not settle the loss: not asked, or what it could not tell.
+fn unverified(said: &RegistrySaid) -> String {
+    match said.status {
+        None => format!("the registry was not asked: {}", said.why),
+        Some(_) => format!("the registry could not tell: {}", said.why),
+    }
+}
+
 /// The last part of an MCO annotation key (`desiredConfig`).
 fn short(annotation: &str) -> &str {
     annotation.rsplit('/').next().unwrap_or(annotation)
@@ -318,10 +379,15 @@ pub fn event_note(node: &str, r: &Recovery) -> String {
         .iter()
         .map(|(k, v)| format!("{}={v}", short(k)))
         .collect();
+    let registry = match &r.loss {
+        Loss::Verified(_) => "its registry says it is gone",
+        Loss::AdminVerified(_) => "the registry could not tell; the admin verified the loss",
+        Loss::Unverified(_) => "the registry did not verify the loss",
+    };
     format!(
         "mosc-guard recover is about to cancel the failed target of node {node}: desiredImage {} (no \
-         MachineOSBuild carries it) {back}, desiredConfig {} back to {}. Before the patch (also in \
-         annotation mosc-guard.dev/recovery): bootID={}; {}",
+         MachineOSBuild carries it; {registry}) {back}, desiredConfig {} back to {}. Before the \
+         patch (also in annotation mosc-guard.dev/recovery): bootID={}; {}",
         abbreviate(&r.image),
         r.desired_config,
         r.current_config,

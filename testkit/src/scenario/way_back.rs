@@ -48,6 +48,13 @@ pub async fn lose_the_image(cluster: &Cluster, pool: &str, node: &str) -> Stuck 
         .start_rollout(pool, node, STEP_TIMEOUT)
         .await
         .unwrap_or_else(|e| panic!("{pool}: the layered rollout starts: {e}"));
+    lose_the_rollouts_image(cluster, pool, &rollout).await
+}
+
+/// [`lose_the_image`] from its rollout on (`rollout.node` held mid-update to the first image
+/// of MOSC `pool`, [`Cluster::start_rollout`]): a test that keeps a copy of the image first.
+pub async fn lose_the_rollouts_image(cluster: &Cluster, pool: &str, rollout: &Rollout) -> Stuck {
+    let node = rollout.node.as_str();
     let out = kubectl(cluster, ["delete", "machineosconfig", pool]).await;
     assert!(
         out.success(),
@@ -56,7 +63,7 @@ pub async fn lose_the_image(cluster: &Cluster, pool: &str, node: &str) -> Stuck 
     let image = rollout.build.image_ref().expect("image reference");
     wait_image_and_builds_of_gone(cluster, pool, &image).await;
     cluster.sim.release(node);
-    wait_stuck(cluster, pool, &rollout).await
+    wait_stuck(cluster, pool, rollout).await
 }
 
 /// Waits until `rollout.node` (released after its image was deleted) is stuck as MCO leaves it

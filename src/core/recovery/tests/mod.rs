@@ -2,6 +2,7 @@
 //! the report's bug leaves behind, and edits of it), the tests by topic in the files below.
 
 mod idempotence;
+mod loss;
 mod patch;
 mod pools;
 mod rules;
@@ -17,6 +18,7 @@ use crate::core::model::node_annotations::{
     CONTROL_PLANE_TOPOLOGY, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_DRAIN,
     DESIRED_IMAGE, LAST_APPLIED_DRAIN, REASON, STATE,
 };
+use crate::core::registry::{Status, Verdict as Answer};
 
 const REPO: &str =
     "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image";
@@ -100,6 +102,8 @@ struct Cluster {
     pools: Vec<Value>,
     machine_configs: Option<Vec<String>>,
     disagreeing: Vec<String>,
+    /// What the registry says of the images asked.
+    registry: RegistryAnswers,
 }
 
 impl Cluster {
@@ -125,7 +129,18 @@ impl Cluster {
                 .to_vec(),
             ),
             disagreeing: Vec::new(),
+            registry: RegistryAnswers {
+                answers: [(img(LOST), answer(Status::Missing))].into(),
+                ..RegistryAnswers::default()
+            },
         }
+    }
+
+    /// The registry now says `status` of `image`.
+    fn registry_says(&mut self, image: &str, status: Status) {
+        self.registry
+            .answers
+            .insert(image.to_string(), answer(status));
     }
 
     fn snapshot(&self) -> RecoverySnapshot {
@@ -150,7 +165,7 @@ impl Cluster {
     }
 
     fn plan(&self, pool: Option<&str>) -> Plan {
-        plan(&self.snapshot(), pool)
+        plan(&self.snapshot(), pool, &self.registry)
     }
 
     /// The one node's verdict (panics unless the plan lists exactly that node).
@@ -159,6 +174,14 @@ impl Cluster {
         let found: Vec<&NodePlan> = plan.nodes.iter().filter(|n| n.node == node).collect();
         assert_eq!(found.len(), 1, "{node} listed once in {plan:#?}");
         found[0].verdict.clone()
+    }
+}
+
+/// A registry's answer with `status`, its reason naming the status.
+fn answer(status: Status) -> Answer {
+    Answer {
+        status,
+        why: format!("{REPO}@sha256:...: the registry answered {status}"),
     }
 }
 

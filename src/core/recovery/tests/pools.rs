@@ -49,10 +49,10 @@ fn a_mosc_on_one_pool_holds_that_pool_only() {
 fn plan_node_re_plans_one_node_from_a_fresh_read() {
     let c = two_pools();
     let snap = c.snapshot();
-    let one = plan_node(&snap, "infra-0").expect("listed");
+    let one = plan_node(&snap, "infra-0", &c.registry).expect("listed");
     assert_eq!(one.pool.as_deref(), Some("infra"));
     assert_eq!(summary(&one.verdict), ["recoverable"]);
-    assert!(plan_node(&snap, "absent").is_none());
+    assert!(plan_node(&snap, "absent", &c.registry).is_none());
 }
 
 #[test]

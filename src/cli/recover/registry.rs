@@ -1,0 +1,136 @@
+//! What `recover` asks the registry: for each image a stuck node waits for, is it still served,
+//! asked where and as the node pulls it ([`crate::access::registry::Checker`]); the answers are
+//! an input of the plan ([`crate::core::recovery::loss`]).
+//!
+//! Live, the node's pull configuration is read from the cluster (the ControllerConfig and the
+//! mirror sets) the first time an image is to be asked, and kept for the run: `--apply` asks
+//! again for each node's image right before its patch. A ControllerConfig that cannot be read
+//! (not OpenShift, RBAC) makes every answer unknown, never missing, and says so. From a dump,
+//! the registry is asked only with `--authfile` and the dump's ControllerConfig (a dump holds no
+//! credentials, and without the ControllerConfig the node's CAs are not known); otherwise the
+//! plan says the loss was not verified.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use kube::Client;
+
+use crate::access::dump::Loaded;
+use crate::access::registry::{Checker, Limits, pull_config};
+use crate::cli::error::CliError;
+use crate::cli::pull;
+use crate::core::recovery::{RegistryAnswers, Unverified};
+use crate::core::registry::{Status, Verdict};
+
+/// How the registry is reached, and what an answer it cannot give comes to.
+pub(super) struct RegistryAsk {
+    reach: Reach,
+    unverified: Unverified,
+}
+
+enum Reach {
+    /// Live; the node's pull configuration is not read yet.
+    Live(Client),
+    /// Asks as a node pulls.
+    Ready(Box<Checker>),
+    /// Cannot be asked: every answer is unknown, for this reason.
+    Unknown(String),
+    /// Not asked (a dump without registry access), for this reason.
+    NotAsked(String),
+}
+
+impl RegistryAsk {
+    /// Live: asked with what the cluster's nodes pull with; unknown needs a person unless
+    /// `admin_verified` (`--image-loss-verified`).
+    pub(super) fn live(client: Client, admin_verified: bool) -> Self {
+        RegistryAsk {
+            reach: Reach::Live(client),
+            unverified: if admin_verified {
+                Unverified::AdminVerified
+            } else {
+                Unverified::Ask
+            },
+        }
+    }
+
+    /// From a dump: asked only with `authfile` and the dump's ControllerConfig. The plan is a
+    /// preview either way (`--apply` needs the live cluster and asks again).
+    pub(super) fn dump(
+        loaded: &Loaded,
+        dir: &Path,
+        authfile: Option<&Path>,
+        admin_verified: bool,
+    ) -> Result<Self, CliError> {
+        let unverified = if admin_verified {
+            Unverified::AdminVerified
+        } else {
+            Unverified::Preview
+        };
+        let spec = pull::dump_controller_config(loaded, dir)?;
+        let auths = authfile.map(pull::read_authfile).transpose()?;
+        let reach = match (auths, spec) {
+            (None, _) => Reach::NotAsked(
+                "planned from a dump without --authfile (a dump holds no credentials)".to_string(),
+            ),
+            (Some(_), None) => Reach::NotAsked(
+                "the dump holds no ControllerConfig, so the node's CAs and proxy are not known"
+                    .to_string(),
+            ),
+            (Some(auths), Some(spec)) => {
+                let config = pull::dump_pull_config(loaded, dir, &spec, auths)?;
+                Reach::Ready(Box::new(Checker::new(config, Limits::default())))
+            }
+        };
+        Ok(RegistryAsk { reach, unverified })
+    }
+
+    /// Asks about `images`; with a note for the report when the registry could not be asked.
+    pub(super) async fn answers(
+        &mut self,
+        images: &BTreeSet<String>,
+    ) -> (RegistryAnswers, Option<String>) {
+        let mut answers = RegistryAnswers {
+            unverified: self.unverified,
+            ..RegistryAnswers::default()
+        };
+        if images.is_empty() {
+            return (answers, None);
+        }
+        if let Reach::Live(client) = &self.reach {
+            self.reach = match pull_config(client).await {
+                Ok(config) => Reach::Ready(Box::new(Checker::new(config, Limits::default()))),
+                Err(e) => Reach::Unknown(format!(
+                    "the registry could not be asked as the nodes pull: {e}"
+                )),
+            };
+        }
+        let note = match &self.reach {
+            Reach::Live(_) => None,
+            Reach::Ready(checker) => {
+                let specs: Vec<String> = images.iter().cloned().collect();
+                for answer in checker.check_all(&specs).await {
+                    answers.answers.insert(answer.image, answer.verdict);
+                }
+                None
+            }
+            Reach::Unknown(why) => {
+                for image in images {
+                    let verdict = Verdict {
+                        status: Status::Unknown,
+                        why: why.clone(),
+                    };
+                    answers.answers.insert(image.clone(), verdict);
+                }
+                Some(format!("{why}; every stuck node's image is unknown"))
+            }
+            Reach::NotAsked(why) => {
+                answers.not_asked = why.clone();
+                Some(format!(
+                    "the registry was not asked whether the stuck nodes' images are gone: {why}; \
+                     the plan says so for each node"
+                ))
+            }
+        };
+        (answers, note)
+    }
+}

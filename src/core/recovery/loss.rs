@@ -1,0 +1,153 @@
+//! Whether the image a stuck node waits for is really lost: what its registry says, asked as the
+//! node pulls it (rule 3b of [`super::rules`]).
+//!
+//! No MachineOSBuild carrying the image (rule 3) says that MCO can neither rebuild nor serve it;
+//! it does not say that the registry lost it. If the registry still serves it (a pull that
+//! failed for a while, a build deleted while MCO skipped its image), the daemon's retry can still
+//! succeed, and a cancel landing during a retry that succeeds makes the node worse: it reboots
+//! into the image (its on-disk config wins over the annotations at boot) and is then drained
+//! back. So only **missing** qualifies; **available** never does; and an answer the registry
+//! could not give (**unknown**), or no answer at all (not asked: a dump read without registry
+//! access), is for a person to decide unless the admin says the loss is verified
+//! ([`Unverified`]).
+//!
+//! The answers are an input of the plan, gathered by the CLI (`access::registry`, the node's
+//! credentials, CAs, proxy and mirrors); nothing here performs I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::core::node::NodeImages;
+use crate::core::policy::Membership;
+use crate::core::registry::{Status, Verdict as Answer};
+
+use super::RecoverySnapshot;
+use super::node::RecoveryNode;
+use super::stuck::lost_image;
+
+/// What the registry said of the images stuck nodes wait for, and what an answer it could not
+/// give comes to.
+#[derive(Clone, Debug, Default)]
+pub struct RegistryAnswers {
+    /// The answer per image (the pull spec as the node's `desiredImage` names it).
+    pub answers: BTreeMap<String, Answer>,
+    /// Why an image not in `answers` was not asked (no registry access).
+    pub not_asked: String,
+    pub unverified: Unverified,
+}
+
+/// What a stuck node whose image the registry could not tell about (unknown, or not asked)
+/// comes to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unverified {
+    /// A person decides: `imageLossUnverified` (a live plan, by default).
+    #[default]
+    Ask,
+    /// `--image-loss-verified`: the admin verified the loss; recoverable, and the plan says the
+    /// registry did not verify it.
+    AdminVerified,
+    /// A plan from a dump, which is never applied (`--apply` reads the live cluster and asks the
+    /// registry again right before each patch): recoverable as the other rules decide, and the
+    /// plan says the loss was not verified.
+    Preview,
+}
+
+/// What the registry said of one node's image: its status (`None`: not asked) and why, in
+/// words that hold no credential.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RegistrySaid {
+    pub status: Option<Status>,
+    pub why: String,
+}
+
+impl RegistrySaid {
+    /// The status as a word (`not asked` when it was not).
+    pub fn label(&self) -> &'static str {
+        self.status.map_or("not asked", Status::label)
+    }
+}
+
+/// How the loss of a recoverable node's image is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// The registry says the image is missing.
+    Verified(RegistrySaid),
+    /// The registry could not tell (or was not asked); the admin says the loss is verified.
+    AdminVerified(RegistrySaid),
+    /// The registry could not tell (or was not asked), in a plan from a dump.
+    Unverified(RegistrySaid),
+}
+
+impl Loss {
+    pub fn said(&self) -> &RegistrySaid {
+        match self {
+            Loss::Verified(s) | Loss::AdminVerified(s) | Loss::Unverified(s) => s,
+        }
+    }
+}
+
+/// What rule 3b makes of the registry's word on a node's image.
+pub(super) enum Judged {
+    /// The registry still serves it: do not cancel.
+    Served(RegistrySaid),
+    /// Lost as far as the plan may act on it.
+    Lost(Loss),
+    /// A person decides (unknown, or not asked, with [`Unverified::Ask`]).
+    Unverified(RegistrySaid),
+}
+
+impl RegistryAnswers {
+    /// What the registry said of `image`.
+    pub fn said(&self, image: &str) -> RegistrySaid {
+        match self.answers.get(image) {
+            Some(answer) => RegistrySaid {
+                status: Some(answer.status),
+                why: answer.why.clone(),
+            },
+            None => RegistrySaid {
+                status: None,
+                why: self.not_asked.clone(),
+            },
+        }
+    }
+
+    pub(super) fn judge(&self, image: &str) -> Judged {
+        let said = self.said(image);
+        match (said.status, self.unverified) {
+            (Some(Status::Available), _) => Judged::Served(said),
+            (Some(Status::Missing), _) => Judged::Lost(Loss::Verified(said)),
+            (_, Unverified::Ask) => Judged::Unverified(said),
+            (_, Unverified::AdminVerified) => Judged::Lost(Loss::AdminVerified(said)),
+            (_, Unverified::Preview) => Judged::Lost(Loss::Unverified(said)),
+        }
+    }
+}
+
+/// The images to ask the registry about: the `desiredImage` of every node (of `pool` only, when
+/// given) MCO places in a pool that is `Degraded` on an image no MachineOSBuild carries (what
+/// rule 3b reads; nobody else's).
+pub fn images_to_ask(snapshot: &RecoverySnapshot, pool: Option<&str>) -> BTreeSet<String> {
+    let members = Membership::new(&snapshot.objects.pools);
+    snapshot
+        .nodes
+        .iter()
+        .filter(|node| match (members.primary(*node), pool) {
+            (None, _) => false,
+            (Some(p), Some(want)) => p == want,
+            (Some(_), None) => true,
+        })
+        .filter_map(|node| lost(node, snapshot))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The image `node` is stuck on ([`lost_image`]), if it is.
+pub(super) fn lost<'n>(node: &'n RecoveryNode, snapshot: &RecoverySnapshot) -> Option<&'n str> {
+    let images = NodeImages {
+        desired: node.desired_image(),
+        current: node.current_image(),
+        state: node.state(),
+    };
+    lost_image(images, &snapshot.objects.machine_os_builds)
+}
