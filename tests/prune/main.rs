@@ -17,6 +17,7 @@
 //! asserts that MCO was never refused and the pool never degraded.
 
 mod history;
+mod images;
 mod releases;
 
 use serde_json::Value;
@@ -48,7 +49,19 @@ async fn prune(cluster: &Cluster, args: &[&str]) -> CliRun {
 /// MOSC worker layered and settled on its first build, then each of `configs` rendered and
 /// rolled out in turn: the builds, oldest first.
 async fn settle_through(cluster: &Cluster, configs: &[&str]) -> Vec<Build> {
-    let mut builds = vec![layered_and_settled(cluster).await];
+    settle_pushing_to(cluster, &cluster.push_spec(), configs).await
+}
+
+/// [`settle_through`] with MOSC worker pushing to `push_spec`.
+async fn settle_pushing_to(cluster: &Cluster, push_spec: &str, configs: &[&str]) -> Vec<Build> {
+    create_mosc(&cluster.client, "worker", push_spec)
+        .await
+        .expect("create MOSC");
+    let first = wait_for_build(&cluster.client, "worker", STEP_TIMEOUT)
+        .await
+        .expect("first build");
+    wait_rolled_out(cluster, &first.image).await;
+    let mut builds = vec![first];
     for config in configs {
         render(cluster, config).await;
         let previous = &builds[builds.len() - 1].image;
