@@ -6,6 +6,8 @@
 //! - on 4.23, a build deleted while its nodes ran its image: MCO's in-use check keeps (leaks)
 //!   the image; prune lists its tag, keeps it while a node runs it, and deletes it with
 //!   `--apply --images` once none does; a tag pushed by hand goes at once;
+//! - on 4.23, a config deleted while its nodes ran its image (the fix's own leak): nothing names
+//!   the repository until a config pushes there again; then the tag is listed and deleted;
 //! - refused credentials (the repository is not listed, `--images` fails, no secret printed),
 //!   a tag deleted behind prune's back between its plan and its delete (nothing to do), and the
 //!   builds deleted first;
@@ -13,7 +15,7 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
-use serde_json::Value;
+use serde_json::{Value, json};
 use testkit::node_registry::{PUSH_PASSWORD, PUSH_USER, SecureFace};
 use testkit::simulator::SimConfig;
 
@@ -217,6 +219,78 @@ async fn on_4_23_the_image_mco_leaks_is_kept_while_a_node_runs_it_then_deleted()
             "{r:?}"
         );
     }
+    assert_mco_never_refused(&cluster);
+    assert_faithful_and_never_degraded(&cluster, &watch);
+}
+
+/// 4.23, the fix itself: MOSC worker deleted while its nodes run image A. MCO's MOSB-delete
+/// path checks the nodes of the build's pool even once the config is gone, skips A and leaks
+/// it. With no config and no build left, nothing names the repository: prune lists nothing
+/// there. The config recreated pushing to another tag of the same repository (so its build has
+/// another name and A's tag stays) names the repository again: A's tag is listed, and once no
+/// node runs A, deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_4_23_the_image_left_behind_by_a_config_deleted_in_use_is_listed_once_the_repository_is_named_again()
+ {
+    let cluster = seed_on(Release::V4_23, SimConfig::fast()).await;
+    let face = behind_tls(&cluster, true).await;
+    let _guard = registered_guard(&BIN, &cluster, &[]).await;
+    let watch = DegradedWatch::start(&cluster.client, "worker");
+    let a = settle_pushing_to(&cluster, &push_spec(face.host()), &[])
+        .await
+        .remove(0);
+    mco::moscs(&cluster.client)
+        .delete("worker", &DeleteParams::default())
+        .await
+        .expect("the guard lets a settled config go");
+    wait_mosc_gone(&cluster.client, "worker").await;
+    testkit::poll::wait_for(
+        || async { Ok(cluster.sim.kept_images().contains(&a.image).then_some(())) },
+        STEP_TIMEOUT,
+        "MCO's in-use check to keep A's image",
+    )
+    .await
+    .expect("A's image leaked");
+    wait_pool_reverted(&cluster).await;
+    let a_digest = a.image_ref().expect("image").digest.expect("digest");
+    assert!(
+        has(&cluster, &a_digest).await,
+        "leaked: still in the registry"
+    );
+
+    let run = prune(&cluster, &["-o", "json"]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let report = run.json();
+    assert_eq!(report["imageRepositories"], json!([]), "{report:#}");
+    assert_eq!(
+        tags(&report),
+        [],
+        "nothing names the repository: {report:#}"
+    );
+
+    let next = format!("{}/{OCB_REPO}:next", face.host());
+    create_mosc(&cluster.client, "worker", &next)
+        .await
+        .expect("recreate worker");
+    let n = wait_for_build(&cluster.client, "worker", STEP_TIMEOUT)
+        .await
+        .expect("the recreated config's build");
+    assert_ne!(n.mosb, a.mosb, "another push spec, another build name");
+    wait_rolled_out(&cluster, &n.image).await;
+    let mut runs = Vec::new();
+    let report = apply_images(&cluster, &mut runs).await;
+    assert_eq!(
+        tags(&report),
+        [(a.mosb.clone(), true, vec![])],
+        "{report:#}"
+    );
+    assert_eq!(
+        applied_images(&report),
+        [(a.mosb.clone(), "deleted".to_string(), None)],
+        "{report:#}"
+    );
+    assert!(!has(&cluster, &a_digest).await, "nothing leaked is left");
+    assert!(in_registry(&cluster, &n.image).await);
     assert_mco_never_refused(&cluster);
     assert_faithful_and_never_degraded(&cluster, &watch);
 }

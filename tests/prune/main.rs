@@ -1,4 +1,4 @@
-//! Issue 38 item 4: `mosc-guard prune` as MCO decides, per release, on the real control plane
+//! Issue 38 items 3 and 4: `mosc-guard prune` as MCO decides, per release, on the real control plane
 //! (with the real garbage collector), the registry and the MCO simulator, the guard registered
 //! in deny mode in front, the CLI run as the admin:
 //!
@@ -11,7 +11,12 @@
 //!   early 4.20.z clean up its builds by label themselves, a late 4.20.z and 4.23 (by controller)
 //!   never do, and prune deletes them and their images; a pre-built image's synthetic build (4.21) is kept, with the tag it shares;
 //!   on 4.23 a build whose image a node still runs is kept, and once the node moved on it goes,
-//!   its image with it (nothing leaked).
+//!   its image with it (nothing leaked);
+//! - [`images`]: the images no build names, on the registry behind TLS and token auth where the
+//!   MachineOSConfig pushes: the ones 4.23's in-use check leaks (a build or its config deleted
+//!   while nodes ran the image) listed, kept while a node runs them, then deleted with
+//!   `--apply --images`; refused credentials, a tag deleted behind prune's back, a registry
+//!   without deletes.
 //!
 //! Every test runs the simulator at [`SimConfig::fast`] (the order of events is what matters) and
 //! asserts that MCO was never refused and the pool never degraded.
