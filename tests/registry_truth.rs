@@ -372,3 +372,138 @@ async fn through_the_cluster_proxy_but_not_to_loopback() {
     // knows: the DNS lookup that takes is left to the table tests of `proxy_for`, so that no test
     // here sends a packet off this machine.)
 }
+
+/// What `prune` reads and deletes with, against a real registry behind TLS and token auth: the
+/// tags of a repository a page at a time, each resolved to its digest; a tag deleted behind its
+/// back is gone; the push secret deletes (the node's pull-only credentials and a wrong password
+/// may not, and nothing is deleted); a registry with deletes disabled says so and keeps the
+/// image. No password appears in any answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_lists_and_deletes_with_the_push_secret_only_where_deletes_are_allowed() {
+    use mosc_guard::access::registry::delete::ImageDeleter;
+    use mosc_guard::access::registry::session::Session;
+    use mosc_guard::access::registry::tags::TagReader;
+    use mosc_guard::core::prune::images::Resolved;
+    use mosc_guard::core::registry::deletion::Deletion;
+    use std::sync::Arc;
+    use testkit::node_registry::{PUSH_PASSWORD, PUSH_USER};
+
+    let w = world().await;
+    let no_deletes = SecureFace::over_with(&w.open, false)
+        .await
+        .expect("a secure registry without deletes");
+    let repo = "ocb/os-image";
+    let mut pushed = Vec::new();
+    for tag in ["a", "b", "c", "d", "e"] {
+        pushed.push((tag.to_string(), w.push(repo, tag).await));
+    }
+    let session = |host: &str, user: &str, password: &str| {
+        let mut config = w.pull(password, &[host], vec![]);
+        config.auths =
+            AuthFile::from_entries([(host.to_string(), Credential::new(user, password))]);
+        if host == no_deletes.host() {
+            config
+                .trust
+                .per_host
+                .insert(host.to_string(), no_deletes.pki.ca_pem());
+        }
+        Arc::new(Session::new(
+            config,
+            Limits {
+                request_timeout: std::time::Duration::from_secs(5),
+                ..Limits::default()
+            },
+        ))
+    };
+    let host = w.face.host();
+    let push = session(host, PUSH_USER, PUSH_PASSWORD);
+    let reader = TagReader::new(Arc::clone(&push)).with_page(2);
+
+    let mut tags = reader.list(host, repo).await.expect("listed");
+    tags.sort();
+    assert_eq!(tags, ["a", "b", "c", "d", "e"], "three pages of two");
+    assert_eq!(
+        reader.list(host, "never/pushed").await.expect("listed"),
+        Vec::<String>::new(),
+        "a repository that does not exist holds nothing"
+    );
+    // b deleted behind prune's back, after the listing: gone, the others resolve.
+    let b = pushed[1].1.clone();
+    assert!(w.open.delete_manifest(repo, &b).await.expect("delete"));
+    let answers = reader.resolve_all(host, repo, &tags).await;
+    for (answer, (tag, digest)) in answers.iter().zip(&pushed) {
+        assert_eq!(&answer.tag, tag);
+        if tag == "b" {
+            assert!(
+                matches!(&answer.resolved, Resolved::Gone(why) if why.contains("MANIFEST_UNKNOWN")),
+                "{answer:?}"
+            );
+        } else {
+            assert_eq!(answer.resolved, Resolved::Digest(digest.clone()), "{tag}");
+        }
+    }
+
+    // Credentials that may not delete: nothing deleted, and said so.
+    let a = pushed[0].1.clone();
+    for (who, s) in [
+        (
+            "the nodes' pull-only credentials",
+            session(host, USER, PASSWORD),
+        ),
+        (
+            "a wrong password",
+            session(host, PUSH_USER, "WRONG-push-4a5b"),
+        ),
+    ] {
+        let refused = ImageDeleter::with_push_secret(s)
+            .delete(host, repo, &a)
+            .await;
+        assert!(
+            matches!(&refused, Deletion::Refused(_)),
+            "{who}: {refused:?}"
+        );
+        assert!(
+            !format!("{refused:?}").contains("WRONG-push-4a5b"),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(
+        reader.resolve(host, repo, &a).await,
+        Resolved::Digest(a.clone())
+    );
+
+    // A registry with deletes disabled: unsupported, nothing deleted.
+    let off = no_deletes.host();
+    let unsupported = ImageDeleter::with_push_secret(session(off, PUSH_USER, PUSH_PASSWORD))
+        .delete(off, repo, &a)
+        .await;
+    assert!(
+        matches!(&unsupported, Deletion::Unsupported(why) if why.contains("UNSUPPORTED")),
+        "{unsupported:?}"
+    );
+    assert_eq!(
+        reader.resolve(host, repo, &a).await,
+        Resolved::Digest(a.clone())
+    );
+
+    // The push secret deletes, by digest; then it is gone, and a second delete finds nothing.
+    let deleter = ImageDeleter::with_push_secret(Arc::clone(&push));
+    assert_eq!(deleter.delete(host, repo, &a).await, Deletion::Deleted);
+    assert!(matches!(
+        reader.resolve(host, repo, &a).await,
+        Resolved::Gone(_)
+    ));
+    assert!(
+        matches!(reader.resolve(host, repo, "a").await, Resolved::Gone(_)),
+        "its tag went with it"
+    );
+    assert!(matches!(
+        deleter.delete(host, repo, &a).await,
+        Deletion::Gone(_)
+    ));
+    let mut left = reader.list(host, repo).await.expect("listed");
+    left.sort();
+    assert_eq!(left, ["c", "d", "e"]);
+    let everything = format!("{answers:?} {unsupported:?}");
+    assert!(!everything.contains(PUSH_PASSWORD) && !everything.contains(PASSWORD));
+}

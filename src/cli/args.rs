@@ -64,9 +64,10 @@ pub enum Command {
     /// missing or unknown, 2 the input cannot be read.
     Images(ImagesArgs),
     /// List every MachineOSBuild deletable now (no node needs its image, MCO would not reuse
-    /// it, beyond the newest --keep, older than --keep-younger-than) or kept and why; with
-    /// --apply, delete the deletable ones one at a time on the live cluster, each re-read and
-    /// re-planned first (MCO then deletes their images).
+    /// it, beyond the newest --keep, older than --keep-younger-than) or kept and why, and (live)
+    /// the images no build names; with --apply, delete the deletable builds one at a time on the
+    /// live cluster, each re-read and re-planned first (MCO then deletes their images), and with
+    /// --images too the deletable images, one digest at a time.
     /// Exit status: 0 plan made (and carried out), 1 something could not be done, 2 error.
     Prune(PruneArgs),
 }
@@ -382,6 +383,11 @@ pub struct PruneArgs {
     /// resourceVersion, then waited for until it is gone. Without it nothing is written.
     #[arg(long)]
     pub apply: bool,
+    /// With --apply: also delete the deletable images no MachineOSBuild names, one digest at a
+    /// time (each re-listed and re-planned right before its delete, with the push secret MCO
+    /// uses). Without --apply: the plan fails (exit 1) when a repository could not be listed.
+    #[arg(long)]
+    pub images: bool,
     /// With --apply: how long to wait for one deleted build to be gone before stopping and
     /// reporting (e.g. 5m, 90s).
     #[arg(long, value_name = "DURATION", default_value = "5m", requires = "apply", value_parser = parse_duration)]

@@ -119,6 +119,34 @@ impl fmt::Display for RepoKey {
     }
 }
 
+/// Every digest written in `text`, however spelled (`sha256:` or `sha512:` and its hex, any
+/// case, inside a pull spec or not), as `algorithm:hex` in lower case, each once, in order.
+///
+/// "Which images does this object name" read this way cannot miss a spelling MCO or an admin
+/// used: a tag with a digest, upper-case hex, another host's spelling of the same image.
+pub fn digests_in(text: &str) -> Vec<String> {
+    let lower = text.to_ascii_lowercase();
+    let mut found: Vec<String> = Vec::new();
+    for (algorithm, len) in [("sha256:", 64), ("sha512:", 128)] {
+        let mut rest = lower.as_str();
+        while let Some(at) = rest.find(algorithm) {
+            let hex_start = at + algorithm.len();
+            let hex: String = rest[hex_start..]
+                .chars()
+                .take_while(char::is_ascii_hexdigit)
+                .collect();
+            if hex.len() == len {
+                let digest = format!("{algorithm}{hex}");
+                if !found.contains(&digest) {
+                    found.push(digest);
+                }
+            }
+            rest = &rest[hex_start..];
+        }
+    }
+    found
+}
+
 /// Short form for messages: `.../<last path element>@sha256:<12 hex>...`.
 pub fn abbreviate(spec: &str) -> String {
     let key = ImageKey::parse(spec);
@@ -206,6 +234,35 @@ mod tests {
         assert!(a.is_some());
         assert_eq!(a, b);
         assert_eq!(repo_of("Not Valid"), None);
+    }
+
+    #[test]
+    fn digests_in_any_spelling() {
+        let upper = HEX.to_uppercase();
+        let cases: Vec<(String, Vec<String>)> = vec![
+            (
+                format!("quay.io/x/ocb@sha256:{HEX}"),
+                vec![format!("sha256:{HEX}")],
+            ),
+            (
+                format!("QUAY.io/x/ocb:latest@SHA256:{upper}"),
+                vec![format!("sha256:{HEX}")],
+            ),
+            (
+                format!("sha256:{HEX} and again sha256:{HEX}"),
+                vec![format!("sha256:{HEX}")],
+            ),
+            (format!("sha256:{}", &HEX[..63]), vec![]),
+            (format!("sha256:{HEX}0"), vec![]),
+            ("quay.io/x/ocb:latest".to_string(), vec![]),
+            (
+                format!("sha512:{HEX}{HEX}"),
+                vec![format!("sha512:{HEX}{HEX}")],
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(digests_in(&text), want, "{text}");
+        }
     }
 
     #[test]

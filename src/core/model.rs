@@ -64,6 +64,11 @@ pub const ANNOTATION_REBUILD: &str = "machineconfiguration.openshift.io/rebuild"
 /// Label (`"true"`) MCO 4.21 on puts on the synthetic MachineOSBuild of a pre-built image
 /// (`createSyntheticMachineOSBuild`), whose tag is its MachineOSConfig's push spec.
 pub const LABEL_PRE_BUILT_IMAGE: &str = "machineconfiguration.openshift.io/pre-built-image";
+/// Annotation MCO puts on every MachineOSBuild naming the push secret (in
+/// `openshift-machine-config-operator`) it pushed with; MCO deletes the build's image with it
+/// (`getObjectsForImagePruner`).
+pub const ANNOTATION_PUSH_SECRET: &str =
+    "machineconfiguration.openshift.io/rendered-image-push-secret";
 
 /// `{name: ...}` reference used throughout the MCO API.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -90,6 +95,9 @@ pub struct MachineOSConfigSpec {
     pub machine_config_pool: Option<NameRef>,
     #[serde(default)]
     pub rendered_image_push_spec: Option<String>,
+    /// The secret (in `openshift-machine-config-operator`) MCO pushes the config's images with.
+    #[serde(default)]
+    pub rendered_image_push_secret: Option<NameRef>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -220,6 +228,29 @@ impl MachineOSConfig {
                 .is_some_and(|r| r.name == build)
     }
 
+    /// `spec.renderedImagePushSpec` as written: the repository (and tag) its builds push to.
+    pub fn push_spec(&self) -> Option<&str> {
+        trimmed(self.spec.rendered_image_push_spec.as_deref())
+    }
+
+    /// `spec.renderedImagePushSecret.name`.
+    pub fn push_secret(&self) -> Option<&str> {
+        self.spec
+            .rendered_image_push_secret
+            .as_ref()
+            .map(|r| r.name.trim())
+            .filter(|n| !n.is_empty())
+    }
+
+    /// The values of its annotations (a pre-built image's among them), for the digests they
+    /// name.
+    pub fn annotation_values(&self) -> impl Iterator<Item = &str> {
+        self.metadata
+            .annotations
+            .iter()
+            .flat_map(|a| a.values().map(String::as_str))
+    }
+
     /// Whether the rebuild annotation is set: MCO is about to delete the current build and
     /// build it again.
     pub fn rebuild_requested(&self) -> bool {
@@ -338,6 +369,13 @@ impl MachineOSBuild {
     /// The MachineOSConfig it belongs to: MCO's label, else `spec.machineOSConfig`.
     pub fn config_name(&self) -> Option<&str> {
         self.config_label().or_else(|| self.config_by_spec())
+    }
+
+    /// The push secret MCO names on it (the annotation MCO deletes its image with).
+    pub fn push_secret(&self) -> Option<&str> {
+        annotation(&self.metadata, ANNOTATION_PUSH_SECRET)
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
     }
 
     /// Whether MCO labelled it the synthetic build of a pre-built image (4.21 on).

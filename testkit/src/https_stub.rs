@@ -4,7 +4,9 @@
 //!   (distribution's `docs/spec/auth/token.md`): `GET /token?service=..&scope=repository:NAME:ACTIONS`
 //!   with Basic credentials answers `{"token", "expires_in"}`, an ES256 JWT whose `x5c` header
 //!   carries its self-signed signing certificate (the file distribution's `auth.token.rootcertbundle`
-//!   names). Wrong credentials get 401, as a real token service refuses them.
+//!   names). Wrong credentials get 401, as a real token service refuses them. Each user may have
+//!   some actions only: the token grants the actions asked for that the user has (`*` asked is
+//!   everything the user has), as a real token service grants the intersection.
 //! - [`Stub`]: answers every request with one fixed status, headers and body: a failing
 //!   registry (5xx), a host that is not a registry (404 pages).
 
@@ -161,8 +163,24 @@ fn b64_decode(text: &str) -> Option<Vec<u8>> {
         .ok()
 }
 
+/// The actions of `asked` that a user allowed `allowed` gets (`*` on either side: all of the
+/// other's).
+fn granted<'a>(asked: &'a str, allowed: &'a [String]) -> Vec<&'a str> {
+    let asked: Vec<&str> = asked.split(',').filter(|a| !a.is_empty()).collect();
+    if allowed.iter().any(|a| a == "*") {
+        return asked;
+    }
+    if asked.contains(&"*") {
+        return allowed.iter().map(String::as_str).collect();
+    }
+    asked
+        .into_iter()
+        .filter(|a| allowed.iter().any(|b| b == a))
+        .collect()
+}
+
 impl Signer {
-    fn token(&self, subject: &str, scope: &str) -> Option<String> {
+    fn token(&self, subject: &str, scope: &str, allowed: &[String]) -> Option<String> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
         let access: Vec<serde_json::Value> = scope
             .split(' ')
@@ -170,7 +188,7 @@ impl Signer {
                 let mut parts = s.splitn(3, ':');
                 let (kind, name, actions) = (parts.next()?, parts.next()?, parts.next()?);
                 Some(serde_json::json!({"type": kind, "name": name,
-                    "actions": actions.split(',').collect::<Vec<_>>()}))
+                    "actions": granted(actions, allowed)}))
             })
             .collect();
         let header = serde_json::json!({"alg": "ES256", "typ": "JWT", "x5c": [self.x5c]});
@@ -189,9 +207,19 @@ impl Signer {
     }
 }
 
+/// A user of the token service: name, password, and the actions it may be granted (`*`: all).
+pub type TokenUser<'a> = (&'a str, &'a str, &'a [&'a str]);
+
 impl TokenServer {
-    /// Serves tokens to `user`:`password` on `serving`'s certificate; anyone else gets 401.
+    /// Serves tokens for every action to `user`:`password` on `serving`'s certificate; anyone
+    /// else gets 401.
     pub async fn start(serving: &CertPair, user: &str, password: &str) -> Result<Self> {
+        Self::start_for(serving, &[(user, password, &["*"])]).await
+    }
+
+    /// Serves tokens to each of `users`, granting only the actions each may have; anyone else
+    /// gets 401.
+    pub async fn start_for(serving: &CertPair, users: &[TokenUser<'_>]) -> Result<Self> {
         let params = rcgen::CertificateParams::new(vec!["mosc-guard-token-signer".to_string()])?;
         let key_pair = rcgen::KeyPair::generate()?;
         let cert = params.self_signed(&key_pair)?;
@@ -207,7 +235,15 @@ impl TokenServer {
             x5c: b64std(cert.der()),
             rng,
         });
-        let expected = format!("{user}:{password}");
+        let users: Vec<(String, Vec<String>)> = users
+            .iter()
+            .map(|(user, password, actions)| {
+                (
+                    format!("{user}:{password}"),
+                    actions.iter().map(|a| a.to_string()).collect(),
+                )
+            })
+            .collect();
         let handler: Handler = Arc::new(move |req: Request<Incoming>| {
             let given = req
                 .headers()
@@ -216,7 +252,9 @@ impl TokenServer {
                 .and_then(|v| v.strip_prefix("Basic "))
                 .and_then(b64_decode)
                 .and_then(|b| String::from_utf8(b).ok());
-            let Some(given) = given.filter(|g| *g == expected) else {
+            let Some((given, allowed)) =
+                given.and_then(|g| users.iter().find(|(u, _)| *u == g).cloned())
+            else {
                 return response(401, &[], r#"{"details":"invalid credentials"}"#);
             };
             let user = given.split(':').next().unwrap_or_default().to_string();
@@ -235,7 +273,7 @@ impl TokenServer {
                 })
                 .collect::<Vec<_>>()
                 .join(" ");
-            match signer.token(&user, &scope) {
+            match signer.token(&user, &scope, &allowed) {
                 Some(t) => response(
                     200,
                     &[("Content-Type", "application/json")],

@@ -1,7 +1,8 @@
 //! The registry nodes pull from, as production serves it: the kit's open [`Registry`]'s storage
 //! behind TLS (a throw-away CA) and Docker token auth ([`TokenServer`]), and the ControllerConfig
 //! that tells nodes (and the guard) how to reach it: the pull secret for [`NODE_USER`], the CA
-//! as a per-host bundle (`..` for `:`).
+//! as a per-host bundle (`..` for `:`). The nodes' user may only pull; MCO's push secret
+//! ([`SecureFace::push_secret`], [`PUSH_USER`]) may do everything, deletes included.
 
 use base64::Engine as _;
 use kube::api::{Api, DynamicObject, PostParams};
@@ -17,6 +18,12 @@ use crate::registry::{Registry, SecureRegistry};
 pub const NODE_USER: &str = "machine-os-puller";
 /// Its password: tests check that it appears in no output, log, Event or metric.
 pub const NODE_PASSWORD: &str = "node-pull-SECRET-9f8e7d";
+
+/// The user of MCO's push secret (the builder's credentials, in a real cluster): pull, push and
+/// delete.
+pub const PUSH_USER: &str = "machine-os-builder";
+/// Its password: tests check that it appears in no output.
+pub const PUSH_PASSWORD: &str = "push-SECRET-1a2b3c";
 
 /// A name the registry's certificate carries that no DNS resolves: only a proxy that knows
 /// where it is can reach it ([`crate::connect_proxy`]), as behind a cluster proxy.
@@ -36,12 +43,24 @@ pub struct SecureFace {
 impl SecureFace {
     /// Starts the token service and the secure registry over `open`'s storage.
     pub async fn over(open: &Registry) -> Result<Self> {
+        Self::over_with(open, true).await
+    }
+
+    /// [`SecureFace::over`], with deletes allowed or not (distribution's `storage.delete`).
+    pub async fn over_with(open: &Registry, deletes: bool) -> Result<Self> {
         crate::tls::ensure_crypto_provider();
         let dir = crate::temp_dir("mosc-guard-node-registry-")?;
         let pki = Pki::new(dir.path())?;
         let serving = pki.server_cert("registry", &["127.0.0.1", "localhost", PROXIED_NAME])?;
-        let token = TokenServer::start(&serving, NODE_USER, NODE_PASSWORD).await?;
-        let secure = open.secure_front(&serving, &token).await?;
+        let token = TokenServer::start_for(
+            &serving,
+            &[
+                (NODE_USER, NODE_PASSWORD, &["pull"]),
+                (PUSH_USER, PUSH_PASSWORD, &["*"]),
+            ],
+        )
+        .await?;
+        let secure = open.secure_front_with(&serving, &token, deletes).await?;
         Ok(SecureFace {
             secure,
             pki,
@@ -54,6 +73,18 @@ impl SecureFace {
     /// `127.0.0.1:PORT`.
     pub fn host(&self) -> &str {
         self.secure.host()
+    }
+
+    /// A `kubernetes.io/dockerconfigjson` Secret `name` in `openshift-machine-config-operator`
+    /// holding `user`:`password` for this registry (MCO's push secret with [`PUSH_USER`]).
+    pub fn push_secret(&self, name: &str, user: &str, password: &str) -> Value {
+        let auth = base64(&format!("{user}:{password}"));
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": "openshift-machine-config-operator"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "stringData": {".dockerconfigjson": json!({"auths": {self.host(): {"auth": auth}}}).to_string()},
+        })
     }
 
     /// A ControllerConfig `machine-config-controller` as MCO writes it (every field the API

@@ -37,7 +37,7 @@ impl Registry {
         let host = format!("127.0.0.1:{port}");
         let storage = dir.path().join("storage");
         std::fs::create_dir_all(&storage)?;
-        let config = write_config(dir.path(), &storage, &host, "", "")?;
+        let config = write_config(dir.path(), &storage, &host, "", "", true)?;
         let cmd = registry_command(&bins.registry, &config);
         let mut process = ChildProcess::spawn("registry", cmd, &dir.path().join("registry.log"))?;
         let client = RegistryClient::new(&host)?;
@@ -122,13 +122,28 @@ impl Registry {
         serving: &crate::pki::CertPair,
         token: &crate::https_stub::TokenServer,
     ) -> Result<SecureRegistry> {
-        retry_on_port_clash("secure registry", || self.secure_front_once(serving, token)).await
+        self.secure_front_with(serving, token, true).await
+    }
+
+    /// [`Registry::secure_front`], with deletes allowed or not (`storage.delete.enabled`:
+    /// distribution's default is off, and it then answers every delete `405 UNSUPPORTED`).
+    pub async fn secure_front_with(
+        &self,
+        serving: &crate::pki::CertPair,
+        token: &crate::https_stub::TokenServer,
+        deletes: bool,
+    ) -> Result<SecureRegistry> {
+        retry_on_port_clash("secure registry", || {
+            self.secure_front_once(serving, token, deletes)
+        })
+        .await
     }
 
     async fn secure_front_once(
         &self,
         serving: &crate::pki::CertPair,
         token: &crate::https_stub::TokenServer,
+        deletes: bool,
     ) -> Result<SecureRegistry> {
         let bins = tokio::task::spawn_blocking(binaries).await??;
         let dir = temp_dir("mosc-guard-secure-registry-")?;
@@ -148,7 +163,7 @@ impl Registry {
             cert = serving.cert.display(),
             key = serving.key.display(),
         );
-        let config = write_config(dir.path(), &self.storage, &host, &auth, &tls)?;
+        let config = write_config(dir.path(), &self.storage, &host, &auth, &tls, deletes)?;
         let cmd = registry_command(&bins.registry, &config);
         let mut process =
             ChildProcess::spawn("secure-registry", cmd, &dir.path().join("registry.log"))?;
@@ -177,14 +192,16 @@ impl Registry {
     }
 }
 
-/// Writes `dir/config.yml`: filesystem `storage` with deletes, listening on `host`, with
-/// `auth` (a top-level section, or empty) and `http_extra` (lines under `http:`, or empty).
+/// Writes `dir/config.yml`: filesystem `storage` with deletes allowed or not, listening on
+/// `host`, with `auth` (a top-level section, or empty) and `http_extra` (lines under `http:`,
+/// or empty).
 fn write_config(
     dir: &std::path::Path,
     storage: &std::path::Path,
     host: &str,
     auth: &str,
     http_extra: &str,
+    deletes: bool,
 ) -> Result<std::path::PathBuf> {
     let config = dir.join("config.yml");
     std::fs::write(
@@ -192,7 +209,7 @@ fn write_config(
         format!(
             "version: 0.1\n\
              log:\n  level: info\n  formatter: text\n\
-             storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n\
+             storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: {deletes}\n\
              \x20 maintenance:\n    uploadpurging:\n      enabled: false\n\
              {auth}\
              http:\n  addr: {host}\n  secret: mosc-guard-e2e-not-secret\n{http_extra}",

@@ -1,4 +1,4 @@
-//! Issue 38 item 4: `mosc-guard prune` as MCO decides, per release, on the real control plane
+//! Issue 38 items 3 and 4: `mosc-guard prune` as MCO decides, per release, on the real control plane
 //! (with the real garbage collector), the registry and the MCO simulator, the guard registered
 //! in deny mode in front, the CLI run as the admin:
 //!
@@ -11,12 +11,18 @@
 //!   early 4.20.z clean up its builds by label themselves, a late 4.20.z and 4.23 (by controller)
 //!   never do, and prune deletes them and their images; a pre-built image's synthetic build (4.21) is kept, with the tag it shares;
 //!   on 4.23 a build whose image a node still runs is kept, and once the node moved on it goes,
-//!   its image with it (nothing leaked).
+//!   its image with it (nothing leaked);
+//! - [`images`]: the images no build names, on the registry behind TLS and token auth where the
+//!   MachineOSConfig pushes: the ones 4.23's in-use check leaks (a build or its config deleted
+//!   while nodes ran the image) listed, kept while a node runs them, then deleted with
+//!   `--apply --images`; refused credentials, a tag deleted behind prune's back, a registry
+//!   without deletes.
 //!
 //! Every test runs the simulator at [`SimConfig::fast`] (the order of events is what matters) and
 //! asserts that MCO was never refused and the pool never degraded.
 
 mod history;
+mod images;
 mod releases;
 
 use serde_json::Value;
@@ -48,7 +54,19 @@ async fn prune(cluster: &Cluster, args: &[&str]) -> CliRun {
 /// MOSC worker layered and settled on its first build, then each of `configs` rendered and
 /// rolled out in turn: the builds, oldest first.
 async fn settle_through(cluster: &Cluster, configs: &[&str]) -> Vec<Build> {
-    let mut builds = vec![layered_and_settled(cluster).await];
+    settle_pushing_to(cluster, &cluster.push_spec(), configs).await
+}
+
+/// [`settle_through`] with MOSC worker pushing to `push_spec`.
+async fn settle_pushing_to(cluster: &Cluster, push_spec: &str, configs: &[&str]) -> Vec<Build> {
+    create_mosc(&cluster.client, "worker", push_spec)
+        .await
+        .expect("create MOSC");
+    let first = wait_for_build(&cluster.client, "worker", STEP_TIMEOUT)
+        .await
+        .expect("first build");
+    wait_rolled_out(cluster, &first.image).await;
+    let mut builds = vec![first];
     for config in configs {
         render(cluster, config).await;
         let previous = &builds[builds.len() - 1].image;

@@ -147,6 +147,7 @@ fn apply_on_a_dump_and_an_unreadable_dump_are_errors_with_nothing_on_stdout() {
         &["--keep-younger-than", "soon"][..],
         &["--keep", "-1"],
         &["--timeout", "5m"],
+        &["--images"],
     ] {
         let run = prune_dir(dir.path(), bad);
         assert_eq!(run.code, Some(2), "{bad:?}: {run:?}");

@@ -179,6 +179,22 @@ async fn the_plan_writes_nothing_and_apply_deletes_only_the_deletable_builds() {
         names(&[1, 2, 3, 4]),
         "the plan wrote nothing"
     );
+    // No ControllerConfig (not a cluster MCO manages): no registry is asked, which --images
+    // makes a failure.
+    let report = run.json();
+    assert_eq!(report["images"], json!([]), "{report:#}");
+    let said = |report: &Value| {
+        report["warnings"].as_array().is_some_and(|w| {
+            w.iter().any(|w| {
+                w.as_str()
+                    .is_some_and(|w| w.contains("no ControllerConfig"))
+            })
+        })
+    };
+    assert!(said(&report), "{report:#}");
+    let run = prune(&live.cp, &["--keep", "0", "--images", "-o", "json"]).await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(said(&run.json()), "{run:?}");
 
     let run = prune(&live.cp, &["--keep", "0", "--apply", "-o", "json"]).await;
     assert_eq!(run.code, Some(0), "{run:?}");

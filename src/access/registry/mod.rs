@@ -7,7 +7,7 @@
 //! registries answer HEAD differently, and MCO's own check GETs) with the node's credentials
 //! for that host and repository, through Docker's token protocol when the registry challenges
 //! ([`token`]). Each place's replies go to [`core::registry::judge`], the places together to
-//! [`core::registry::combine`]. Read-only: no request here writes or deletes.
+//! [`core::registry::combine`]. Read-only: no request of the checker writes or deletes.
 //!
 //! **Why hand-written on reqwest, not oci-client.** `oci-client` 0.18 (Apache-2.0, rustls, the
 //! OCI distribution protocol and token auth) was evaluated first and does not meet the bounds
@@ -27,14 +27,20 @@
 //! passed through [`http::Redactor`], which removes every password, token and proxy userinfo
 //! the checker holds: none reaches a log line, an Event, a metric or JSON.
 //!
-//! For `mosc-guard prune` (issue 38): the same [`http`] clients and [`token`] exchange serve a
-//! writer with the push secret and scope `pull,push`/`delete`; that is a separate type with an
-//! explicit constructor, never this read-only checker.
+//! Every request goes through a [`session::Session`]: one set of credentials with its CAs,
+//! proxy, tokens and redaction. Besides the checker, `mosc-guard prune` (issue 38) reads with
+//! the push secret MCO itself uses ([`tags`]: a repository's tags, each resolved to its digest)
+//! and deletes with it ([`delete`]: the one write path, a separate type with an explicit
+//! constructor, never the read-only checker).
 
 pub mod check;
 pub mod cluster;
+pub mod delete;
 pub mod http;
+pub mod session;
+pub mod tags;
 pub mod token;
 
-pub use check::{Checker, ImageAnswer, Limits};
+pub use check::{Checker, ImageAnswer};
 pub use cluster::{PullConfigError, pull_config};
+pub use session::Limits;

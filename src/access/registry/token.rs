@@ -1,7 +1,8 @@
 //! Docker's registry token protocol (distribution's `docs/spec/auth/token.md`), as
 //! containers/image speaks it: a 401 with `WWW-Authenticate: Bearer realm=...,service=...`
-//! sends the client to the realm with `service` and `scope=repository:<name>:pull`, with the
-//! user's Basic credentials when it has any, for a `token` (or `access_token`) to send as
+//! sends the client to the realm with `service` and a `scope` (`repository:<name>:pull` for a
+//! read; `repository:<name>:*` for a delete, as containers/image asks), with the user's Basic
+//! credentials when it has any, for a `token` (or `access_token`) to send as
 //! `Authorization: Bearer`. A `Basic` challenge takes the credentials directly.
 
 use std::time::Duration;
@@ -61,13 +62,13 @@ pub struct Token {
     pub lifetime: Duration,
 }
 
-/// Asks the realm for a pull token for `repository`. The error is words without secrets
-/// (the caller also redacts).
+/// Asks the realm for a token for `scope` (`repository:<name>:<actions>`). The error is words
+/// without secrets (the caller also redacts).
 pub async fn fetch(
     client: &reqwest::Client,
     realm: &str,
     service: Option<&str>,
-    repository: &str,
+    scope: &str,
     credential: Option<&Credential>,
     limit: usize,
 ) -> Result<Token, String> {
@@ -75,7 +76,7 @@ pub async fn fetch(
         .map_err(|_| format!("the registry's token realm {} is not a URL", host_of(realm)))?;
     {
         let mut query = url.query_pairs_mut();
-        query.append_pair("scope", &format!("repository:{repository}:pull"));
+        query.append_pair("scope", scope);
         if let Some(service) = service {
             query.append_pair("service", service);
         }

@@ -1,5 +1,6 @@
 //! `prune --apply`: the plan's deletable builds deleted on the live cluster, one at a time, in
-//! the plan's order (by MachineOSConfig, oldest first). For each build: re-read everything the
+//! the plan's order (by MachineOSConfig, oldest first); with `--images`, then the deletable
+//! images, one digest at a time ([`super::images_apply`]). For each build: re-read everything the
 //! plan reads and re-plan from that read; delete it as the admin, conditional on the uid and
 //! resourceVersion of that read; wait until it is gone. The guard's webhook reviews each delete
 //! and MCO's MOSB-delete handler then deletes its image, as for any hand deletion.
@@ -24,24 +25,31 @@ use crate::access::prune::{DeleteError, build_exists, delete_build};
 use crate::cli::args::PruneArgs;
 use crate::core::prune::{self, Options, Plan, words};
 
-use super::outcome::{Applied, Clock, Outcome};
+use super::images::Registries;
+use super::images_apply::ImageTurn;
+use super::outcome::{Applied, Clock, Outcome, Step, set_step};
+use crate::core::prune::images::DeletableImage;
 
 /// What the run did.
 #[derive(Default)]
 pub(super) struct Done {
     pub(super) builds: Vec<Applied>,
+    /// With `--images`: each deletable image (digest).
+    pub(super) images: Vec<Applied>,
     pub(super) interrupted: bool,
 }
 
 impl Done {
-    /// 0 every build deleted (or nothing to do), 2 a re-read failed, 130 interrupted, else 1.
+    /// 0 every build and image deleted (or nothing to do), 2 a re-read failed, 130
+    /// interrupted, else 1.
     pub(super) fn exit_status(&self) -> std::process::ExitCode {
         use std::process::ExitCode;
+        let all = || self.builds.iter().chain(&self.images);
         if self.interrupted {
             ExitCode::from(130)
-        } else if self.builds.iter().any(|b| b.outcome == Outcome::ReadFailed) {
+        } else if all().any(|b| b.outcome == Outcome::ReadFailed) {
             ExitCode::from(2)
-        } else if self.builds.iter().all(Applied::goes_on) {
+        } else if all().all(Applied::goes_on) {
             ExitCode::SUCCESS
         } else {
             ExitCode::from(1)
@@ -49,21 +57,65 @@ impl Done {
     }
 }
 
-/// Where a build's turn was when Ctrl-C came.
+/// One thing to delete, in the run's order: the builds, then the images.
 #[derive(Clone, Copy)]
-enum Step {
-    Reading,
-    Deleting,
-    Waiting,
+enum Todo<'a> {
+    Build(&'a str),
+    Image(&'a DeletableImage),
 }
 
-/// Deletes `plan`'s deletable builds, in the plan's order.
-pub(super) async fn run(client: &Client, plan: &Plan, args: &PruneArgs) -> Done {
+impl Todo<'_> {
+    fn untouched(self) -> Applied {
+        match self {
+            Todo::Build(name) => Applied::new(name),
+            Todo::Image(image) => Applied::image(image.image(), image.tags.clone()),
+        }
+    }
+
+    /// What Ctrl-C at `step` of its turn left behind.
+    fn interrupted(self, step: Step) -> &'static str {
+        match (self, step) {
+            (_, Step::Reading) => "interrupted (Ctrl-C) before its delete: nothing was deleted",
+            (Todo::Build(_), Step::Deleting) => {
+                "interrupted (Ctrl-C) while its delete request was in flight: the API server \
+                 may or may not have applied it; run prune again, which re-reads every build"
+            }
+            (Todo::Build(_), Step::Waiting) => {
+                "interrupted (Ctrl-C) after the API server accepted its delete, while waiting \
+                 for it to go: it is being deleted (MCO then deletes its image)"
+            }
+            (Todo::Image(_), Step::Deleting) => {
+                "interrupted (Ctrl-C) while its delete request was in flight: the registry may \
+                 or may not have applied it; run prune again, which lists every tag again"
+            }
+            (Todo::Image(_), Step::Waiting) => {
+                "interrupted (Ctrl-C) after the registry accepted its delete, while checking \
+                 that it is gone"
+            }
+        }
+    }
+}
+
+/// Deletes `plan`'s deletable builds, in the plan's order, then (with `images`) the deletable
+/// images, one digest at a time.
+pub(super) async fn run(
+    client: &Client,
+    plan: &Plan,
+    images: Option<(&[DeletableImage], &Registries)>,
+    args: &PruneArgs,
+) -> Done {
     let clock = Clock::start();
-    let todo: Vec<&str> = plan.deletable().map(|b| b.name.as_str()).collect();
+    let mut todo: Vec<Todo> = plan.deletable().map(|b| Todo::Build(&b.name)).collect();
+    let builds = todo.len();
+    if let Some((deletable, _)) = images {
+        todo.extend(deletable.iter().map(Todo::Image));
+    }
     let mut done = Done::default();
     if todo.is_empty() {
-        clock.line("nothing to apply: no build is deletable");
+        clock.line(match images {
+            Some(_) => "nothing to apply: no build and no image is deletable",
+            None => "nothing to apply: no build is deletable",
+        });
         return done;
     }
     let options = Options {
@@ -71,26 +123,43 @@ pub(super) async fn run(client: &Client, plan: &Plan, args: &PruneArgs) -> Done 
         keep_younger_than: args.keep_younger_than,
     };
     let version = args.openshift_version.as_deref();
-    let mut current: Option<(&str, Step)> = None;
+    let mut results: Vec<Applied> = Vec::new();
+    let mut current: Option<(usize, Step)> = None;
     let interrupted = {
         let work = async {
-            for (i, &name) in todo.iter().enumerate() {
-                let applied = Turn {
-                    client,
-                    clock: &clock,
-                    options: &options,
-                    version,
-                    timeout: args.timeout,
-                    step: &mut current,
-                }
-                .one(name)
-                .await;
+            for (i, &item) in todo.iter().enumerate() {
+                current = Some((i, Step::Reading));
+                let applied = match item {
+                    Todo::Build(name) => {
+                        Turn {
+                            client,
+                            clock: &clock,
+                            options: &options,
+                            version,
+                            timeout: args.timeout,
+                            step: &mut current,
+                        }
+                        .one(name)
+                        .await
+                    }
+                    Todo::Image(image) => {
+                        let registries = images.map(|(_, r)| r);
+                        ImageTurn {
+                            client,
+                            clock: &clock,
+                            registries,
+                            version,
+                            step: &mut current,
+                        }
+                        .one(image)
+                        .await
+                    }
+                };
                 current = None;
                 let goes_on = applied.goes_on();
-                done.builds.push(applied);
+                results.push(applied);
                 if !goes_on {
-                    done.builds
-                        .extend(todo[i + 1..].iter().map(|n| Applied::new(n)));
+                    results.extend(todo[i + 1..].iter().map(|t| t.untouched()));
                     return;
                 }
             }
@@ -102,25 +171,15 @@ pub(super) async fn run(client: &Client, plan: &Plan, args: &PruneArgs) -> Done 
     };
     if interrupted {
         done.interrupted = true;
-        if let Some((name, step)) = current {
-            let why = match step {
-                Step::Reading => "interrupted (Ctrl-C) before its delete: nothing was deleted",
-                Step::Deleting => {
-                    "interrupted (Ctrl-C) while its delete request was in flight: the API server \
-                     may or may not have applied it; run prune again, which re-reads every build"
-                }
-                Step::Waiting => {
-                    "interrupted (Ctrl-C) after the API server accepted its delete, while waiting \
-                     for it to go: it is being deleted (MCO then deletes its image)"
-                }
-            };
-            done.builds
-                .push(Applied::new(name).end(&clock, Outcome::Interrupted, why.to_string()));
+        if let Some((i, step)) = current {
+            let why = todo[i].interrupted(step).to_string();
+            results.push(todo[i].untouched().end(&clock, Outcome::Interrupted, why));
         }
-        let listed = done.builds.len();
-        done.builds
-            .extend(todo.iter().skip(listed).map(|n| Applied::new(n)));
+        let listed = results.len();
+        results.extend(todo.iter().skip(listed).map(|t| t.untouched()));
     }
+    done.images = results.split_off(builds.min(results.len()));
+    done.builds = results;
     done
 }
 
@@ -131,13 +190,12 @@ struct Turn<'a, 'b> {
     options: &'a Options,
     version: Option<&'a str>,
     timeout: Duration,
-    step: &'b mut Option<(&'a str, Step)>,
+    step: &'b mut Option<(usize, Step)>,
 }
 
 impl<'a> Turn<'a, '_> {
     async fn one(&mut self, name: &'a str) -> Applied {
         let (clock, a) = (self.clock, Applied::new(name));
-        *self.step = Some((name, Step::Reading));
         clock.line(format!(
             "build {name}: re-reading what its plan rests on (MachineOSBuilds, MachineOSConfigs, \
              pools, nodes, Machines, the release) and re-planning it"
@@ -173,7 +231,7 @@ impl<'a> Turn<'a, '_> {
             version.unwrap_or("?"),
             words::deletes(build)
         ));
-        *self.step = Some((name, Step::Deleting));
+        set_step(self.step, Step::Deleting);
         match delete_build(self.client, name, uid, version).await {
             Ok(()) => {}
             Err(DeleteError::Gone) => {
@@ -202,7 +260,7 @@ impl<'a> Turn<'a, '_> {
                 return a.end(clock, Outcome::Failed, why);
             }
         }
-        *self.step = Some((name, Step::Waiting));
+        set_step(self.step, Step::Waiting);
         clock.line(format!(
             "build {name}: delete accepted; waiting up to {} for it to go",
             words::duration(self.timeout)
@@ -243,16 +301,16 @@ impl<'a> Turn<'a, '_> {
 /// The text summary of a run.
 pub(super) fn summary(done: &Done) -> String {
     let mut out = String::from("\nApplied:\n");
-    for a in &done.builds {
+    for a in done.builds.iter().chain(&done.images) {
         let why = if a.why.is_empty() {
-            "the run stopped before this build"
+            "the run stopped before this one"
         } else {
             a.why.as_str()
         };
         out.push_str(&format!(
-            "  {} build {} ({:.1}s): {why}\n",
+            "  {} {} ({:.1}s): {why}\n",
             a.outcome.shout(),
-            a.build,
+            a.subject,
             a.elapsed_seconds
         ));
     }

@@ -1,13 +1,16 @@
 //! `prune`: the plan ([`crate::core::prune`]) for every MachineOSBuild from the live cluster or
-//! a must-gather, as text or JSON; with `--apply` ([`apply`]) the deletable builds deleted on
-//! the live cluster one at a time.
+//! a must-gather, and (live) for the images no build names ([`images`]), as text or JSON; with
+//! `--apply` ([`apply`]) the deletable builds deleted on the live cluster one at a time, and
+//! with `--images` too the deletable images, one digest at a time ([`images_apply`]).
 //!
 //! Exit status: 0 the plan was made (with `--apply`: and carried out), 1 something could not be
-//! done (`--apply` stopped: a build changed, a delete was refused, a build did not go), 2 the
-//! input could not be read (as `check`; also a re-read during `--apply`), 130 interrupted
-//! (Ctrl-C).
+//! done (`--apply` stopped: a build or image changed, a delete was refused, a build did not go;
+//! with `--images`, a repository could not be listed), 2 the input could not be read (as
+//! `check`; also a re-read during `--apply`), 130 interrupted (Ctrl-C).
 
 mod apply;
+mod images;
+mod images_apply;
 mod outcome;
 
 use std::process::ExitCode;
@@ -21,6 +24,7 @@ use crate::cli::args::{Output, PruneArgs};
 use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
 use crate::cli::notes;
+use crate::core::prune::images::ImagePlan;
 use crate::core::prune::{self, Options, Plan, Report, words};
 use crate::core::snapshot::Snapshot;
 
@@ -53,7 +57,18 @@ async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
                 .to_string(),
         ));
     }
-    let (snapshots, warnings) = gather(args).await?;
+    if args.images && args.dump.from_dir.is_some() {
+        return Err(CliError::Usage(
+            "--images asks the registries with the push secret MCO uses, and a dump holds no \
+             secret: run prune --images against the cluster"
+                .to_string(),
+        ));
+    }
+    let client = match args.dump.from_dir {
+        Some(_) => None,
+        None => Some(args.cluster.client().await?),
+    };
+    let (snapshots, mut warnings) = gather(args, client.as_ref()).await?;
     let now = Timestamp::now();
     let plans = snapshots
         .iter()
@@ -61,38 +76,86 @@ async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
         .collect();
     let plan = prune::most_cautious(plans)
         .ok_or_else(|| CliError::Usage("the source holds nothing to plan from".to_string()))?;
-    if !args.apply {
-        print(args.output, &plan, warnings, None)?;
-        if matches!(args.output, Output::Text) && plan.deletable().next().is_some() {
-            println!(
-                "Nothing was deleted: run again with --apply to delete the deletable builds, one at \
-                 a time."
-            );
+    let (image_plan, registries) = match (&client, snapshots.first()) {
+        (Some(client), Some(snapshot)) => {
+            let (image_plan, registries, notes) = images::plan_live(client, snapshot).await;
+            notes::warn(&notes);
+            warnings.extend(notes);
+            (image_plan, registries)
         }
-        return Ok(ExitCode::SUCCESS);
-    }
+        _ => (
+            ImagePlan::skipped(
+                "a dump holds no push secret, and prune asks registries only live: run prune \
+                 against the cluster",
+            ),
+            None,
+        ),
+    };
+    // With --images, the images are part of what was asked: a repository not listed (or no
+    // registry asked at all) is something that could not be done.
+    let unlisted =
+        args.images && (image_plan.skipped.is_some() || image_plan.not_listed().next().is_some());
+    let Some(client) = client.filter(|_| args.apply) else {
+        print(args.output, &plan, &image_plan, warnings, None)?;
+        if matches!(args.output, Output::Text) {
+            let builds = plan.deletable().next().is_some();
+            let images = !image_plan.deletable().is_empty();
+            if builds || images {
+                println!(
+                    "Nothing was deleted: run again with --apply to delete the deletable builds, \
+                     one at a time{}.",
+                    if images {
+                        ", and with --apply --images to delete the deletable images too"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        return Ok(if unlisted {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
+    };
     if matches!(args.output, Output::Text) {
-        print!("{}", words::text(&plan));
+        print!("{}", words::text(&plan, &image_plan));
     }
-    let client = args.cluster.client().await?;
-    let done = apply::run(&client, &plan, args).await;
-    print(args.output, &plan, warnings, Some(&done))?;
-    Ok(done.exit_status())
+    let deletable = image_plan.deletable();
+    let images = match (&registries, args.images) {
+        (Some(r), true) => Some((deletable.as_slice(), r)),
+        _ => None,
+    };
+    let done = apply::run(&client, &plan, images, args).await;
+    print(args.output, &plan, &image_plan, warnings, Some(&done))?;
+    let status = done.exit_status();
+    Ok(if unlisted && status == ExitCode::SUCCESS {
+        ExitCode::from(1)
+    } else {
+        status
+    })
 }
 
 /// The snapshots to plan from (one, or one per combination of a dump's disagreeing copies) and
 /// the notes about the source (also on stderr).
-async fn gather(args: &PruneArgs) -> Result<(Vec<Snapshot>, Vec<String>), CliError> {
-    let (snapshots, notes) = match &args.dump.from_dir {
-        Some(dir) => {
+async fn gather(
+    args: &PruneArgs,
+    client: Option<&kube::Client>,
+) -> Result<(Vec<Snapshot>, Vec<String>), CliError> {
+    let (snapshots, notes) = match (&args.dump.from_dir, client) {
+        (Some(dir), _) => {
             let loaded = read_dump(dir, args.dump.allow_incomplete, Want::Policy)?;
             let notes = notes::of_dump(&loaded);
             (loaded.snapshots().cloned().collect::<Vec<_>>(), notes)
         }
-        None => {
-            let client = args.cluster.client().await?;
-            let (snapshot, missing) = live::snapshot(&client).await?;
+        (None, Some(client)) => {
+            let (snapshot, missing) = live::snapshot(client).await?;
             (vec![snapshot], notes::of_live(&missing))
+        }
+        (None, None) => {
+            return Err(CliError::Usage(
+                "neither a cluster nor --from-dir to read".to_string(),
+            ));
         }
     };
     notes::warn(&notes);
@@ -106,29 +169,37 @@ async fn gather(args: &PruneArgs) -> Result<(Vec<Snapshot>, Vec<String>), CliErr
 
 /// What `--output json` prints: the plan's report, and with `--apply` what was done.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Printed<'a> {
     #[serde(flatten)]
     report: Report<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     applied: Option<&'a [Applied]>,
+    /// With `--apply --images`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    applied_images: Option<&'a [Applied]>,
 }
 
 fn print(
     output: Output,
     plan: &Plan,
+    image_plan: &ImagePlan,
     warnings: Vec<String>,
     done: Option<&apply::Done>,
 ) -> Result<(), CliError> {
     match output {
         Output::Json => {
             let printed = Printed {
-                report: Report::new(plan, warnings),
+                report: Report::new(plan, image_plan, warnings),
                 applied: done.map(|d| d.builds.as_slice()),
+                applied_images: done
+                    .filter(|d| !d.images.is_empty())
+                    .map(|d| d.images.as_slice()),
             };
             println!("{}", serde_json::to_string_pretty(&printed)?);
         }
         Output::Text => match done {
-            None => print!("{}", words::text(plan)),
+            None => print!("{}", words::text(plan, image_plan)),
             Some(done) => print!("{}", apply::summary(done)),
         },
     }

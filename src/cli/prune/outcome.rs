@@ -1,15 +1,31 @@
 //! What became of each build `prune --apply` worked on ([`Applied`], as `--output json` prints
-//! it under `applied`), told as it happens on the run's [`Clock`]. The same shape as `recover
+//! it under `applied`) and of each image `--images` worked on ([`AppliedImage`], under
+//! `appliedImages`), told as it happens on the run's [`Clock`]. The same shape as `recover
 //! --apply`'s (`cli::recover::outcome`).
 
 use serde::Serialize;
 
 pub(super) use crate::cli::progress::Clock;
 
+/// Where a turn (a build's or an image's) was when Ctrl-C came.
+#[derive(Clone, Copy)]
+pub(super) enum Step {
+    Reading,
+    Deleting,
+    Waiting,
+}
+
+/// Moves the current turn (its index in the run, and its step) on to `step`.
+pub(super) fn set_step(current: &mut Option<(usize, Step)>, step: Step) {
+    if let Some((_, s)) = current {
+        *s = step;
+    }
+}
+
 /// What became of one build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Outcome {
-    /// The API server accepted the delete and the build is gone.
+    /// The API server (or, for an image, the registry) accepted the delete and it is gone.
     Deleted,
     /// Gone when re-read, or before its delete (nothing written).
     NothingToDo,
@@ -59,13 +75,40 @@ impl Serialize for Outcome {
     }
 }
 
-/// One build's result, as `--output json` prints it under `applied`.
+/// What a result is about: a build, or an image (a digest and the tags on it).
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub(super) enum Subject {
+    Build {
+        build: String,
+    },
+    Image {
+        /// `host/path@digest`.
+        image: String,
+        /// The tags on it, as planned.
+        tags: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::Build { build } => write!(f, "build {build}"),
+            Subject::Image { image, .. } => write!(f, "image {image}"),
+        }
+    }
+}
+
+/// One build's (`applied[]`) or image's (`appliedImages[]`) result, as `--output json` prints
+/// it.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct Applied {
-    pub(super) build: String,
+    #[serde(flatten)]
+    pub(super) subject: Subject,
     pub(super) outcome: Outcome,
-    /// For `stopped`: the problem's stable name (`changedSincePlan`, `refused`, `timedOut`).
+    /// For `stopped`: the problem's stable name (builds: `changedSincePlan`, `refused`,
+    /// `timedOut`; images: `changedSincePlan`, `refused`, `deletesUnsupported`, `stillServed`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) problem: Option<&'static str>,
     pub(super) why: String,
@@ -75,8 +118,18 @@ pub(super) struct Applied {
 
 impl Applied {
     pub(super) fn new(build: &str) -> Self {
-        Applied {
+        Applied::about(Subject::Build {
             build: build.to_string(),
+        })
+    }
+
+    pub(super) fn image(image: String, tags: Vec<String>) -> Self {
+        Applied::about(Subject::Image { image, tags })
+    }
+
+    fn about(subject: Subject) -> Self {
+        Applied {
+            subject,
             outcome: Outcome::NotAttempted,
             problem: None,
             why: String::new(),
@@ -88,14 +141,14 @@ impl Applied {
         if let Outcome::Stopped(problem) = outcome {
             self.problem = Some(problem);
         }
-        clock.line(format!("build {}: {why}", self.build));
+        clock.line(format!("{}: {why}", self.subject));
         self.outcome = outcome;
         self.why = why;
         self.elapsed_seconds = clock.seconds();
         self
     }
 
-    /// Whether the run goes on to the next build after this one.
+    /// Whether the run goes on to the next build (or image) after this one.
     pub(super) fn goes_on(&self) -> bool {
         matches!(self.outcome, Outcome::Deleted | Outcome::NothingToDo)
     }

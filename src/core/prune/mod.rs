@@ -26,7 +26,11 @@
 //!   image that a node uses and no build carries.
 //!
 //! Where the objects cannot tell, the build is kept and the reason says what is missing.
+//!
+//! The images no build names (tags MCO left in the registry) are planned apart, from what the
+//! registry listed: [`images`].
 
+pub mod images;
 mod needs;
 mod report;
 mod reuse;

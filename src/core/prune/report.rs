@@ -1,11 +1,13 @@
 //! `prune --output json`: the plan as a stable schema (docs/cli.md, "prune"). Every
-//! MachineOSBuild is in exactly one of `deletable` and `kept`; `images` is where the tags no
-//! build names will be listed (issue 37's registry access; an empty list until then).
+//! MachineOSBuild is in exactly one of `deletable` and `kept`; `images` lists the tags no build
+//! names, each deletable or kept ([`super::images`]), `imageRepositories` the repositories they
+//! were listed from.
 
 use serde::Serialize;
 
 use crate::core::report::ReleaseReport;
 
+use super::images::{ImagePlan, ImageReport, RepositoryReport};
 use super::{Plan, Planned, State};
 
 #[derive(Debug, Serialize)]
@@ -13,8 +15,10 @@ use super::{Plan, Planned, State};
 pub struct Report<'a> {
     pub deletable: Vec<Deletable<'a>>,
     pub kept: Vec<Kept<'a>>,
-    /// Images (tags) no MachineOSBuild names. Empty until registry access exists.
-    pub images: Vec<serde_json::Value>,
+    /// The tags no MachineOSBuild names, each deletable or kept.
+    pub images: Vec<ImageReport<'a>>,
+    /// The repositories listed (or not, and why).
+    pub image_repositories: Vec<RepositoryReport<'a>>,
     /// `--keep`.
     pub keep: usize,
     /// `--keep-younger-than`, in seconds.
@@ -61,8 +65,15 @@ pub struct Kept<'a> {
 }
 
 impl<'a> Report<'a> {
-    pub fn new(plan: &'a Plan, mut warnings: Vec<String>) -> Self {
+    pub fn new(plan: &'a Plan, images: &'a ImagePlan, mut warnings: Vec<String>) -> Self {
         warnings.extend(plan.rules.note());
+        warnings.extend(
+            images
+                .skipped
+                .as_ref()
+                .map(|why| format!("images no MachineOSBuild names were not listed: {why}")),
+        );
+        let (images, image_repositories) = images.report();
         Report {
             deletable: plan
                 .deletable()
@@ -76,7 +87,8 @@ impl<'a> Report<'a> {
                     reasons: b.reasons().into_iter().map(|k| k.name()).collect(),
                 })
                 .collect(),
-            images: Vec::new(),
+            images,
+            image_repositories,
             keep: plan.options.keep,
             keep_younger_than_seconds: plan.options.keep_younger_than.as_secs(),
             release: ReleaseReport::of(&plan.rules),

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use crate::core::image::abbreviate;
 
+use super::images::{self, ImagePlan};
 use super::{Plan, Planned, State};
 
-/// The plan as text.
-pub fn text(plan: &Plan) -> String {
+/// The plan as text: the builds, then the images no build names.
+pub fn text(plan: &Plan, image_plan: &ImagePlan) -> String {
     let total = plan.builds.len();
     let deletable = plan.deletable().count();
     let mut out = String::new();
@@ -35,10 +36,9 @@ pub fn text(plan: &Plan) -> String {
             let _ = writeln!(out, "  - {}", why.text);
         }
     }
-    out.push_str(
-        "\nImages no MachineOSBuild names (tags left behind in the registry) are not listed yet: \
-         that needs the registry access of issue 37.\n",
-    );
+    out.push('\n');
+    out.push_str(&images::text(image_plan));
+    out.push('\n');
     if let Some(note) = plan.rules.note() {
         let _ = writeln!(out, "warning: {note}");
     }

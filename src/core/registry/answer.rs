@@ -141,7 +141,7 @@ const NOT_FOUND_CODES: [&str; 2] = ["MANIFEST_UNKNOWN", "NAME_UNKNOWN"];
 /// found"), Quay ("deleted", "expired").
 const NOT_FOUND_WORDS: [&str; 3] = ["not found", "deleted", "expired"];
 
-fn says_not_found(e: &RegistryError) -> bool {
+pub(super) fn says_not_found(e: &RegistryError) -> bool {
     let code = e.code.to_ascii_uppercase();
     if NOT_FOUND_CODES.contains(&code.as_str()) {
         return true;
@@ -150,14 +150,14 @@ fn says_not_found(e: &RegistryError) -> bool {
     code == "UNKNOWN" && NOT_FOUND_WORDS.iter().any(|w| message.contains(w))
 }
 
-fn says_denied(e: &RegistryError) -> bool {
+pub(super) fn says_denied(e: &RegistryError) -> bool {
     matches!(
         e.code.to_ascii_uppercase().as_str(),
         "UNAUTHORIZED" | "DENIED"
     )
 }
 
-fn first_error(errors: &[RegistryError]) -> String {
+pub(super) fn first_error(errors: &[RegistryError]) -> String {
     errors
         .first()
         .map(|e| {

@@ -11,15 +11,22 @@
 //!   proxy (and which hosts it skips, as Go's `NO_PROXY` does).
 //! - [`needed`]: which images nodes, MachineOSConfigs and builds need, and who needs each.
 //! - [`report`]: `mosc-guard images`' text and JSON, and the per-pool counts the gauges export.
+//! - [`tags`]: a repository's tags as distribution's API lists them, a page at a time (`prune`).
+//! - [`deletion`]: what a registry's answer to a manifest delete means (`prune --apply
+//!   --images`).
+//! - [`internal`]: which hosts are OpenShift's internal registry, as MCO tells them apart.
 //!
 //! The HTTP is `access::registry`'s; nothing here performs I/O.
 
 pub mod answer;
 pub mod auth;
+pub mod deletion;
+pub mod internal;
 pub mod needed;
 pub mod node_config;
 pub mod report;
 pub mod sources;
+pub mod tags;
 
 pub use answer::{Exchange, Ping, Reply, Status, Verdict, combine, judge};
 pub use needed::{Holder, NeededImage, needed_images};

@@ -55,6 +55,9 @@ pub(super) struct Knobs {
     /// Replaces the configuration's drain delay, pool sync delay and drain check interval
     /// from now on ([`super::Simulator::play_mco_node_delays`]).
     pub(super) node_delays: Option<NodeDelays>,
+    /// Other hosts the registry answers on (its secure face, same storage): images named there
+    /// are pushed, read and deleted through the registry ([`super::Simulator::registry_also_at`]).
+    pub(super) registry_aliases: Vec<String>,
 }
 
 /// The delays on a node's way through an update ([`SimConfig::drain_delay`],
@@ -123,6 +126,11 @@ impl Ctx {
             Ok(k) => read(&k),
             Err(poisoned) => read(&poisoned.into_inner()),
         }
+    }
+
+    /// Whether an image on `host` is in the harness registry (its own host, or a face of it).
+    pub(super) fn serves(&self, host: &str) -> bool {
+        host == self.registry.host() || self.knobs(|k| k.registry_aliases.iter().any(|a| a == host))
     }
 
     pub(super) fn is_held(&self, node: &str) -> bool {

@@ -376,6 +376,18 @@ impl Simulator {
         self.read(|k| k.failed_updates.get(node).copied().unwrap_or(0))
     }
 
+    /// Makes the registry answer on `host` too (a [`crate::node_registry::SecureFace`] over its
+    /// storage): a MachineOSConfig pushing to `host` is built, pulled and cleaned up through the
+    /// registry, as MCO reaches a production registry by its name.
+    pub fn registry_also_at(&self, host: &str) {
+        self.knobs(|k| {
+            if !k.registry_aliases.iter().any(|a| a == host) {
+                k.registry_aliases.push(host.to_owned());
+            }
+        });
+        tracing::info!("sim: the registry also answers as {host}");
+    }
+
     /// The digested images MCO's in-use check kept from deletion so far (on 4.23, after the
     /// MOSC is gone, they stay in the registry: leaked).
     pub fn kept_images(&self) -> Vec<String> {

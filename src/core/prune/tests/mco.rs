@@ -112,7 +112,8 @@ fn the_plan_says_which_release_rules_decided() {
     c.release = "4.25.0";
     let plan = c.plan(defaults());
     assert!(plan.rules.cautious());
-    let report = Report::new(&plan, Vec::new());
+    let images = crate::core::prune::images::ImagePlan::default();
+    let report = Report::new(&plan, &images, Vec::new());
     assert!(
         report.warnings.iter().any(|w| w.contains("most cautious")),
         "{:?}",

@@ -2,6 +2,7 @@
 //! pool that went through rendered configs R1, R2, ... each with its build), the tests by topic
 //! below. Every test also checks the plan against the webhook ([`agrees`]).
 
+mod images;
 mod keep;
 mod mco;
 mod output;

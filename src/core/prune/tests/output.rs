@@ -1,12 +1,13 @@
 //! The plan in words and as JSON.
 
 use super::*;
+use crate::core::prune::images::ImagePlan;
 
 #[test]
 fn the_text_lists_every_build_with_what_deleting_it_does_or_why_it_is_kept() {
     let mut c = Cluster::settled(4);
     c.builds.push(failed(9, 3 * 24 * 60));
-    let text = words::text(&c.plan(defaults()));
+    let text = words::text(&c.plan(defaults()), &ImagePlan::default());
     assert!(
         text.starts_with(
             "2 of 5 MachineOSBuilds can be deleted (--keep 3, --keep-younger-than 1h)."
@@ -16,7 +17,10 @@ fn the_text_lists_every_build_with_what_deleting_it_does_or_why_it_is_kept() {
     assert!(text.contains(&format!("\nDELETABLE {} (MachineOSConfig worker, Succeeded, 4d old)\n  deleting it makes MCO delete .../ocb-image@sha256:010101010101... from the registry (by its tag {REPO}:{})", name(1), name(1))), "{text}");
     assert!(text.contains(&format!("\nDELETABLE {} (MachineOSConfig worker, Failed, 3d old)\n  deleting it removes no image from the registry (it pushed none)", name(9))), "{text}");
     assert!(text.contains(&format!("\nKEPT {} (MachineOSConfig worker, Succeeded, 1d old)\n  - 2 nodes run its image: worker-a, worker-b\n  - MachineOSConfig worker names it", name(4))), "{text}");
-    assert!(text.contains("not listed yet"), "{text}");
+    assert!(
+        text.contains("No MachineOSConfig or MachineOSBuild names a repository"),
+        "{text}"
+    );
     assert!(
         text.ends_with("Decided with the rules of OpenShift 4.20 (the cluster runs 4.20.8).\n"),
         "{text}"
@@ -27,7 +31,8 @@ fn the_text_lists_every_build_with_what_deleting_it_does_or_why_it_is_kept() {
                 builds: Vec::new(),
                 ..Cluster::settled(1)
             }
-            .plan(defaults())
+            .plan(defaults()),
+            &ImagePlan::default()
         )
         .lines()
         .next(),
@@ -39,7 +44,12 @@ fn the_text_lists_every_build_with_what_deleting_it_does_or_why_it_is_kept() {
 fn the_json_puts_every_build_in_deletable_or_kept_with_its_reasons() {
     let c = Cluster::settled(4);
     let plan = c.plan(defaults());
-    let json = serde_json::to_value(Report::new(&plan, vec!["a note".into()])).expect("JSON");
+    let json = serde_json::to_value(Report::new(
+        &plan,
+        &ImagePlan::default(),
+        vec!["a note".into()],
+    ))
+    .expect("JSON");
     assert_eq!(json["deletable"].as_array().map(Vec::len), Some(1));
     let gone = &json["deletable"][0];
     assert_eq!(gone["build"], name(1).as_str());

@@ -336,7 +336,7 @@ impl BuildController {
     /// every tag on it. A tag or manifest already gone is tolerated.
     async fn delete_image_by_tag(&self, tagged: &str, mosb: &str) -> Result<()> {
         let r = ImageRef::parse(tagged)?;
-        if r.host != self.ctx.registry.host() {
+        if !self.ctx.serves(&r.host) {
             return Err(format!(
                 "could not delete image {tagged} of {mosb}: pinging container registry {}: \
                  connection refused",

@@ -50,7 +50,7 @@ impl BuildController {
         }});
         let fail = if self.ctx.knobs(|k| k.fail_builds) {
             Some("the build was set to fail".to_owned())
-        } else if target.host != self.ctx.registry.host() {
+        } else if !self.ctx.serves(&target.host) {
             Some(format!("{} is not the harness registry", target.host))
         } else {
             None
@@ -136,7 +136,7 @@ impl BuildController {
     /// so a deleted tag counts as a missing image).
     async fn image_exists(&self, tagged: &str) -> Result<bool> {
         let r = ImageRef::parse(tagged)?;
-        if r.host != self.ctx.registry.host() {
+        if !self.ctx.serves(&r.host) {
             return Ok(false);
         }
         let reference = r.reference().unwrap_or("latest").to_owned();

@@ -36,7 +36,7 @@ pub(in crate::simulator) async fn pull(
             Err(e) => Err(format!("invalid image reference {image}: {e}")),
             // As a node: the ControllerConfig's credentials and CAs, the mirror sets, HTTPS.
             Ok(_) if ctx.cfg.pull_as_node => crate::node_pull::pull(&ctx.client, image).await,
-            Ok(r) if r.host != ctx.registry.host() => Err(format!(
+            Ok(r) if !ctx.serves(&r.host) => Err(format!(
                 "reading manifest {} in {}: pinging container registry {}: connection refused",
                 r.reference().unwrap_or("latest"),
                 r.repository(),

@@ -1,0 +1,59 @@
+//! The one write `mosc-guard prune` makes to a registry: `DELETE /v2/<repository>/manifests/
+//! <digest>`, as MCO's image pruner makes it (containers/image's `deleteImage`: by digest, with
+//! the push secret, a token scoped `repository:<name>:*`). The registry deletes the manifest
+//! with every tag on it. [`ImageDeleter`] is its own type with an explicit constructor: the
+//! [`Checker`](super::Checker) and the [`TagReader`](super::tags::TagReader) never write.
+//!
+//! What the answer means is [`crate::core::registry::deletion`]'s: deleted, gone already,
+//! deletes not supported (distribution's `405 UNSUPPORTED`), refused (the credentials may not
+//! delete), or failed (it may or may not have been applied). The words are redacted.
+
+use std::sync::Arc;
+
+use reqwest::Method;
+
+use super::session::{ACCEPT_MANIFESTS, Actions, Request, Session};
+use crate::core::registry::deletion::{Deletion, judge_delete};
+
+/// Deletes manifests by digest, with the session's credentials (the push secret MCO deletes
+/// with).
+pub struct ImageDeleter {
+    session: Arc<Session>,
+}
+
+impl ImageDeleter {
+    /// The write path: deletes with `session`'s credentials. Nothing else in this crate sends a
+    /// `DELETE` to a registry.
+    pub fn with_push_secret(session: Arc<Session>) -> Self {
+        ImageDeleter { session }
+    }
+
+    /// Deletes `digest` (`sha256:...`) from `repository` on `host`.
+    pub async fn delete(&self, host: &str, repository: &str, digest: &str) -> Deletion {
+        let path = format!("/v2/{repository}/manifests/{digest}");
+        let request = Request {
+            method: Method::DELETE,
+            host,
+            repository,
+            path: &path,
+            accept: Some(ACCEPT_MANIFESTS),
+            actions: Actions::All,
+        };
+        let reply = match self.session.send(&request).await {
+            Ok(resp) => {
+                self.session
+                    .read(resp, self.session.limits().small_bytes)
+                    .await
+                    .0
+            }
+            Err(reply) => reply,
+        };
+        match judge_delete(&reply) {
+            Deletion::Deleted => Deletion::Deleted,
+            Deletion::Gone(w) => Deletion::Gone(self.session.clean(&w)),
+            Deletion::Unsupported(w) => Deletion::Unsupported(self.session.clean(&w)),
+            Deletion::Refused(w) => Deletion::Refused(self.session.clean(&w)),
+            Deletion::Failed(w) => Deletion::Failed(self.session.clean(&w)),
+        }
+    }
+}

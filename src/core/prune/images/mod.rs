@@ -1,0 +1,454 @@
+//! `prune`'s images: the tags in each MachineOSConfig's repository that no MachineOSBuild
+//! names, each deletable or kept with every reason, from the snapshot and what the registry
+//! listed (the tags, each resolved to a digest). Pure and table-tested (`../tests/images.rs`);
+//! the listing and the deletes are `access::registry`'s, driven by `cli::prune`.
+//!
+//! A build names its tag (`<repo>:<its name>`) and its digest; those tags are the builds' (the
+//! builds' plan deletes them, through MCO) and are not listed here. Every other tag is one MCO
+//! left behind (4.23's in-use check skips a build's image when a node used it and leaks it; a
+//! build deleted when its image could not be deleted; an image pushed by hand). A registry
+//! deletes a **digest**, with every tag on it, so a tag is deletable only when no node, build
+//! or MachineOSConfig names its digest, in any spelling and any repository, and no tag that is
+//! kept holds it too. A tag is kept when:
+//!
+//! - a node runs it or wants it (`currentImage`, `desiredImage`);
+//! - a MachineOSConfig names it: its current image, an annotation (a pre-built image), or its
+//!   push spec's tag (where a pre-built image lives);
+//! - another tag on its digest is kept, or belongs to a build;
+//! - what it holds could not be told (the registry did not answer as a registry would: "could
+//!   not tell" means keep), or another tag of its repository could not be told: that tag may
+//!   hold the same digest, and deleting a digest deletes every tag on it;
+//! - it is gone (the registry no longer has it: nothing to delete);
+//! - it is in OpenShift's internal registry, where MCO deletes the ImageStreamTag through the
+//!   API rather than the manifest through the registry: prune leaves that to the admin.
+
+mod named;
+mod report;
+mod sources;
+mod words;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::core::image::{RepoKey, abbreviate};
+use crate::core::snapshot::Snapshot;
+
+use super::{count, listed};
+pub use named::{Named, NodeUse};
+pub use report::{ImageReport, RepositoryReport};
+pub use sources::{Source, sources};
+pub use words::text;
+
+/// What a tag holds, as the registry answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolved {
+    /// The digest of the manifest it names (`sha256:...`).
+    Digest(String),
+    /// The registry says it is gone (its own not-found answer).
+    Gone(String),
+    /// Anything else: could not tell.
+    Unknown(String),
+}
+
+/// One tag of a listed repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TagAnswer {
+    pub tag: String,
+    pub resolved: Resolved,
+}
+
+/// One repository as the registry listed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listing {
+    pub source: Source,
+    /// OpenShift's internal registry ([`crate::core::registry::internal`]).
+    pub internal: bool,
+    /// Its tags, or why they could not be listed.
+    pub tags: Result<Vec<TagAnswer>, String>,
+}
+
+/// Why a tag is kept: stable names (`--output json`'s `images[].reasons[]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TagKeep {
+    /// A node runs or wants its digest.
+    NodeNeedsImage,
+    /// A MachineOSConfig names its digest (current image, an annotation).
+    ConfigImage,
+    /// It is a MachineOSConfig's push spec tag.
+    ConfigTag,
+    /// Another tag on its digest is kept or belongs to a build.
+    SharesDigest,
+    /// What it holds could not be told.
+    DigestUnknown,
+    /// Another tag of its repository could not be told.
+    RepositoryUnclear,
+    /// The registry no longer has it.
+    Gone,
+    /// OpenShift's internal registry: prune does not delete there.
+    InternalRegistry,
+}
+
+impl TagKeep {
+    pub fn name(self) -> &'static str {
+        match self {
+            TagKeep::NodeNeedsImage => "nodeNeedsImage",
+            TagKeep::ConfigImage => "configImage",
+            TagKeep::ConfigTag => "configTag",
+            TagKeep::SharesDigest => "sharesDigest",
+            TagKeep::DigestUnknown => "digestUnknown",
+            TagKeep::RepositoryUnclear => "repositoryUnclear",
+            TagKeep::Gone => "gone",
+            TagKeep::InternalRegistry => "internalRegistry",
+        }
+    }
+}
+
+/// One reason a tag is kept, in words.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TagWhy {
+    pub keep: TagKeep,
+    pub text: String,
+}
+
+/// One tag no build names, planned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedTag {
+    /// `host/path` of its repository.
+    pub repository: String,
+    pub host: String,
+    pub path: String,
+    pub tag: String,
+    /// The digest it holds, when the registry told.
+    pub digest: Option<String>,
+    /// Sorted; empty: deletable.
+    pub why: Vec<TagWhy>,
+}
+
+impl PlannedTag {
+    pub fn deletable(&self) -> bool {
+        self.why.is_empty()
+    }
+
+    /// `host/path@digest`.
+    pub fn image(&self) -> Option<String> {
+        self.digest
+            .as_ref()
+            .map(|d| format!("{}@{d}", self.repository))
+    }
+
+    /// `host/path:tag`.
+    pub fn tagged(&self) -> String {
+        format!("{}:{}", self.repository, self.tag)
+    }
+
+    pub fn reasons(&self) -> Vec<TagKeep> {
+        let set: BTreeSet<TagKeep> = self.why.iter().map(|w| w.keep).collect();
+        set.into_iter().collect()
+    }
+
+    fn keep(&mut self, keep: TagKeep, text: impl Into<String>) {
+        let why = TagWhy {
+            keep,
+            text: text.into(),
+        };
+        if !self.why.contains(&why) {
+            self.why.push(why);
+            self.why.sort();
+        }
+    }
+}
+
+/// One repository, planned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepositoryPlan {
+    pub source: Source,
+    pub internal: bool,
+    /// Why its tags could not be listed (none: listed).
+    pub not_listed: Option<String>,
+    /// How many tags it has.
+    pub tags: usize,
+    /// How many of them belong to MachineOSBuilds (their tag, or a build's digest).
+    pub build_tags: usize,
+}
+
+/// One digest `--apply --images` deletes, with the tags on it (all deletable).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeletableImage {
+    /// Its repository, as planned (the push secret prune reaches it with among it).
+    pub source: Source,
+    pub digest: String,
+    pub tags: Vec<String>,
+}
+
+impl DeletableImage {
+    /// `host/path@digest`.
+    pub fn image(&self) -> String {
+        format!("{}@{}", self.source.repository, self.digest)
+    }
+}
+
+/// The images part of the plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImagePlan {
+    /// Why no registry was asked at all (a dump without credentials, no ControllerConfig).
+    pub skipped: Option<String>,
+    pub repositories: Vec<RepositoryPlan>,
+    /// Every tag no build names, by repository and tag.
+    pub tags: Vec<PlannedTag>,
+}
+
+impl ImagePlan {
+    /// A plan that asked no registry, and why.
+    pub fn skipped(why: impl Into<String>) -> Self {
+        ImagePlan {
+            skipped: Some(why.into()),
+            ..ImagePlan::default()
+        }
+    }
+
+    /// The digests to delete, one per (repository, digest), in the plan's order.
+    pub fn deletable(&self) -> Vec<DeletableImage> {
+        let mut images: Vec<DeletableImage> = Vec::new();
+        for t in self.tags.iter().filter(|t| t.deletable()) {
+            let Some(digest) = &t.digest else { continue };
+            let Some(repository) = self
+                .repositories
+                .iter()
+                .find(|r| r.source.repository == t.repository)
+            else {
+                continue;
+            };
+            match images
+                .iter_mut()
+                .find(|i| i.source.repository == t.repository && &i.digest == digest)
+            {
+                Some(image) => image.tags.push(t.tag.clone()),
+                None => images.push(DeletableImage {
+                    source: repository.source.clone(),
+                    digest: digest.clone(),
+                    tags: vec![t.tag.clone()],
+                }),
+            }
+        }
+        images
+    }
+
+    /// Repositories whose tags could not be listed.
+    pub fn not_listed(&self) -> impl Iterator<Item = &RepositoryPlan> {
+        self.repositories.iter().filter(|r| r.not_listed.is_some())
+    }
+
+    pub fn tag(&self, repository: &str, tag: &str) -> Option<&PlannedTag> {
+        self.tags
+            .iter()
+            .find(|t| t.repository == repository && t.tag == tag)
+    }
+}
+
+/// The plan for the tags of `listings`, against what `snapshot` names.
+pub fn plan_images(snapshot: &Snapshot, listings: &[Listing]) -> ImagePlan {
+    let named = Named::of(snapshot);
+    let mut plan = ImagePlan::default();
+    for listing in listings {
+        let (repository, tags) = plan_repository(listing, &named);
+        plan.repositories.push(repository);
+        plan.tags.extend(tags);
+    }
+    plan
+}
+
+fn plan_repository(listing: &Listing, named: &Named) -> (RepositoryPlan, Vec<PlannedTag>) {
+    let source = &listing.source;
+    let mut repository = RepositoryPlan {
+        source: source.clone(),
+        internal: listing.internal,
+        not_listed: None,
+        tags: 0,
+        build_tags: 0,
+    };
+    let answers = match &listing.tags {
+        Ok(answers) => answers,
+        Err(why) => {
+            repository.not_listed = Some(why.clone());
+            return (repository, Vec::new());
+        }
+    };
+    repository.tags = answers.len();
+    let key = RepoKey {
+        registry: source.host.clone(),
+        repository: source.path.clone(),
+    };
+    // Digests the builds' tags hold, with the build: deleting them deletes a build's image.
+    let mut held: BTreeMap<String, String> = BTreeMap::new();
+    let mut unclear: Option<&TagAnswer> = None;
+    let mut planned: Vec<PlannedTag> = Vec::new();
+    for answer in answers {
+        if let Resolved::Unknown(_) = answer.resolved {
+            unclear.get_or_insert(answer);
+        }
+        let digest = match &answer.resolved {
+            Resolved::Digest(d) => Some(d.to_ascii_lowercase()),
+            _ => None,
+        };
+        let by_tag = named.build_tags.get(&(key.clone(), answer.tag.clone()));
+        let by_digest = digest.as_ref().and_then(|d| named.build_digests.get(d));
+        if let Some(build) = by_tag.or(by_digest) {
+            repository.build_tags += 1;
+            if let Some(d) = &digest {
+                held.entry(d.clone()).or_insert_with(|| build.clone());
+            }
+            continue;
+        }
+        let mut tag = PlannedTag {
+            repository: source.repository.clone(),
+            host: source.host.clone(),
+            path: source.path.clone(),
+            tag: answer.tag.clone(),
+            digest: digest.clone(),
+            why: Vec::new(),
+        };
+        match &answer.resolved {
+            Resolved::Gone(why) => tag.keep(
+                TagKeep::Gone,
+                format!("the registry no longer has it ({why}): nothing to delete"),
+            ),
+            Resolved::Unknown(why) => tag.keep(
+                TagKeep::DigestUnknown,
+                format!("what it holds could not be told ({why}): kept until the registry says"),
+            ),
+            Resolved::Digest(d) => needed(&mut tag, &d.to_ascii_lowercase(), &key, named),
+        }
+        if listing.internal {
+            tag.keep(
+                TagKeep::InternalRegistry,
+                format!(
+                    "it is in OpenShift's internal registry, where MCO deletes the \
+                     ImageStreamTag through the API, not the image through the registry; prune \
+                     does not delete there: `oc delete imagestreamtag -n {}`",
+                    istag(&source.path, &answer.tag)
+                ),
+            );
+        }
+        planned.push(tag);
+    }
+    if let Some(first) = unclear {
+        for tag in planned.iter_mut().filter(|t| t.tag != first.tag) {
+            tag.keep(
+                TagKeep::RepositoryUnclear,
+                format!(
+                    "what tag {} of its repository holds could not be told, and it may hold the \
+                     same digest (a registry deletes a digest with every tag on it)",
+                    first.tag
+                ),
+            );
+        }
+    }
+    shares_digest(&mut planned, &held);
+    (repository, planned)
+}
+
+/// `NS NAME:TAG` of the ImageStreamTag an internal-registry tag is (`<ns>/<name>`).
+fn istag(path: &str, tag: &str) -> String {
+    match path.split_once('/') {
+        Some((ns, name)) => format!("{ns} {name}:{tag}"),
+        None => format!("<namespace> {path}:{tag}"),
+    }
+}
+
+/// The reasons that come from the digest and the tag: nodes, MachineOSConfigs.
+fn needed(tag: &mut PlannedTag, digest: &str, repo: &RepoKey, named: &Named) {
+    if let Some(nodes) = named.node_digests.get(digest) {
+        for (how, verb_one, verb_many, what) in [
+            (NodeUse::Runs, "runs", "run", "it (currentImage)"),
+            (
+                NodeUse::Wants,
+                "is updating to",
+                "are updating to",
+                "it (desiredImage, not reached yet)",
+            ),
+        ] {
+            let names: Vec<&str> = nodes
+                .iter()
+                .filter(|(_, h)| **h == how)
+                .map(|(n, _)| n.as_str())
+                .collect();
+            if names.is_empty() {
+                continue;
+            }
+            let verb = if names.len() == 1 {
+                verb_one
+            } else {
+                verb_many
+            };
+            tag.keep(
+                TagKeep::NodeNeedsImage,
+                format!(
+                    "{} {verb} {what}: {}",
+                    count(names.len(), "node"),
+                    listed(names)
+                ),
+            );
+        }
+    }
+    if let Some(configs) = named.config_digests.get(digest) {
+        tag.keep(
+            TagKeep::ConfigImage,
+            format!(
+                "MachineOSConfig {} names its digest (status.currentImagePullSpec or an \
+                 annotation such as a pre-built image)",
+                listed(configs.iter().map(String::as_str))
+            ),
+        );
+    }
+    if let Some(configs) = named.config_tags.get(&(repo.clone(), tag.tag.clone())) {
+        tag.keep(
+            TagKeep::ConfigTag,
+            format!(
+                "it is MachineOSConfig {}'s push spec tag (spec.renderedImagePushSpec), where a \
+                 pre-built image lives",
+                listed(configs.iter().map(String::as_str))
+            ),
+        );
+    }
+}
+
+/// A tag whose digest a build's tag or a kept tag also holds is kept: deleting the digest
+/// deletes them too. Repeated until nothing changes (a tag kept this way keeps others).
+fn shares_digest(tags: &mut [PlannedTag], held: &BTreeMap<String, String>) {
+    loop {
+        let kept: Vec<(String, String)> = tags
+            .iter()
+            .filter(|t| !t.deletable())
+            .filter_map(|t| t.digest.clone().map(|d| (d, format!("tag {}", t.tag))))
+            .collect();
+        let mut changed = false;
+        for tag in tags.iter_mut().filter(|t| t.deletable()) {
+            let Some(digest) = tag.digest.clone() else {
+                continue;
+            };
+            let holder = held
+                .get(&digest)
+                .map(|b| format!("the tag of MachineOSBuild {b}"))
+                .or_else(|| {
+                    kept.iter()
+                        .find(|(d, _)| *d == digest)
+                        .map(|(_, t)| format!("the kept {t}"))
+                });
+            if let Some(holder) = holder {
+                tag.keep(
+                    TagKeep::SharesDigest,
+                    format!(
+                        "{holder} holds the same digest {}: deleting it deletes that too",
+                        abbreviate(&format!("{}@{digest}", tag.repository))
+                    ),
+                );
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+}

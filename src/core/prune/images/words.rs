@@ -1,0 +1,96 @@
+//! The images part of `prune`'s text: each repository, then its tags no build names,
+//! deletable or kept with every reason.
+
+use std::fmt::Write as _;
+
+use crate::core::image::abbreviate;
+
+use super::{ImagePlan, PlannedTag, RepositoryPlan};
+
+/// The images part of the plan as text.
+pub fn text(plan: &ImagePlan) -> String {
+    let mut out = String::new();
+    if let Some(why) = &plan.skipped {
+        let _ = writeln!(
+            out,
+            "Images no MachineOSBuild names were not listed: {why}."
+        );
+        return out;
+    }
+    if plan.repositories.is_empty() {
+        out.push_str(
+            "No MachineOSConfig or MachineOSBuild names a repository: no images to list.\n",
+        );
+        return out;
+    }
+    let deletable = plan.tags.iter().filter(|t| t.deletable()).count();
+    let _ = writeln!(
+        out,
+        "Images no MachineOSBuild names: {deletable} of {} tag{} can be deleted (with --apply \
+         --images), in {} repositor{}.",
+        plan.tags.len(),
+        if plan.tags.len() == 1 { "" } else { "s" },
+        plan.repositories.len(),
+        if plan.repositories.len() == 1 {
+            "y"
+        } else {
+            "ies"
+        },
+    );
+    for repository in &plan.repositories {
+        let _ = writeln!(out, "\nREPOSITORY {}", heading(repository));
+        let tags = plan
+            .tags
+            .iter()
+            .filter(|t| t.repository == repository.source.repository);
+        for tag in tags.clone().filter(|t| t.deletable()) {
+            let _ = writeln!(out, "  DELETABLE {}", tag_line(tag));
+        }
+        for tag in tags.filter(|t| !t.deletable()) {
+            let _ = writeln!(out, "  KEPT {}", tag_line(tag));
+            for why in &tag.why {
+                let _ = writeln!(out, "    - {}", why.text);
+            }
+        }
+    }
+    out
+}
+
+/// `host/path (MachineOSConfig worker; push secret push-secret): 7 tags, 4 of them builds'`.
+fn heading(r: &RepositoryPlan) -> String {
+    let configs = match r.source.configs.as_slice() {
+        [] => "no MachineOSConfig pushes there now".to_string(),
+        [one] => format!("MachineOSConfig {one}"),
+        many => format!("MachineOSConfigs {}", many.join(", ")),
+    };
+    let secret = r.source.secret.as_deref().map_or_else(
+        || "no push secret named".to_string(),
+        |s| format!("push secret {s}"),
+    );
+    let internal = if r.internal {
+        "; OpenShift's internal registry"
+    } else {
+        ""
+    };
+    let what = match &r.not_listed {
+        Some(why) => format!("not listed: {why}"),
+        None => format!(
+            "{} tag{}, {} of them MachineOSBuilds' (their tag or their image: prune them as builds)",
+            r.tags,
+            if r.tags == 1 { "" } else { "s" },
+            r.build_tags
+        ),
+    };
+    format!(
+        "{} ({configs}; {secret}{internal}): {what}",
+        r.source.repository
+    )
+}
+
+/// `:stray (.../os-image@sha256:0123456789ab...)`.
+fn tag_line(t: &PlannedTag) -> String {
+    match t.image() {
+        Some(image) => format!(":{} ({})", t.tag, abbreviate(&image)),
+        None => format!(":{}", t.tag),
+    }
+}

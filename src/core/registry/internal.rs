@@ -1,0 +1,76 @@
+//! Which registry hosts are OpenShift's internal registry, as MCO tells them apart before it
+//! deletes an image (`isOpenShiftRegistry`, `pkg/controller/build/reconciler.go`): the host of
+//! each Service in `openshift-image-registry` (`<name>.openshift-image-registry.svc[:port]`)
+//! and each Route's host there. There MCO deletes the ImageStreamTag through the API instead of
+//! the registry's manifest, so prune must not delete through the registry either.
+//!
+//! A host of the form `*.openshift-image-registry.svc[.cluster.local][:port]` counts too,
+//! whatever the lists said: the lists can fail or be forbidden, and a wrong "internal" only
+//! costs a delete prune leaves to the admin.
+
+/// The namespace of OpenShift's internal registry.
+pub const NAMESPACE: &str = "openshift-image-registry";
+
+/// Whether `host` (`host[:port]`, as an image names it) is the internal registry, given the
+/// hosts its Services and Routes name (`known`).
+pub fn is_internal(host: &str, known: &[String]) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    if known.iter().any(|k| k.trim().eq_ignore_ascii_case(&host)) {
+        return true;
+    }
+    let bare = match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host.as_str(),
+    };
+    [".svc", ".svc.cluster.local"]
+        .iter()
+        .any(|suffix| bare.ends_with(&format!(".{NAMESPACE}{suffix}")))
+}
+
+/// The host of each Service (`<name>.<namespace>.svc:<first port>`) as MCO writes it.
+pub fn service_host(name: &str, first_port: Option<i32>) -> String {
+    match first_port {
+        Some(port) => format!("{name}.{NAMESPACE}.svc:{port}"),
+        None => format!("{name}.{NAMESPACE}.svc"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_hosts() {
+        let known = vec![
+            "image-registry.openshift-image-registry.svc:5000".to_string(),
+            "default-route-openshift-image-registry.apps.example.com".to_string(),
+        ];
+        let cases = [
+            ("image-registry.openshift-image-registry.svc:5000", true),
+            ("IMAGE-registry.openshift-image-registry.svc:5000", true),
+            (
+                "default-route-openshift-image-registry.apps.example.com",
+                true,
+            ),
+            (
+                "other.openshift-image-registry.svc.cluster.local:5000",
+                true,
+            ),
+            ("image-registry.openshift-image-registry.svc", true),
+            ("quay.example.com", false),
+            ("registry.openshift-image-registry.example.com", false),
+            ("127.0.0.1:5000", false),
+        ];
+        for (host, want) in cases {
+            assert_eq!(is_internal(host, &known), want, "{host}");
+        }
+        assert!(!is_internal(
+            "default-route-openshift-image-registry.apps.example.com",
+            &[]
+        ));
+        assert_eq!(
+            service_host("image-registry", Some(5000)),
+            "image-registry.openshift-image-registry.svc:5000"
+        );
+    }
+}
