@@ -382,6 +382,10 @@ impl ClusterView for Caches {
         Box::pin(self.fresh_read())
     }
 
+    fn node_generation(&self) -> Option<u64> {
+        Some(self.nodes.generation())
+    }
+
     fn readiness(&self) -> Result<(), NotReady> {
         let unsynced: Vec<&str> = self
             .table()

@@ -71,6 +71,10 @@ struct NodeState {
     interner: Interner,
     /// Every node change at or below this revision is applied (0: no list completed yet).
     revision: u64,
+    /// Raised by every change to what a decision reads of a node (a node added, removed, or
+    /// its lean copy changed; a relist): equal generations mean equal nodes. A kubelet's
+    /// status update changes nothing kept, and raises nothing.
+    generation: u64,
     applied_since_purge: usize,
 }
 
@@ -78,14 +82,19 @@ impl NodeState {
     fn upsert(&mut self, meta: WireMeta) {
         let node = NodeMeta::from_wire(meta, &mut self.interner, |_| true);
         self.index.upsert(&node);
-        self.nodes
-            .insert(Arc::clone(node.shared_name()), Arc::new(node));
+        let name = Arc::clone(node.shared_name());
+        if self.nodes.get(&name).is_none_or(|old| **old != node) {
+            self.generation += 1;
+        }
+        self.nodes.insert(name, Arc::new(node));
         self.applied();
     }
 
     fn remove(&mut self, name: &str) {
         self.index.remove(name);
-        self.nodes.remove(name);
+        if self.nodes.remove(name).is_some() {
+            self.generation += 1;
+        }
         self.applied();
     }
 
@@ -189,6 +198,12 @@ impl NodeCache {
             .collect()
     }
 
+    /// The cache's generation (see [`NodeState`]): read it before deciding from the cache; if
+    /// it is the same later, every node read meanwhile is what the cache holds then.
+    pub fn generation(&self) -> u64 {
+        read(&self.state).generation
+    }
+
     /// Nodes cached, and nodes filed in the index (those with image annotations).
     pub fn sizes(&self) -> (usize, usize) {
         let state = read(&self.state);
@@ -284,7 +299,11 @@ impl Driver {
         };
         next.revision = revision;
         let count = next.nodes.len();
-        *write(&self.state) = next;
+        {
+            let mut state = write(&self.state);
+            next.generation = state.generation + 1;
+            *state = next;
+        }
         self.revision.send_replace(revision);
         crate::access::memory::return_free_memory();
         self.health.recovered("the list completed");

@@ -31,6 +31,13 @@ pub trait ClusterView: Send + Sync + 'static {
     /// fresh; used to confirm an allow. An error means the guard cannot verify.
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>>;
 
+    /// A number that changes whenever the cached nodes do (the node cache's generation): equal
+    /// before and after means every node read in between is what the cache holds. `None`
+    /// where the view cannot tell (then nothing is concluded from it).
+    fn node_generation(&self) -> Option<u64> {
+        None
+    }
+
     /// Whether the webhook should receive requests (`/readyz`): every cache finished its first
     /// full list (synced), and no watch has been failing for longer than allowed. `Err` says
     /// why not, naming the caches.
@@ -48,6 +55,14 @@ pub trait ClusterView: Send + Sync + 'static {
 
     /// Objects per cache, for metrics.
     fn sizes(&self) -> Vec<(&'static str, usize)>;
+}
+
+/// What a verdict from the caches was decided on: the objects' versions, and the node cache's
+/// generation read before its nodes were.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Basis {
+    pub objects: crate::core::snapshot::Versions,
+    pub nodes: u64,
 }
 
 /// A confirming read: everything a decision reads, at least as recent as the moment the read
@@ -111,6 +126,15 @@ impl Fresh {
         }
     }
 
+    /// Whether this read shows exactly what `basis` was decided on: the same objects (by
+    /// version) and, its node cache past the fence, the same cached nodes (by generation,
+    /// read now). Then a verdict decided on the basis is the verdict on this read.
+    pub fn shows<V: ClusterView + ?Sized>(&self, basis: &Basis, view: &V) -> bool {
+        matches!(self.nodes, FreshNodes::Cached)
+            && self.objects.versions().as_ref() == Some(&basis.objects)
+            && view.node_generation() == Some(basis.nodes)
+    }
+
     /// Bounded label for metrics.
     pub fn source(&self) -> &'static str {
         match self.nodes {
@@ -148,6 +172,10 @@ impl<V: ClusterView> ClusterView for ReleaseOverride<V> {
 
     fn unreached_nodes(&self) -> Vec<Arc<NodeMeta>> {
         self.inner.unreached_nodes()
+    }
+
+    fn node_generation(&self) -> Option<u64> {
+        self.inner.node_generation()
     }
 
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {

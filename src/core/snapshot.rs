@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 use crate::core::cluster::Machine;
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::node::NodeMeta;
@@ -39,6 +41,35 @@ impl Snapshot {
         self
     }
 
+    /// Every object besides the nodes by kind, namespace, name, uid and resourceVersion, and the
+    /// release: two snapshots with equal versions hold the same objects, whichever source
+    /// (a watch cache, a fresh list) read them. `None` if an object carries no resourceVersion
+    /// (a dump, a hand-built snapshot): nothing can be told from it.
+    pub fn versions(&self) -> Option<Versions> {
+        let of = |kind: u8, meta: &ObjectMeta| {
+            Some((
+                kind,
+                meta.namespace.clone().unwrap_or_default(),
+                meta.name.clone().unwrap_or_default(),
+                meta.uid.clone().unwrap_or_default(),
+                meta.resource_version.clone()?,
+            ))
+        };
+        let mut objects = self
+            .machine_os_configs
+            .iter()
+            .map(|o| of(0, &o.metadata))
+            .chain(self.machine_os_builds.iter().map(|o| of(1, &o.metadata)))
+            .chain(self.pools.iter().map(|o| of(2, &o.metadata)))
+            .chain(self.machines.iter().map(|o| of(3, &o.metadata)))
+            .collect::<Option<Vec<_>>>()?;
+        objects.sort_unstable();
+        Some(Versions {
+            objects,
+            release: self.release.clone(),
+        })
+    }
+
     pub fn machine_os_config(&self, name: &str) -> Option<&MachineOSConfig> {
         self.machine_os_configs
             .iter()
@@ -51,5 +82,58 @@ impl Snapshot {
             .iter()
             .map(Arc::as_ref)
             .find(|m| m.name() == name)
+    }
+}
+
+/// What [`Snapshot::versions`] compares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versions {
+    objects: Vec<(u8, String, String, String, String)>,
+    release: ClusterRelease,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pool(name: &str, rv: Option<&str>) -> Arc<MachineConfigPool> {
+        let mut meta = json!({"name": name, "uid": format!("uid-{name}")});
+        if let Some(rv) = rv {
+            meta["resourceVersion"] = json!(rv);
+        }
+        Arc::new(serde_json::from_value(json!({"metadata": meta})).expect("pool"))
+    }
+
+    #[test]
+    fn equal_versions_mean_the_same_objects_in_any_order() {
+        let a = Snapshot {
+            pools: vec![pool("worker", Some("7")), pool("master", Some("3"))],
+            ..Snapshot::default()
+        };
+        let b = Snapshot {
+            pools: vec![pool("master", Some("3")), pool("worker", Some("7"))],
+            ..Snapshot::default()
+        };
+        assert_eq!(a.versions(), b.versions());
+        assert!(a.versions().is_some());
+        let changed = Snapshot {
+            pools: vec![pool("master", Some("3")), pool("worker", Some("8"))],
+            ..Snapshot::default()
+        };
+        assert_ne!(a.versions(), changed.versions());
+        let gone = Snapshot {
+            pools: vec![pool("worker", Some("7"))],
+            ..Snapshot::default()
+        };
+        assert_ne!(a.versions(), gone.versions());
+        let other_release = a.clone().with_release_override(Some("4.23.0"));
+        assert_ne!(a.versions(), other_release.versions());
+        let unversioned = Snapshot {
+            pools: vec![pool("worker", None)],
+            ..Snapshot::default()
+        };
+        assert_eq!(unversioned.versions(), None);
     }
 }

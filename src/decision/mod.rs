@@ -20,8 +20,9 @@ use tokio::time::Instant;
 
 use crate::access::error::FreshError;
 use crate::access::view::ClusterView;
-use crate::access::view::ReadSteps;
+use crate::access::view::{Basis, ReadSteps};
 use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
+use crate::core::snapshot::Snapshot;
 use crate::telemetry::metrics::{DecisionPhase, Metrics, ReadStep};
 use coalesce::Coalesced;
 use confirmation::Confirmation;
@@ -40,6 +41,13 @@ pub enum Checked {
     Unverified { cached: Verdict, why: FreshError },
 }
 
+/// A verdict from the caches, and what it was decided on (`None` where the view cannot tell).
+#[derive(Clone, Debug)]
+struct FromCaches {
+    verdict: Verdict,
+    basis: Option<Basis>,
+}
+
 /// The cluster view, the policy mode and the shared confirming reads.
 pub struct Engine<V> {
     /// Shared with the confirming reads, which run on tasks of their own.
@@ -53,7 +61,7 @@ pub struct Engine<V> {
     /// the requests one read serves share its verdict per target (see [`Confirmation`]).
     confirmations: Coalesced<Result<Confirmation, FreshError>>,
     /// Cached decisions running now: concurrent requests for one target share one.
-    deciding: SharedVerdicts,
+    deciding: SharedVerdicts<FromCaches>,
     /// Verdicts decided on confirming reads (the tests count them).
     #[cfg(test)]
     fresh_decisions: std::sync::atomic::AtomicUsize,
@@ -96,9 +104,27 @@ impl<V: ClusterView> Engine<V> {
     /// pool targets a guarded image), the index's candidates are tried first: a node among them
     /// that blocks by itself decides a denial without the scan.
     pub fn cached(&self, target: Deletion<'_>) -> Verdict {
-        policy::evaluate_indexed(&self.view.objects(), target, self.mode, |digests| {
+        self.decide_cached(&self.view.objects(), target)
+    }
+
+    fn decide_cached(&self, objects: &Snapshot, target: Deletion<'_>) -> Verdict {
+        policy::evaluate_indexed(objects, target, self.mode, |digests| {
             self.view.nodes(digests, self.mode)
         })
+    }
+
+    /// [`Engine::cached`], with what it was decided on: the node cache's generation is read
+    /// before any node, so a read that later finds the same generation (and the same objects)
+    /// shows exactly what this verdict read.
+    fn cached_with_basis(&self, target: Deletion<'_>) -> FromCaches {
+        let nodes = self.view.node_generation();
+        let objects = self.view.objects();
+        let verdict = self.decide_cached(&objects, target);
+        let basis = objects
+            .versions()
+            .zip(nodes)
+            .map(|(objects, nodes)| Basis { objects, nodes });
+        FromCaches { verdict, basis }
     }
 
     /// The verdict from the caches, confirmed by a fresh read of nodes, builds, pools and
@@ -128,9 +154,18 @@ impl<V: ClusterView> Engine<V> {
                 Ok(Confirmation::new(fresh))
             })
         });
-        let cached = self
+        if read.is_some() {
+            // A task spawned from a worker waits in that worker's next-task slot, which other
+            // workers do not take: let it start (issue its requests, or wait out the window on
+            // the timer) before this worker spends itself on the verdict from the caches.
+            tokio::task::yield_now().await;
+        }
+        let FromCaches {
+            verdict: cached,
+            basis,
+        } = self
             .deciding
-            .while_deciding(target, || self.cached(target))
+            .while_deciding(target, || self.cached_with_basis(target))
             .await;
         let phase = self.phase_ended(DecisionPhase::Cached, phase);
         // The override lets a blocked deletion through whatever the read says (dropping the
@@ -160,8 +195,14 @@ impl<V: ClusterView> Engine<V> {
                 self.metrics
                     .confirmation_nodes(confirmation.fresh().source());
                 // Decided once for every request this read serves with the same target.
+                // Decided once for every request this read serves with the same target: the
+                // cached verdict itself when the read shows exactly what it was decided on.
                 let verdict = confirmation
                     .verdict(target, |fresh| {
+                        if basis.as_ref().is_some_and(|b| fresh.shows(b, &*self.view)) {
+                            self.metrics.confirmation_unchanged();
+                            return cached.clone();
+                        }
                         #[cfg(test)]
                         self.fresh_decisions
                             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);

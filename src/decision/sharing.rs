@@ -18,16 +18,27 @@ use tokio::sync::OnceCell;
 use crate::core::model::{MachineOSBuild, MachineOSConfig};
 use crate::core::policy::{Deletion, Verdict};
 
-/// Verdicts by target.
-#[derive(Debug, Default)]
-pub struct SharedVerdicts {
+/// Verdicts by target (or anything decided per target, `T`).
+#[derive(Debug)]
+pub struct SharedVerdicts<T = Verdict> {
     /// By the target's name, then the whole target: a name has one entry unless requests
     /// disagree on the object.
-    by_name: Mutex<HashMap<String, Vec<(Target, Shared)>>>,
+    by_name: Mutex<ByName<T>>,
+}
+
+/// Shared verdicts by the target's name, then the whole target.
+type ByName<T> = HashMap<String, Vec<(Target, Shared<T>)>>;
+
+impl<T> Default for SharedVerdicts<T> {
+    fn default() -> Self {
+        Self {
+            by_name: Mutex::default(),
+        }
+    }
 }
 
 /// A verdict decided, or being decided, for the requests that share it.
-type Shared = Arc<OnceCell<Verdict>>;
+type Shared<T> = Arc<OnceCell<T>>;
 
 /// An owned copy of a deletion's target, the key of a shared verdict.
 #[derive(Debug, PartialEq)]
@@ -60,14 +71,10 @@ fn name_of(target: Deletion<'_>) -> &str {
     }
 }
 
-impl SharedVerdicts {
+impl<T: Clone> SharedVerdicts<T> {
     /// The verdict on `target`: `decide` runs for the first request that asks; the others wait
     /// for it without holding a thread, and share its result, for as long as this lasts.
-    pub async fn get_or_decide(
-        &self,
-        target: Deletion<'_>,
-        decide: impl FnOnce() -> Verdict,
-    ) -> Verdict {
+    pub async fn get_or_decide(&self, target: Deletion<'_>, decide: impl FnOnce() -> T) -> T {
         let shared = self.entry(target);
         let verdict = shared.get_or_init(|| async { decide() }).await;
         verdict.clone()
@@ -75,11 +82,7 @@ impl SharedVerdicts {
 
     /// [`SharedVerdicts::get_or_decide`], shared only by the requests that ask while it is being
     /// decided: once decided it is forgotten, and the next request decides again.
-    pub async fn while_deciding(
-        &self,
-        target: Deletion<'_>,
-        decide: impl FnOnce() -> Verdict,
-    ) -> Verdict {
+    pub async fn while_deciding(&self, target: Deletion<'_>, decide: impl FnOnce() -> T) -> T {
         let shared = self.entry(target);
         let verdict = shared.get_or_init(|| async { decide() }).await.clone();
         let mut by_name = self.lock();
@@ -92,7 +95,7 @@ impl SharedVerdicts {
         verdict
     }
 
-    fn entry(&self, target: Deletion<'_>) -> Shared {
+    fn entry(&self, target: Deletion<'_>) -> Shared<T> {
         let mut by_name = self.lock();
         let same_name = by_name.entry(name_of(target).to_string()).or_default();
         if let Some((_, shared)) = same_name.iter().find(|(t, _)| t.is(target)) {
@@ -103,7 +106,7 @@ impl SharedVerdicts {
         shared
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(Target, Shared)>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByName<T>> {
         self.by_name.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

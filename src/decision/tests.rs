@@ -289,3 +289,117 @@ async fn a_confirmed_decision_times_its_phases() {
         "read phase {read} s, the read takes {READ:?}"
     );
 }
+
+/// A view whose caches say what their objects' versions and node generation are.
+fn versioned(mut snapshot: Snapshot, rv: &str) -> Snapshot {
+    let set = |meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        meta.resource_version = Some(rv.to_string());
+    };
+    snapshot.machine_os_configs = snapshot
+        .machine_os_configs
+        .iter()
+        .map(|m| {
+            let mut m = (**m).clone();
+            set(&mut m.metadata);
+            Arc::new(m)
+        })
+        .collect();
+    snapshot.machine_os_builds = snapshot
+        .machine_os_builds
+        .iter()
+        .map(|b| {
+            let mut b = (**b).clone();
+            set(&mut b.metadata);
+            Arc::new(b)
+        })
+        .collect();
+    snapshot.pools = snapshot
+        .pools
+        .iter()
+        .map(|p| {
+            let mut p = (**p).clone();
+            set(&mut p.metadata);
+            Arc::new(p)
+        })
+        .collect();
+    snapshot
+}
+
+/// [`Scripted`] with a node generation: `generations` says what it is at each state.
+struct Generations {
+    inner: Scripted,
+    generations: Vec<u64>,
+}
+
+impl ClusterView for Generations {
+    fn objects(&self) -> Snapshot {
+        self.inner.objects()
+    }
+
+    fn nodes(&self, digests: Option<&BTreeSet<String>>, mode: PolicyMode) -> Vec<Arc<NodeMeta>> {
+        self.inner.nodes(digests, mode)
+    }
+
+    fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {
+        self.inner.fresh()
+    }
+
+    fn node_generation(&self) -> Option<u64> {
+        Some(self.generations[self.inner.at.load(Ordering::SeqCst)])
+    }
+
+    fn readiness(&self) -> Result<(), NotReady> {
+        Ok(())
+    }
+
+    fn sizes(&self) -> Vec<(&'static str, usize)> {
+        Vec::new()
+    }
+}
+
+/// A read that shows exactly what the cached verdict was decided on (the same objects'
+/// versions, the same node generation) confirms it without a second evaluation; one that shows
+/// another generation or another version of an object is evaluated again.
+#[tokio::test(start_paused = true)]
+async fn a_read_showing_what_the_cached_verdict_read_confirms_it_without_a_second_evaluation() {
+    let worker = mosc("worker", "uid-worker");
+    let target = Deletion::MachineOSConfig(&worker);
+    let cases = [
+        (
+            "unchanged",
+            vec![versioned(cluster(IMAGE), "5"); 2],
+            vec![7, 7],
+            0,
+        ),
+        (
+            "a node changed",
+            vec![versioned(cluster(IMAGE), "5"); 2],
+            vec![7, 8],
+            1,
+        ),
+        (
+            "an object changed",
+            vec![
+                versioned(cluster(IMAGE), "5"),
+                versioned(cluster(IMAGE), "6"),
+            ],
+            vec![7, 7],
+            1,
+        ),
+    ];
+    for (what, states, generations, evaluations) in cases {
+        let view = Generations {
+            inner: Scripted::new(states),
+            generations,
+        };
+        let metrics = Arc::new(Metrics::default());
+        let engine = Engine::new(view, PolicyMode::default(), metrics, Duration::from_secs(5));
+        let verdict = confirmed(engine.check(target).await);
+        assert!(verdict.allowed, "{what}: {verdict:?}");
+        assert_eq!(
+            engine.fresh_decisions.load(Ordering::SeqCst),
+            evaluations,
+            "{what}"
+        );
+    }
+}

@@ -155,6 +155,7 @@ pub struct Metrics {
     latency: Histogram,
     phases: Family<PhaseLabels, Histogram, fn() -> Histogram>,
     read_steps: Family<StepLabels, Histogram, fn() -> Histogram>,
+    unchanged: Counter,
     confirmations: Family<ResultLabels, Counter>,
     confirmation_nodes: Family<SourceLabels, Counter>,
     cache_objects: Family<CacheLabels, Gauge>,
@@ -206,6 +207,12 @@ impl Default for Metrics {
             "confirming_read_step_duration_seconds",
             "The steps of each confirming read, from its start: the consistent lists of the objects (lists), the node collection's revision (revision), from there the node cache reaching it (catch_up), a list of every node when the cache was late (node_list)",
             read_steps.clone(),
+        );
+        let unchanged = Counter::default();
+        registry.register(
+            "confirmations_unchanged",
+            "Confirming reads that showed exactly what the verdict from the caches was decided on (the objects' versions, the node cache's generation): that verdict stood without a second evaluation",
+            unchanged.clone(),
         );
         let confirmations = Family::<ResultLabels, Counter>::default();
         registry.register(
@@ -357,6 +364,7 @@ impl Default for Metrics {
             latency,
             phases,
             read_steps,
+            unchanged,
             confirmations,
             confirmation_nodes,
             cache_objects,
@@ -400,6 +408,11 @@ impl Metrics {
                 phase: phase.label(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    /// A confirming read showed exactly what the cached verdict was decided on.
+    pub fn confirmation_unchanged(&self) {
+        self.unchanged.inc();
     }
 
     /// One step of a confirming read (see [`ReadStep`]), once per read.
