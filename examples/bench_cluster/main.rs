@@ -246,6 +246,8 @@ async fn run() -> Result<()> {
     let sources = ["cache", "list"]
         .map(|s| series("mosc_guard_confirmation_nodes_total", "source", s).to_string())
         .join(" / ");
+    let unchanged =
+        testkit::probe::metric(&metrics, "mosc_guard_confirmations_unchanged_total").unwrap_or(0.0);
     let (c, rounds) = (s.concurrent, s.rounds);
     let p99_ratio =
         run.together.guard.pct(0.99).as_secs_f64() / run.single.guard.pct(0.99).as_secs_f64();
@@ -347,6 +349,10 @@ async fn run() -> Result<()> {
     row(
         "confirmations' nodes from the node cache / from a node list",
         sources,
+    );
+    row(
+        "confirming reads that showed exactly what the cached verdict read (no second evaluation)",
+        format!("{unchanged:.0}"),
     );
     let checks = ["available", "missing", "unknown"]
         .map(|r| series("mosc_guard_registry_checks_total", "result", r));
