@@ -5,7 +5,7 @@
 //!   the namespace the console reads them from, as one JSON document (rows format, as
 //!   OpenShift's own dashboards), with the panels the issue asks for: decisions,
 //!   confirmations, cache staleness, blocked MachineOSConfigs, deferred deletions, deletable
-//!   MachineOSBuilds (issue 38);
+//!   MachineOSBuilds and deletable images side by side (issue 38), each panel with its own id;
 //! - every PromQL expression of every panel reads only metrics the guard exports (from
 //!   `Metrics::default()` rendered after each labelled family has a series, with the
 //!   `_total` / `_bucket` / `_sum` / `_count` suffixes Prometheus sees), selects
@@ -89,6 +89,8 @@ fn exported() -> BTreeSet<String> {
     ));
     m.registry_check(mosc_guard::core::registry::Status::Available);
     m.deletable_builds([("worker".to_owned(), 2)]);
+    m.deletable_images([("worker".to_owned(), Some(2)), ("infra".to_owned(), None)]);
+    m.registry_tags_resolved(3);
     let text = m.render(&[("nodes", 1)], &[("nodes", false)], true);
     let mut names = BTreeSet::new();
     for line in text.lines() {
@@ -217,9 +219,29 @@ fn the_dashboard_has_the_panels_operators_need() {
         "Deferred deletions",
         "Needed images not served, per pool",
         "Deletable MachineOSBuilds",
+        "Deletable images",
     ] {
         assert!(titles.contains(want), "no panel {want:?}: {titles:?}");
     }
+    let ids: Vec<u64> = panels(&board)
+        .iter()
+        .map(|p| p["id"].as_u64().expect("a numeric id"))
+        .collect();
+    let unique: BTreeSet<u64> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "panel ids are unique: {ids:?}");
+    // The images beside the builds, in one row.
+    let cleanup: Vec<&str> = board["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["title"] == "Cleanup")
+        .expect("a Cleanup row")["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .map(|p| p["title"].as_str().expect("title"))
+        .collect();
+    assert_eq!(cleanup, ["Deletable MachineOSBuilds", "Deletable images"]);
     for panel in panels(&board) {
         let kind = panel["type"].as_str().expect("type");
         assert!(
@@ -296,6 +318,9 @@ fn every_dashboard_query_reads_only_metrics_the_guard_exports() {
         "mosc_guard_deletion_blocked",
         "mosc_guard_deferred_deletions",
         "mosc_guard_deletable_builds",
+        "mosc_guard_deletable_images",
+        "mosc_guard_deletable_images_unknown",
+        "mosc_guard_registry_tags_resolved_total",
     ] {
         assert!(read.contains(want), "no panel reads {want}: {read:?}");
     }

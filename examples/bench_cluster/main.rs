@@ -23,6 +23,10 @@
 //!   (`testkit::node_registry`), named by the ControllerConfig as on a cluster; the guard asks it
 //!   every `REGISTRY_INTERVAL` seconds (default 10) throughout. The table shows the audit's
 //!   checks and HTTP requests per distinct image and interval: one image, however many nodes.
+//!   The MachineOSConfig's repository also holds `STRAY_TAGS` tags no build names (default
+//!   20): the audit lists and resolves every tag of it each interval to count the images
+//!   `prune` would delete, with the nodes' pull secret; the table shows that count and the
+//!   tags it resolved, which grow with the tags, not the nodes.
 //!
 //! It ends with one table: the guard's p50/p99 of each kind and their ratios to the floor's
 //! measured in the same phase, the ratio of the concurrent allows' p99 to the single allows',
@@ -33,7 +37,8 @@
 //! samples, half as many single allows), `CONCURRENT` (4), `ROUNDS` (100 rounds of concurrent
 //! allows: the requests of one round share their fate, so a p99 over 400 of them is about the
 //! slowest round in a hundred, as the single allows' p99 is about the slowest in a hundred),
-//! `GUARD_ARGS` (extra `serve` arguments, e.g. `--fence-wait-ms=0`). `MOSC_GUARD_BIN` selects
+//! `GUARD_ARGS` (extra `serve` arguments, e.g. `--fence-wait-ms=0`), `REGISTRY_INTERVAL` (10),
+//! `STRAY_TAGS` (20). `MOSC_GUARD_BIN` selects
 //! the guard binary (the Makefile passes the release build).
 
 mod cluster;
@@ -77,6 +82,8 @@ pub struct Settings {
     rounds: u64,
     guard_args: Vec<String>,
     registry_interval: u64,
+    /// Tags pushed by hand to the MachineOSConfig's repository: what the audit counts.
+    stray_tags: u64,
     /// The image the node put mid-update runs: in the benchmark's registry, never pushed (so
     /// the audit asks a registry on this machine, which answers missing).
     mid_update_image: String,
@@ -91,6 +98,7 @@ impl Settings {
             concurrent: env_or("CONCURRENT", 4) as usize,
             rounds: env_or("ROUNDS", 100),
             registry_interval: env_or("REGISTRY_INTERVAL", 10).max(1),
+            stray_tags: env_or("STRAY_TAGS", 20),
             mid_update_image: String::new(),
             guard_args: std::env::var("GUARD_ARGS")
                 .unwrap_or_default()
@@ -145,6 +153,14 @@ async fn run() -> Result<()> {
             "worker-bench",
         )
         .await?;
+    // Tags no build names, each its own image: what `prune --apply --images` would delete.
+    for i in 0..s.stray_tags {
+        open.push_image(
+            "openshift-machine-config-operator/ocb-image",
+            &format!("stray-{i}"),
+        )
+        .await?;
+    }
     let img = format!(
         "{}/openshift-machine-config-operator/ocb-image@{digest}",
         face.host()
@@ -361,13 +377,27 @@ async fn run() -> Result<()> {
     let audited_for = spawned.elapsed().as_secs_f64();
     row(
         &format!(
-            "registry audit over {audited_for:.0} s, one ask per image per {} s: distinct images needed (the pool's, and from the refusals on the mid-update node's, never pushed) / nodes; checks available / missing / unknown; HTTP requests",
+            "registry audit over {audited_for:.0} s, one ask per image per {} s: distinct images needed (the pool's, and from the refusals on the mid-update node's, never pushed) / nodes; checks available / missing / unknown; HTTP requests (the checks' and the deletable images' listings)",
             s.registry_interval
         ),
         format!(
             "2 / {n}; {:.0} / {:.0} / {:.0}; {requests:.0}",
             checks[0], checks[1], checks[2]
         ),
+    );
+    let deletable = testkit::probe::metric(
+        &metrics,
+        "mosc_guard_deletable_images{machineosconfig=\"worker\"}",
+    )
+    .map_or("no count".to_string(), |n| format!("{n:.0}"));
+    let tags =
+        testkit::probe::metric(&metrics, "mosc_guard_registry_tags_resolved_total").unwrap_or(0.0);
+    row(
+        &format!(
+            "deletable images counted by the audit (tags pushed by hand, each its own image) / tags it resolved over {audited_for:.0} s, one listing per {} s",
+            s.registry_interval
+        ),
+        format!("{deletable} (of {}) / {tags:.0}", s.stray_tags),
     );
     row("allow-all webhook p50 / p99", baseline.p50_p99());
     row("no webhook p50 / p99", none.p50_p99());

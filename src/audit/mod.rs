@@ -19,6 +19,8 @@
 //!   MachineOSConfigs of the pools that need it (the Lease holder only, so two replicas write
 //!   one). The guard changes nothing on the cluster: what to do is a person's call
 //!   (docs/runbooks.md, MoscGuardNeededImageMissing).
+//! - Once per interval, on a task of its own, it counts the images `prune --apply --images`
+//!   would delete per MachineOSConfig, listed with the same pull configuration (`images.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -35,6 +37,8 @@ use crate::core::registry::needed_images;
 use crate::core::registry::report::{one_line, pool_counts};
 use crate::decision::Engine;
 use crate::telemetry::events::{Events, reference};
+
+mod images;
 
 /// How often the audit looks at the caches.
 const TICK: Duration = Duration::from_secs(5);
@@ -102,6 +106,7 @@ pub async fn run<V: ClusterView>(
     // When the pull configuration is read next: every interval, or after `retry` while it fails.
     let mut next_read = Instant::now();
     let mut reported_requests = 0u64;
+    let mut deletable = images::Counter::new();
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -123,6 +128,7 @@ pub async fn run<V: ClusterView>(
                             metrics.registry_requests(old.requests() - reported_requests);
                         }
                         reported_requests = 0;
+                        deletable.configure(&config);
                         checker = Some(Arc::new(Checker::new(config, Limits::default())));
                     }
                     config_error = None;
@@ -140,6 +146,14 @@ pub async fn run<V: ClusterView>(
         }
         let mut snapshot = engine.view.objects();
         snapshot.nodes = engine.view.nodes(None, PolicyMode::InFlight);
+        deletable
+            .tick(
+                &snapshot,
+                config_error.as_deref(),
+                &metrics,
+                settings.interval,
+            )
+            .await;
         let needed: Vec<NeededImage> = needed_images(&snapshot)
             .into_iter()
             .filter(NeededImage::counts)

@@ -218,7 +218,8 @@ pub struct ServeArgs {
     pub identity: Option<String>,
     /// Seconds between asks of each image nodes need from its registry, as a node pulls it
     /// (a node's new target is asked within seconds; an answer other than available is asked
-    /// again sooner). 0 turns the registry audit off. Live clusters only.
+    /// again sooner), and between counts of the images `prune` would delete (listed with the
+    /// nodes' pull secret). 0 turns the registry audit off. Live clusters only.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     pub registry_check_interval: u64,
 }

@@ -177,6 +177,9 @@ pub struct Metrics {
     registry_requests: Counter,
     registry_checks: Family<ResultLabels, Counter>,
     deletable_builds: Family<ConfigLabels, Gauge>,
+    deletable_images: Family<ConfigLabels, Gauge>,
+    deletable_images_unknown: Family<ConfigLabels, Gauge>,
+    registry_tags: Counter,
 }
 
 impl Default for Metrics {
@@ -358,6 +361,32 @@ impl Default for Metrics {
              not reuse them, the guard would allow their deletion (from the caches)",
             deletable_builds.clone(),
         );
+        let deletable_images = Family::<ConfigLabels, Gauge>::default();
+        registry.register(
+            "deletable_images",
+            "Per MachineOSConfig, images (digests) in its repositories that `mosc-guard prune \
+             --apply --images` would delete: tags no MachineOSBuild names and no node, build or \
+             config needs, as prune plans them, listed by the registry audit every interval \
+             with the nodes' pull secret; no series while a repository of the config could not \
+             be listed (mosc_guard_deletable_images_unknown)",
+            deletable_images.clone(),
+        );
+        let deletable_images_unknown = Family::<ConfigLabels, Gauge>::default();
+        registry.register(
+            "deletable_images_unknown",
+            "Per MachineOSConfig, 1 while a repository of it could not be listed with the \
+             nodes' pull secret (mosc_guard_deletable_images has no series for it then), 0 \
+             when every one was",
+            deletable_images_unknown.clone(),
+        );
+        let registry_tags = Counter::default();
+        registry.register(
+            "registry_tags_resolved",
+            "Tags the registry audit resolved to count deletable images (one manifest GET \
+             each, every interval): grows with the tags in the MachineOSConfigs' repositories, \
+             not with nodes",
+            registry_tags.clone(),
+        );
         Self {
             registry,
             decisions,
@@ -386,6 +415,9 @@ impl Default for Metrics {
             registry_requests,
             registry_checks,
             deletable_builds,
+            deletable_images,
+            deletable_images_unknown,
+            registry_tags,
         }
     }
 }
@@ -551,6 +583,30 @@ impl Metrics {
                 .get_or_create(&ConfigLabels { machineosconfig })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
+    }
+
+    /// Images `prune --apply --images` would delete, per MachineOSConfig (`None`: a repository
+    /// of it could not be listed: no count, and the unknown gauge at 1); both series sets are
+    /// replaced whole, so a deleted config leaves no stale series.
+    pub fn deletable_images(&self, configs: impl IntoIterator<Item = (String, Option<usize>)>) {
+        self.deletable_images.clear();
+        self.deletable_images_unknown.clear();
+        for (machineosconfig, n) in configs {
+            let labels = ConfigLabels { machineosconfig };
+            self.deletable_images_unknown
+                .get_or_create(&labels)
+                .set(i64::from(n.is_none()));
+            if let Some(n) = n {
+                self.deletable_images
+                    .get_or_create(&labels)
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+        }
+    }
+
+    /// Adds the tags the audit resolved to count deletable images.
+    pub fn registry_tags_resolved(&self, n: u64) {
+        self.registry_tags.inc_by(n);
     }
 
     /// The release rules decisions use now: which rows, and whether one is the cautious one.

@@ -87,11 +87,43 @@ impl SecureFace {
         })
     }
 
+    /// Creates [`SecureFace::push_secret`] `name` for [`PUSH_USER`] in the cluster.
+    pub async fn install_push_secret(&self, client: &kube::Client, name: &str) -> Result<()> {
+        let api: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(client.clone(), "openshift-machine-config-operator");
+        let secret = serde_json::from_value(self.push_secret(name, PUSH_USER, PUSH_PASSWORD))?;
+        api.create(&PostParams::default(), &secret)
+            .await
+            .map_err(|e| format!("creating push secret {name}: {e}"))?;
+        Ok(())
+    }
+
+    /// The ControllerConfig's `spec.internalRegistryPullSecret` (base64, as the API holds it)
+    /// for the nodes' user with `password`.
+    pub fn node_pull_secret(&self, password: &str) -> String {
+        let auth = base64(&format!("{NODE_USER}:{password}"));
+        base64(&json!({"auths": {self.host(): {"auth": auth}}}).to_string())
+    }
+
+    /// Replaces the ControllerConfig's node pull secret with one holding `password` (what an
+    /// admin rotating the pull secret, or a wrong one, does to every node).
+    pub async fn set_node_password(&self, client: &kube::Client, password: &str) -> Result<()> {
+        dynamic_api(client, CONTROLLER_CONFIGS)
+            .patch(
+                "machine-config-controller",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"spec": {
+                    "internalRegistryPullSecret": self.node_pull_secret(password)
+                }})),
+            )
+            .await
+            .map_err(|e| format!("patching the ControllerConfig's pull secret: {e}"))?;
+        Ok(())
+    }
+
     /// A ControllerConfig `machine-config-controller` as MCO writes it (every field the API
     /// requires), holding the nodes' pull secret for this registry and its CA.
     pub fn controller_config(&self) -> Value {
-        let auth = base64(&format!("{NODE_USER}:{NODE_PASSWORD}"));
-        let pull_secret = json!({"auths": {self.host(): {"auth": auth}}});
         let zeros = "0".repeat(64);
         json!({
             "apiVersion": "machineconfiguration.openshift.io/v1",
@@ -112,7 +144,7 @@ impl SecureFace {
                 "proxy": null,
                 "releaseImage": format!("quay.example/openshift-release-dev/ocp-release@sha256:{zeros}"),
                 "rootCAData": base64("not used by the kit"),
-                "internalRegistryPullSecret": base64(&pull_secret.to_string()),
+                "internalRegistryPullSecret": self.node_pull_secret(NODE_PASSWORD),
                 "imageRegistryBundleUserData": [
                     {"file": self.host().replace(':', ".."), "data": base64(&self.pki.ca_pem())}
                 ],

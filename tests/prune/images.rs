@@ -30,13 +30,10 @@ const PUSH_SECRET: &str = "push-secret";
 /// token auth (deletes allowed or not), the simulator building, pulling and deleting there, the
 /// ControllerConfig with its CA, and MCO's push secret.
 async fn behind_tls(cluster: &Cluster, deletes: bool) -> SecureFace {
-    let face = SecureFace::over_with(&cluster.registry, deletes)
+    let face = cluster
+        .registry_behind_tls(deletes)
         .await
         .expect("secure registry");
-    cluster.sim.registry_also_at(face.host());
-    face.install_controller_config(&cluster.client)
-        .await
-        .expect("ControllerConfig");
     set_push_secret(cluster, &face, PUSH_PASSWORD).await;
     face
 }

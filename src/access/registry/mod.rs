@@ -29,7 +29,8 @@
 //!
 //! Every request goes through a [`session::Session`]: one set of credentials with its CAs,
 //! proxy, tokens and redaction. Besides the checker, `mosc-guard prune` (issue 38) reads with
-//! the push secret MCO itself uses ([`tags`]: a repository's tags, each resolved to its digest)
+//! the push secret MCO itself uses ([`tags`]: a repository's tags, each resolved to its digest;
+//! `serve`'s audit reads the same with the nodes' pull secret, to count what prune would delete)
 //! and deletes with it ([`delete`]: the one write path, a separate type with an explicit
 //! constructor, never the read-only checker).
 

@@ -1,7 +1,8 @@
 //! One set of registry credentials in use: requests to any host and repository they cover,
 //! authorised as containers/image authorises them, bounded and redacted. The [`Checker`]
-//! (`check`, read-only, the node's pull secret), `prune`'s [`tags`](super::tags) reader and
-//! its [`delete`](super::delete) path (the push secret) all send through one.
+//! (`check`, read-only, the node's pull secret), the [`tags`](super::tags) reader (`prune`'s
+//! with the push secret, the audit's with the node's pull secret) and `prune`'s
+//! [`delete`](super::delete) path (the push secret) all send through one.
 //!
 //! A request first goes with the token cached for its host, repository and actions, if any.
 //! A `401` with a `Bearer` challenge sends the session to the token service for

@@ -1,4 +1,5 @@
-//! What a repository holds, asked with the credentials MCO itself uses there (the push secret):
+//! What a repository holds, asked with one session's credentials (`prune`: the push secret MCO
+//! itself uses there; `serve`'s audit: the nodes' pull secret, since reading needs only `pull`):
 //! its tags (`GET /v2/<name>/tags/list`, a page at a time, [`crate::core::registry::tags`]), and
 //! the digest each tag names (`GET` of its manifest, as MCO's image pruner and a node read one:
 //! the digest is the sha256 of the bytes served, checked against the registry's
@@ -141,12 +142,12 @@ impl TagReader {
         tags: &[String],
     ) -> Vec<TagAnswer> {
         let concurrency = self.session.limits().concurrency.max(1);
-        futures::stream::iter(tags)
+        // Owned tags: a closure over `&String` is higher-ranked, and the future would not be
+        // `Send` for `tokio::spawn` (serve's audit runs it on a task of its own).
+        futures::stream::iter(tags.iter().cloned())
             .map(|tag| async move {
-                TagAnswer {
-                    tag: tag.clone(),
-                    resolved: self.resolve(host, repository, tag).await,
-                }
+                let resolved = self.resolve(host, repository, &tag).await;
+                TagAnswer { tag, resolved }
             })
             .buffered(concurrency)
             .collect()

@@ -4,9 +4,12 @@
 //! and each Route's host there. There MCO deletes the ImageStreamTag through the API instead of
 //! the registry's manifest, so prune must not delete through the registry either.
 //!
-//! A host of the form `*.openshift-image-registry.svc[.cluster.local][:port]` counts too,
-//! whatever the lists said: the lists can fail or be forbidden, and a wrong "internal" only
-//! costs a delete prune leaves to the admin.
+//! Two forms of host count too, whatever the lists said: `*.openshift-image-registry.svc[.cluster.local][:port]`
+//! (a Service's), and a host whose first DNS label ends with `-openshift-image-registry` (a
+//! Route's host as the router generates it, `<route>-<namespace>.<apps domain>`: the registry
+//! operator's `default-route-openshift-image-registry.apps...`, which MCO also puts in the
+//! nodes' pull secret). The lists can fail or be forbidden, and `serve` has no right to them;
+//! a wrong "internal" only costs a delete prune leaves to the admin.
 
 /// The namespace of OpenShift's internal registry.
 pub const NAMESPACE: &str = "openshift-image-registry";
@@ -22,9 +25,13 @@ pub fn is_internal(host: &str, known: &[String]) -> bool {
         Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
         _ => host.as_str(),
     };
-    [".svc", ".svc.cluster.local"]
+    let service = [".svc", ".svc.cluster.local"]
         .iter()
-        .any(|suffix| bare.ends_with(&format!(".{NAMESPACE}{suffix}")))
+        .any(|suffix| bare.ends_with(&format!(".{NAMESPACE}{suffix}")));
+    let generated_route = bare
+        .split_once('.')
+        .is_some_and(|(first, _)| first.ends_with(&format!("-{NAMESPACE}")));
+    service || generated_route
 }
 
 /// The host of each Service (`<name>.<namespace>.svc:<first port>`) as MCO writes it.
@@ -64,10 +71,23 @@ mod tests {
         for (host, want) in cases {
             assert_eq!(is_internal(host, &known), want, "{host}");
         }
-        assert!(!is_internal(
+        // A Route's generated host, without the lists.
+        assert!(is_internal(
             "default-route-openshift-image-registry.apps.example.com",
             &[]
         ));
+        assert!(is_internal(
+            "Registry-openshift-image-registry.apps.example.com:443",
+            &[]
+        ));
+        for host in [
+            "default-route.apps.example.com",
+            "openshift-image-registry.example.com",
+            "quay-openshift-image-registry-mirror.example.com",
+            "default-route-openshift-image-registry",
+        ] {
+            assert!(!is_internal(host, &[]), "{host}");
+        }
         assert_eq!(
             service_host("image-registry", Some(5000)),
             "image-registry.openshift-image-registry.svc:5000"

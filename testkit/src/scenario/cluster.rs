@@ -8,6 +8,7 @@ use crate::cli::CliRun;
 use crate::controlplane::ControlPlane;
 use crate::guard::GuardBin;
 use crate::image_ref::ImageRef;
+use crate::node_registry::SecureFace;
 use crate::registry::Registry;
 use crate::release::{Release, ZStream};
 use crate::simulator::Simulator;
@@ -80,6 +81,17 @@ impl Cluster {
             "worker" => self.push_spec(),
             other => format!("{}/{OCB_REPO}:{other}", self.registry.host()),
         }
+    }
+
+    /// The registry as MCO and the nodes reach a production one: the kit's registry behind TLS
+    /// and token auth (deletes allowed or not), the simulator building, pulling and deleting
+    /// there too, and the ControllerConfig with the nodes' pull secret and its CA. A
+    /// MachineOSConfig pushes there with [`push_spec`]`(face.host())`.
+    pub async fn registry_behind_tls(&self, deletes: bool) -> Result<SecureFace> {
+        let face = SecureFace::over_with(&self.registry, deletes).await?;
+        self.sim.registry_also_at(face.host());
+        face.install_controller_config(&self.client).await?;
+        Ok(face)
     }
 
     /// `mosc-guard ARGS --kubeconfig <admin>` (`bin`), run as [`crate::cli`] runs it.

@@ -1,7 +1,9 @@
 //! `prune`'s images: the tags in each MachineOSConfig's repository that no MachineOSBuild
 //! names, each deletable or kept with every reason, from the snapshot and what the registry
 //! listed (the tags, each resolved to a digest). Pure and table-tested (`../tests/images.rs`);
-//! the listing and the deletes are `access::registry`'s, driven by `cli::prune`.
+//! the listing and the deletes are `access::registry`'s, driven by `cli::prune`. `serve`'s
+//! registry audit lists with the nodes' pull secret instead and counts the same plan per
+//! MachineOSConfig ([`per_config`]).
 //!
 //! A build names its tag (`<repo>:<its name>`) and its digest; those tags are the builds' (the
 //! builds' plan deletes them, through MCO) and are not listed here. Every other tag is one MCO
@@ -23,6 +25,7 @@
 //!   API rather than the manifest through the registry: prune leaves that to the admin.
 
 mod named;
+mod per_config;
 mod report;
 mod sources;
 mod words;
@@ -36,6 +39,7 @@ use crate::core::snapshot::Snapshot;
 
 use super::{count, listed};
 pub use named::{Named, NodeUse};
+pub use per_config::{ConfigImages, per_config};
 pub use report::{ImageReport, RepositoryReport};
 pub use sources::{Source, sources};
 pub use words::text;
