@@ -459,3 +459,16 @@ async fn serve_counts_the_images_prune_would_delete_with_the_nodes_pull_secret()
     }
     assert_mco_never_refused(&cluster);
 }
+
+/// An interval past what a deadline can add is a usage error at start, never a panic later in
+/// the audit's loop.
+#[test]
+fn an_interval_longer_than_a_week_is_refused_at_start() {
+    let out = std::process::Command::new(BIN.path())
+        .args(["serve", "--registry-check-interval", "18446744073709551615"])
+        .output()
+        .expect("run mosc-guard");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--registry-check-interval"), "{stderr}");
+}

@@ -220,7 +220,8 @@ pub struct ServeArgs {
     /// (a node's new target is asked within seconds; an answer other than available is asked
     /// again sooner), and between counts of the images `prune` would delete (listed with the
     /// nodes' pull secret). 0 turns the registry audit off. Live clusters only.
-    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 300, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(0..=MAX_DURATION.as_secs()))]
     pub registry_check_interval: u64,
 }
 
@@ -404,7 +405,7 @@ fn parse_age(text: &str) -> Result<Duration, String> {
             .parse::<i64>()
             .ok()
             .and_then(|d| d.checked_mul(24))
-            .map(k8s_openapi::jiff::SignedDuration::from_hours)
+            .and_then(k8s_openapi::jiff::SignedDuration::try_from_hours)
             .ok_or_else(|| format!("not a number of days: {text}"))?,
         None => text
             .parse()

@@ -145,6 +145,8 @@ fn apply_on_a_dump_and_an_unreadable_dump_are_errors_with_nothing_on_stdout() {
 
     for bad in [
         &["--keep-younger-than", "soon"][..],
+        // More hours than a signed duration holds: a usage error, not a panic.
+        &["--keep-younger-than", "9999999999999999d"],
         &["--keep", "-1"],
         &["--timeout", "5m"],
         &["--images"],
