@@ -31,18 +31,19 @@ pub enum DeleteError {
     Failed(#[source] kube::Error),
 }
 
-/// Deletes MachineOSBuild `name` if it still has `uid` and `resource_version`.
+/// Deletes MachineOSBuild `name` if it still has `uid` and `resource_version` (both always
+/// sent: a delete without them could remove a build other than the one planned).
 pub async fn delete_build(
     client: &Client,
     name: &str,
-    uid: Option<&str>,
-    resource_version: Option<&str>,
+    uid: &str,
+    resource_version: &str,
 ) -> Result<(), DeleteError> {
     let api: Api<MachineOSBuild> = Api::all(client.clone());
     let params = DeleteParams {
         preconditions: Some(Preconditions {
-            uid: uid.map(str::to_string),
-            resource_version: resource_version.map(str::to_string),
+            uid: Some(uid.to_string()),
+            resource_version: Some(resource_version.to_string()),
         }),
         ..DeleteParams::default()
     };
@@ -57,14 +58,10 @@ pub async fn delete_build(
 
 /// Whether the MachineOSBuild `name` with `uid` still exists (a new one of the same name is
 /// another build).
-pub async fn build_exists(
-    client: &Client,
-    name: &str,
-    uid: Option<&str>,
-) -> Result<bool, LiveError> {
+pub async fn build_exists(client: &Client, name: &str, uid: &str) -> Result<bool, LiveError> {
     let api: Api<MachineOSBuild> = Api::all(client.clone());
     match api.get_opt(name).await {
-        Ok(Some(build)) => Ok(uid.is_none_or(|uid| build.metadata.uid.as_deref() == Some(uid))),
+        Ok(Some(build)) => Ok(build.metadata.uid.as_deref() == Some(uid)),
         Ok(None) => Ok(false),
         Err(source) => Err(LiveError::List {
             what: "machineosbuilds",

@@ -224,11 +224,17 @@ impl<'a> Turn<'a, '_> {
             );
             return a.end(clock, Outcome::Stopped("changedSincePlan"), why);
         }
-        let (uid, version) = (build.uid.as_deref(), build.resource_version.as_deref());
+        // A delete without both preconditions could remove a build other than the one planned:
+        // the API server always sends both, so a read without them is stopped on, not guessed.
+        let (Some(uid), Some(version)) = (build.uid.as_deref(), build.resource_version.as_deref())
+        else {
+            let why = "the re-read build has no uid or resourceVersion to make its delete \
+                       conditional on; nothing was deleted"
+                .to_string();
+            return a.end(clock, Outcome::Stopped("changedSincePlan"), why);
+        };
         clock.line(format!(
-            "build {name}: still deletable; deleting it (uid {}, resourceVersion {}): {}",
-            uid.unwrap_or("?"),
-            version.unwrap_or("?"),
+            "build {name}: still deletable; deleting it (uid {uid}, resourceVersion {version}): {}",
             words::deletes(build)
         ));
         set_step(self.step, Step::Deleting);
@@ -269,7 +275,7 @@ impl<'a> Turn<'a, '_> {
     }
 
     /// Until the build (this uid) is gone, or `timeout`.
-    async fn wait_gone(&self, name: &str, uid: Option<&str>, a: Applied) -> Applied {
+    async fn wait_gone(&self, name: &str, uid: &str, a: Applied) -> Applied {
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
             match build_exists(self.client, name, uid).await {
