@@ -187,9 +187,5 @@ async fn admit(State(shared): State<Arc<Shared>>, Json(review): Json<Value>) -> 
     if (shared.fires)(request) && !shared.fired.swap(true, Ordering::SeqCst) {
         (shared.action)().await;
     }
-    Json(json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": {"uid": request["uid"], "allowed": true}
-    }))
+    Json(crate::review::allow(&review))
 }

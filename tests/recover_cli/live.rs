@@ -22,7 +22,7 @@ use testkit::cli::CliRun;
 use testkit::controlplane::ControlPlane;
 use testkit::scenario::{create_pool, create_rendered_config, rendered_config};
 
-use super::interpose::Interposer;
+use super::interpose;
 use super::*;
 
 pub(super) const OLD: &str = "rendered-worker-0c8b7d5e3f1a9c2b4d6e8f0a1b3c5d7e";
@@ -360,7 +360,7 @@ async fn apply_stops_when_the_node_moved_between_its_read_and_the_patch() {
     let cp = stuck_cluster(&[A]).await;
     // Someone uncordons the node right after recover read it (while it records its Event).
     let client = cp.client();
-    let _interposer = Interposer::on_node_event(&cp, A, move || {
+    let _interposer = interpose::on_node_event(&cp, A, move || {
         let nodes: Api<Node> = Api::all(client.clone());
         async move {
             nodes
@@ -393,6 +393,40 @@ async fn apply_stops_when_the_node_moved_between_its_read_and_the_patch() {
     );
     assert_eq!(annotation(&n, MARKER), None);
     assert!(!cordoned(&n), "only the interposed change happened");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_deleted_between_its_read_and_the_patch_is_nothing_to_do_and_the_run_goes_on() {
+    let cp = stuck_cluster(&[A, B]).await;
+    // The machine is scaled away right after recover read A (while it records its Event).
+    let client = cp.client();
+    let _interposer = interpose::on_node_event(&cp, A, move || {
+        let nodes: Api<Node> = Api::all(client.clone());
+        async move {
+            nodes
+                .delete(A, &Default::default())
+                .await
+                .expect("delete the node");
+        }
+    })
+    .await;
+    let run = recover(&cp, &["--apply", "--timeout", "5s", "-o", "json"]).await;
+    let report = run.json();
+    let a = &report["applied"][0];
+    assert_eq!(a["node"], A, "{report:#}");
+    assert_eq!(a["outcome"], "nothingToDo", "{report:#}");
+    assert!(
+        a["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("deleted between its re-read and the patch")),
+        "{a:#}"
+    );
+    // Not a failure (nothing was written, nothing is left to recover): B is attempted next.
+    assert_eq!(report["applied"][1]["node"], B, "{report:#}");
+    assert_ne!(
+        report["applied"][1]["outcome"], "notAttempted",
+        "{report:#}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -147,7 +147,12 @@ async fn one(
         Ok(fresh) => fresh,
         Err(e) => return a.end(clock, Outcome::Failed, format!("could not re-read it: {e}")),
     };
-    let uid = fresh.nodes.first().and_then(|n| n.uid.clone());
+    let Some(uid) = fresh.nodes.first().map(|n| n.uid.clone()) else {
+        let why = "gone when re-read (the node was deleted since the plan): nothing to recover, \
+                   nothing written"
+            .to_string();
+        return a.end(clock, Outcome::NothingToDo, why);
+    };
     let images = recovery::images_to_ask(&fresh, None);
     for image in &images {
         clock.line(format!(
@@ -233,6 +238,12 @@ async fn one(
                          the patch ({message}); nothing was written"
                     );
                     return a.stop(clock, "patchRefused", why, RERUN);
+                }
+                Err(PatchError::Rejected { code: 404, .. }) => {
+                    let why = "the node was deleted between its re-read and the patch: nothing \
+                               to recover, nothing written"
+                        .to_string();
+                    return a.end(clock, Outcome::NothingToDo, why);
                 }
                 Err(e @ PatchError::Rejected { .. }) => {
                     let why = format!("{e}; nothing was written");
