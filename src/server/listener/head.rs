@@ -10,6 +10,12 @@
 //! clock counts them only while it is armed: between requests of an HTTP/1 connection, from the
 //! end of its TLS handshake. HTTP/2 connections never arm it (PING answers and window updates
 //! arrive while they idle; their first request is bounded by the first-request deadline).
+//!
+//! A head pipelined behind a request (sent before that request's answer) arrives while the clock
+//! is disarmed, often in the same read as the request before it, and hyper keeps it in its own
+//! buffer: nothing here sees it start. A client that pipelines part of a head and stalls is
+//! closed by the idle limit instead (120 s by default; the connection cap bounds how many such
+//! connections there can be). Go's HTTP transport, the API server's, never pipelines.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

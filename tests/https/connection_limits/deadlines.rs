@@ -233,3 +233,36 @@ async fn a_head_started_after_a_request_and_never_finished_is_cut() {
         "not at once"
     );
 }
+
+/// A partial head pipelined behind a complete request (in the same write, so it reaches the
+/// server while that request runs, when no head is timed) is not served forever: the idle limit
+/// closes the connection at the latest (the bound `head`'s module doc states).
+#[tokio::test]
+async fn a_partial_head_pipelined_behind_a_request_is_closed_by_the_idle_limit_at_the_latest() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let idle = Duration::from_secs(2);
+    let s = setup_limited(ConnectionLimits {
+        idle,
+        ..ConnectionLimits::default()
+    })
+    .await;
+    let mut conn = raw_tls(&s.server.url, s.pki.ca_pem().as_bytes()).await;
+    conn.write_all(
+        b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\nPOST /validate HTTP/1.1\r\nhost: 127.0.0.1\r\n",
+    )
+    .await
+    .expect("a request and half of the next");
+    let started = std::time::Instant::now();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(idle * 4, conn.read_to_end(&mut buf)).await;
+    assert!(
+        read.is_ok(),
+        "still open {:?} after the write: the idle limit ({idle:?}) did not close it",
+        started.elapsed()
+    );
+    let text = String::from_utf8_lossy(&buf);
+    assert!(
+        text.starts_with("HTTP/1.1 200 OK"),
+        "the first request was served: {text}"
+    );
+}
