@@ -7,7 +7,7 @@ use crate::access::dump::Want;
 use crate::access::live;
 use crate::access::registry::{self, Checker, Limits, PullConfigError};
 use crate::cli::args::{CheckArgs, Output};
-use crate::cli::dump::read_dump;
+use crate::cli::dump::{NO_VERDICT, read_dump};
 use crate::cli::error::CliError;
 use crate::cli::notes;
 use crate::core::policy::{self, Deletion, PolicyMode, TargetKind};
@@ -141,7 +141,12 @@ async fn registry_answers(args: &CheckArgs, verdict: &policy::Verdict) -> Option
 async fn gather(args: &CheckArgs) -> Result<(Vec<Snapshot>, Vec<String>, String), CliError> {
     let (snapshots, notes, source) = match &args.source.dump.from_dir {
         Some(dir) => {
-            let loaded = read_dump(dir, args.source.dump.allow_incomplete, Want::Policy)?;
+            let loaded = read_dump(
+                dir,
+                args.source.dump.allow_incomplete,
+                Want::Policy,
+                NO_VERDICT,
+            )?;
             let notes = notes::of_dump(&loaded);
             let snapshots: Vec<Snapshot> = loaded.snapshots().cloned().collect();
             (snapshots, notes, dir.display().to_string())

@@ -1,5 +1,5 @@
-//! Reading a dump for `check --from-dir`, `recover --from-dir` and `serve --from-dir`: an
-//! incomplete one is an error unless --allow-incomplete.
+//! Reading a dump for the commands' `--from-dir`: an incomplete one is an error unless
+//! --allow-incomplete, and the error says what the command could not trust.
 
 use std::path::Path;
 
@@ -8,11 +8,12 @@ use crate::cli::error::CliError;
 use crate::core::snapshot::Snapshot;
 
 /// Reads a dump for `want`; one that could not be read whole is an error unless
-/// `allow_incomplete`.
+/// `allow_incomplete`, saying what of the command's answer it leaves untrusted (`trust`).
 pub(super) fn read_dump(
     dir: &Path,
     allow_incomplete: bool,
     want: Want,
+    trust: &'static str,
 ) -> Result<dump::Loaded, CliError> {
     let loaded = dump::load_dir_for(dir, want)?;
     if loaded.incomplete.is_empty() || allow_incomplete {
@@ -21,17 +22,17 @@ pub(super) fn read_dump(
     Err(CliError::Incomplete {
         dir: dir.to_path_buf(),
         missing: loaded.incomplete,
-        trust: match want {
-            Want::Policy => "no verdict can say a deletion is safe",
-            Want::Recovery => "no plan can say a cancel is safe",
-        },
+        trust,
     })
 }
+
+/// What an incomplete dump leaves untrusted in a verdict.
+pub(super) const NO_VERDICT: &str = "no verdict can say a deletion is safe";
 
 /// The dump `serve --from-dir` decides from: one snapshot, so disagreeing copies (like an
 /// incomplete dump) need --allow-incomplete, and then the copy read last of each is served.
 pub(super) fn load_static(dir: &Path, allow_incomplete: bool) -> Result<Snapshot, CliError> {
-    let loaded = read_dump(dir, allow_incomplete, Want::Policy)?;
+    let loaded = read_dump(dir, allow_incomplete, Want::Policy, NO_VERDICT)?;
     for w in loaded.warnings.iter().chain(&loaded.incomplete) {
         tracing::warn!("{w}");
     }

@@ -6,18 +6,18 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::access::dump;
+use crate::access::dump::Want;
 use crate::access::live;
 use crate::access::registry::{self, Checker, Limits};
 use crate::cli::args::{ImagesArgs, Output};
+use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
 use crate::cli::notes;
 use crate::cli::pull;
 use crate::core::registry::auth::AuthFile;
-use crate::core::registry::needed_images;
 use crate::core::registry::node_config::{ControllerConfigSpec, PullConfig};
 use crate::core::registry::report::{self, CheckedImage};
-use crate::core::snapshot::Snapshot;
+use crate::core::registry::{NeededImage, needed_images, needed_images_of_all};
 
 /// Runs `images`; returns the exit status.
 pub async fn images(args: ImagesArgs) -> ExitCode {
@@ -32,9 +32,8 @@ pub async fn images(args: ImagesArgs) -> ExitCode {
 }
 
 async fn run(args: &ImagesArgs) -> Result<bool, CliError> {
-    let (snapshot, pull, notes) = gather(args).await?;
+    let (needed, pull, notes) = gather(args).await?;
     notes::warn(&notes);
-    let needed = needed_images(&snapshot);
     let limits = Limits {
         image_timeout: Duration::from_secs(args.image_timeout.max(1)),
         ..Limits::default()
@@ -61,8 +60,11 @@ async fn run(args: &ImagesArgs) -> Result<bool, CliError> {
     Ok(report::passes(&checked))
 }
 
-/// The snapshot, what a node pulls with, and notes about the source.
-async fn gather(args: &ImagesArgs) -> Result<(Snapshot, PullConfig, Vec<String>), CliError> {
+/// The images needed (with a dump whose copies disagree, those of every combination), what a
+/// node pulls with, and notes about the source.
+async fn gather(
+    args: &ImagesArgs,
+) -> Result<(Vec<NeededImage>, PullConfig, Vec<String>), CliError> {
     match &args.dump.from_dir {
         None => {
             let client = args.cluster.client().await?;
@@ -70,17 +72,15 @@ async fn gather(args: &ImagesArgs) -> Result<(Snapshot, PullConfig, Vec<String>)
             let pull = registry::pull_config(&client)
                 .await
                 .map_err(|e| CliError::Usage(e.to_string()))?;
-            Ok((snapshot, pull, notes::of_live(&missing)))
+            Ok((needed_images(&snapshot), pull, notes::of_live(&missing)))
         }
         Some(dir) => {
-            let loaded = dump::load_dir(dir)?;
-            if !loaded.incomplete.is_empty() && !args.dump.allow_incomplete {
-                return Err(CliError::Incomplete {
-                    dir: dir.clone(),
-                    missing: loaded.incomplete,
-                    trust: "the images it lists may not be every image nodes need",
-                });
-            }
+            let loaded = read_dump(
+                dir,
+                args.dump.allow_incomplete,
+                Want::Policy,
+                "the images it lists may not be every image nodes need",
+            )?;
             let mut notes = notes::of_dump(&loaded);
             let spec = match pull::dump_controller_config(&loaded, dir)? {
                 Some(spec) => spec,
@@ -105,8 +105,7 @@ async fn gather(args: &ImagesArgs) -> Result<(Snapshot, PullConfig, Vec<String>)
                 }
             };
             let pull = pull::dump_pull_config(&loaded, dir, &spec, auths)?;
-            let snapshot = loaded.snapshot;
-            Ok((snapshot, pull, notes))
+            Ok((needed_images_of_all(loaded.snapshots()), pull, notes))
         }
     }
 }

@@ -144,7 +144,12 @@ async fn gather(
 ) -> Result<(Vec<Snapshot>, Vec<String>), CliError> {
     let (snapshots, notes) = match (&args.dump.from_dir, client) {
         (Some(dir), _) => {
-            let loaded = read_dump(dir, args.dump.allow_incomplete, Want::Policy)?;
+            let loaded = read_dump(
+                dir,
+                args.dump.allow_incomplete,
+                Want::Policy,
+                "no plan can say a deletion is safe",
+            )?;
             let notes = notes::of_dump(&loaded);
             (loaded.snapshots().cloned().collect::<Vec<_>>(), notes)
         }

@@ -103,7 +103,12 @@ async fn gather(
     let verified = args.image_loss_verified;
     let (snapshots, notes, place, registry) = match &args.dump.from_dir {
         Some(dir) => {
-            let loaded = read_dump(dir, args.dump.allow_incomplete, Want::Recovery)?;
+            let loaded = read_dump(
+                dir,
+                args.dump.allow_incomplete,
+                Want::Recovery,
+                "no plan can say a cancel is safe",
+            )?;
             let notes = notes::of_dump(&loaded);
             let extra = loaded.recovery.as_ref();
             let snapshots = loaded

@@ -29,4 +29,4 @@ pub mod sources;
 pub mod tags;
 
 pub use answer::{Exchange, Ping, Reply, Status, Verdict, combine, judge};
-pub use needed::{Holder, NeededImage, needed_images};
+pub use needed::{Holder, NeededImage, needed_images, needed_images_of_all};

@@ -14,7 +14,7 @@
 //! two spellings of one digest are two entries, each asked. Pools are MCO's
 //! ([`crate::core::policy::Membership`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::core::node::NodeImages;
@@ -40,7 +40,7 @@ impl Need {
 }
 
 /// Who needs an image.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Holder {
     Node {
         node: Arc<str>,
@@ -193,6 +193,29 @@ pub fn needed_images(snapshot: &Snapshot) -> Vec<NeededImage> {
         .collect()
 }
 
+/// Every image any of `snapshots` needs, with each holder once: a dump whose copies of an object
+/// disagree is read as each combination of them ([`crate::access::dump::Loaded::snapshots`]), and
+/// an image one combination needs is asked about like any other.
+pub fn needed_images_of_all<'a>(
+    snapshots: impl IntoIterator<Item = &'a Snapshot>,
+) -> Vec<NeededImage> {
+    let mut images: BTreeMap<String, (Vec<Holder>, HashSet<Holder>)> = BTreeMap::new();
+    for snapshot in snapshots {
+        for needed in needed_images(snapshot) {
+            let (holders, seen) = images.entry(needed.image).or_default();
+            for holder in needed.needed_by {
+                if seen.insert(holder.clone()) {
+                    holders.push(holder);
+                }
+            }
+        }
+    }
+    images
+        .into_iter()
+        .map(|(image, (needed_by, _))| NeededImage { image, needed_by })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +322,30 @@ mod tests {
         let needed = needed_images(&snapshot);
         assert_eq!(needed.len(), 1);
         assert_eq!(needed[0].pools().get("worker"), Some(&Need::Running));
+    }
+
+    #[test]
+    fn copies_that_disagree_need_every_image_any_of_them_names() {
+        let (a, b) = (image("a"), image("b"));
+        let one = Snapshot {
+            pools: vec![pool()],
+            nodes: vec![node("w1", true, &a, &a)],
+            ..Default::default()
+        };
+        // Another copy of w1 that says it is updating to b.
+        let other = Snapshot {
+            nodes: vec![node("w1", true, &b, &a)],
+            ..one.clone()
+        };
+        let needed = needed_images_of_all([&one, &other]);
+        let images: Vec<&str> = needed.iter().map(|n| n.image.as_str()).collect();
+        let mut want = vec![a.as_str(), b.as_str()];
+        want.sort();
+        assert_eq!(images, want);
+        let na = needed
+            .iter()
+            .find(|n| n.image == a)
+            .map(|n| n.needed_by.len());
+        assert_eq!(na, Some(1), "w1 running a, once though both copies say so");
     }
 }
