@@ -27,7 +27,7 @@ use crate::access::registry::tags::TagReader;
 use crate::core::prune::images::{
     ConfigImages, ImagePlan, Listing, per_config, plan_images, sources,
 };
-use crate::core::registry::internal::is_internal;
+use crate::core::registry::internal::Internal;
 use crate::core::registry::node_config::PullConfig;
 use crate::core::snapshot::Snapshot;
 use crate::telemetry::metrics::Metrics;
@@ -150,8 +150,10 @@ async fn round(session: Arc<Session>, snapshot: Snapshot, bound: Duration) -> Ro
     let reader = TagReader::new(Arc::clone(&session));
     let mut listings = Vec::new();
     for source in sources(&snapshot) {
-        let internal = is_internal(&source.host, &[]);
-        let listing = tokio::time::timeout(bound, reader.listing(&source, internal))
+        // serve has no right to openshift-image-registry's Services and Routes: the host's form
+        // alone tells (a Route with a host of its own counts as deletable here, not in prune).
+        let internal = Internal::of(&source.host, Ok(&[]));
+        let listing = tokio::time::timeout(bound, reader.listing(&source, internal.clone()))
             .await
             .unwrap_or_else(|_| Listing {
                 source,

@@ -16,6 +16,7 @@
 //!
 //! [`Limits::concurrency`]: super::Limits::concurrency
 
+use crate::core::registry::internal::Internal;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
@@ -58,7 +59,7 @@ impl TagReader {
     }
 
     /// Lists `source` and resolves every tag: the listing prune plans from.
-    pub async fn listing(&self, source: &Source, internal: bool) -> Listing {
+    pub async fn listing(&self, source: &Source, internal: Internal) -> Listing {
         let tags = match self.list(&source.host, &source.path).await {
             Ok(tags) => Ok(self.resolve_all(&source.host, &source.path, &tags).await),
             Err(why) => Err(why),

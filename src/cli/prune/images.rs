@@ -19,7 +19,7 @@ use crate::access::registry::cluster::{self, PullConfigError};
 use crate::access::registry::session::Session;
 use crate::access::registry::tags::TagReader;
 use crate::core::prune::images::{ImagePlan, Listing, Source, plan_images, sources};
-use crate::core::registry::internal::is_internal;
+use crate::core::registry::internal::Internal;
 use crate::core::registry::node_config::PullConfig;
 use crate::core::snapshot::Snapshot;
 
@@ -28,7 +28,8 @@ use crate::core::snapshot::Snapshot;
 /// deletes, so every request of a run uses the credentials its plan was made with.
 pub(super) struct Registries {
     sessions: BTreeMap<String, Result<Arc<Session>, String>>,
-    internal: Vec<String>,
+    /// The internal registry's hosts, or why they could not be read.
+    internal: Result<Vec<String>, String>,
 }
 
 impl Registries {
@@ -54,13 +55,14 @@ impl Registries {
         self.sessions.get(secret)?.as_ref().ok().cloned()
     }
 
-    pub(super) fn is_internal(&self, source: &Source) -> bool {
-        is_internal(&source.host, &self.internal)
+    pub(super) fn internal(&self, source: &Source) -> Internal {
+        let known = self.internal.as_deref().map_err(String::as_str);
+        Internal::of(&source.host, known)
     }
 
     /// Lists `source` now.
     pub(super) async fn listing(&self, source: &Source) -> Listing {
-        let internal = self.is_internal(source);
+        let internal = self.internal(source);
         match self.reader(source) {
             Ok(reader) => reader.listing(source, internal).await,
             Err(why) => Listing {
@@ -110,16 +112,15 @@ pub(super) async fn plan_live(
         }
     };
     let mut notes = Vec::new();
-    let internal = match cluster::internal_registry_hosts(client).await {
-        Ok(hosts) => hosts,
-        Err(why) => {
+    let internal = cluster::internal_registry_hosts(client)
+        .await
+        .map_err(|why| {
             notes.push(format!(
-                "{why}: only hosts named *.openshift-image-registry.svc count as OpenShift's \
-                 internal registry"
+                "{why}: a tag on a host that may be OpenShift's internal registry is kept (only \
+             *.openshift-image-registry.svc and a Route's generated host tell without the lists)"
             ));
-            Vec::new()
-        }
-    };
+            why.to_string()
+        });
     let mut sessions = BTreeMap::new();
     for secret in sources.iter().filter_map(|s| s.secret.clone()) {
         if sessions.contains_key(&secret) {

@@ -34,6 +34,35 @@ pub fn is_internal(host: &str, known: &[String]) -> bool {
     service || generated_route
 }
 
+/// Whether a repository's host is OpenShift's internal registry, as far as prune can tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Internal {
+    /// Its Services and Routes (or the host's form) say it is.
+    Yes,
+    /// The lists were read, and neither they nor the host's form say it is.
+    No,
+    /// The host's form does not say, and the lists could not be read (why): it may be the
+    /// internal registry on a Route with a host of its own.
+    Unsure(String),
+}
+
+impl Internal {
+    /// What the lists (`known`, or why they could not be read) and the host's form say of
+    /// `host`.
+    pub fn of(host: &str, known: Result<&[String], &str>) -> Internal {
+        match known {
+            Ok(known) if is_internal(host, known) => Internal::Yes,
+            Ok(_) => Internal::No,
+            Err(_) if is_internal(host, &[]) => Internal::Yes,
+            Err(why) => Internal::Unsure(why.to_string()),
+        }
+    }
+
+    pub fn is_yes(&self) -> bool {
+        matches!(self, Internal::Yes)
+    }
+}
+
 /// The host of each Service (`<name>.<namespace>.svc:<first port>`) as MCO writes it.
 pub fn service_host(name: &str, first_port: Option<i32>) -> String {
     match first_port {
@@ -88,6 +117,16 @@ mod tests {
         ] {
             assert!(!is_internal(host, &[]), "{host}");
         }
+        let unread: Result<&[String], &str> = Err("forbidden");
+        assert_eq!(
+            Internal::of("default-route-openshift-image-registry.apps.x", unread),
+            Internal::Yes
+        );
+        assert_eq!(
+            Internal::of("registry.apps.x", unread),
+            Internal::Unsure("forbidden".into())
+        );
+        assert_eq!(Internal::of("registry.apps.x", Ok(&known)), Internal::No);
         assert_eq!(
             service_host("image-registry", Some(5000)),
             "image-registry.openshift-image-registry.svc:5000"

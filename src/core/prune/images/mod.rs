@@ -30,6 +30,7 @@ mod report;
 mod sources;
 mod words;
 
+use crate::core::registry::internal::Internal;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
@@ -66,8 +67,8 @@ pub struct TagAnswer {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listing {
     pub source: Source,
-    /// OpenShift's internal registry ([`crate::core::registry::internal`]).
-    pub internal: bool,
+    /// Whether it is OpenShift's internal registry ([`crate::core::registry::internal`]).
+    pub internal: Internal,
     /// Its tags, or why they could not be listed.
     pub tags: Result<Vec<TagAnswer>, String>,
 }
@@ -92,6 +93,8 @@ pub enum TagKeep {
     Gone,
     /// OpenShift's internal registry: prune does not delete there.
     InternalRegistry,
+    /// Which hosts are the internal registry could not be read, and this one may be.
+    InternalRegistryUnknown,
 }
 
 impl TagKeep {
@@ -105,6 +108,7 @@ impl TagKeep {
             TagKeep::RepositoryUnclear => "repositoryUnclear",
             TagKeep::Gone => "gone",
             TagKeep::InternalRegistry => "internalRegistry",
+            TagKeep::InternalRegistryUnknown => "internalRegistryUnknown",
         }
     }
 }
@@ -168,7 +172,7 @@ impl PlannedTag {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RepositoryPlan {
     pub source: Source,
-    pub internal: bool,
+    pub internal: Internal,
     /// Why its tags could not be listed (none: listed).
     pub not_listed: Option<String>,
     /// How many tags it has.
@@ -267,7 +271,7 @@ fn plan_repository(listing: &Listing, named: &Named) -> (RepositoryPlan, Vec<Pla
     let source = &listing.source;
     let mut repository = RepositoryPlan {
         source: source.clone(),
-        internal: listing.internal,
+        internal: listing.internal.clone(),
         not_listed: None,
         tags: 0,
         build_tags: 0,
@@ -324,8 +328,8 @@ fn plan_repository(listing: &Listing, named: &Named) -> (RepositoryPlan, Vec<Pla
             ),
             Resolved::Digest(d) => needed(&mut tag, &d.to_ascii_lowercase(), &key, named),
         }
-        if listing.internal {
-            tag.keep(
+        match &listing.internal {
+            Internal::Yes => tag.keep(
                 TagKeep::InternalRegistry,
                 format!(
                     "it is in OpenShift's internal registry, where MCO deletes the \
@@ -333,7 +337,18 @@ fn plan_repository(listing: &Listing, named: &Named) -> (RepositoryPlan, Vec<Pla
                      does not delete there: `oc delete imagestreamtag -n {}`",
                     istag(&source.path, &answer.tag)
                 ),
-            );
+            ),
+            Internal::Unsure(why) => tag.keep(
+                TagKeep::InternalRegistryUnknown,
+                format!(
+                    "which hosts are OpenShift's internal registry could not be read ({why}), and \
+                     {} may be one (a Route with a host of its own), where MCO deletes through \
+                     the API: kept until prune can read openshift-image-registry's Services and \
+                     Routes",
+                    source.host
+                ),
+            ),
+            Internal::No => {}
         }
         planned.push(tag);
     }

@@ -1,6 +1,7 @@
 //! The images part of `prune`'s text: each repository, then its tags no build names,
 //! deletable or kept with every reason.
 
+use crate::core::registry::internal::Internal;
 use std::fmt::Write as _;
 
 use crate::core::image::abbreviate;
@@ -67,10 +68,12 @@ fn heading(r: &RepositoryPlan) -> String {
         || "no push secret named".to_string(),
         |s| format!("push secret {s}"),
     );
-    let internal = if r.internal {
-        "; OpenShift's internal registry"
-    } else {
-        ""
+    let internal = match r.internal {
+        Internal::Yes => "; OpenShift's internal registry",
+        Internal::Unsure(_) => {
+            "; maybe OpenShift's internal registry (its hosts could not be read)"
+        }
+        Internal::No => "",
     };
     let what = match &r.not_listed {
         Some(why) => format!("not listed: {why}"),

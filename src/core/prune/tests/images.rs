@@ -10,6 +10,7 @@ use crate::core::prune::images::{
     ConfigImages, ImagePlan, Listing, Resolved, TagAnswer, TagKeep, per_config, plan_images,
     sources,
 };
+use crate::core::registry::internal::Internal;
 
 const HOST: &str = "image-registry.openshift-image-registry.svc:5000";
 const PATH: &str = "openshift-machine-config-operator/ocb-image";
@@ -31,7 +32,7 @@ fn tags_of(ns: &[u8], extra: Vec<TagAnswer>) -> Vec<TagAnswer> {
     ns.iter().map(|&n| tag(&name(n), n)).chain(extra).collect()
 }
 
-fn listing(snapshot: &Snapshot, internal: bool, tags: Vec<TagAnswer>) -> Listing {
+fn listing(snapshot: &Snapshot, internal: Internal, tags: Vec<TagAnswer>) -> Listing {
     let source = sources(snapshot)
         .into_iter()
         .find(|s| s.repository == REPO)
@@ -45,10 +46,10 @@ fn listing(snapshot: &Snapshot, internal: bool, tags: Vec<TagAnswer>) -> Listing
 
 /// Plans `tags` of the fixture's repository (not the internal registry unless said).
 fn images(c: &Cluster, tags: Vec<TagAnswer>) -> ImagePlan {
-    images_in(c, false, tags)
+    images_in(c, Internal::No, tags)
 }
 
-fn images_in(c: &Cluster, internal: bool, tags: Vec<TagAnswer>) -> ImagePlan {
+fn images_in(c: &Cluster, internal: Internal, tags: Vec<TagAnswer>) -> ImagePlan {
     let snapshot = c.snapshot();
     let plan = plan_images(&snapshot, &[listing(&snapshot, internal, tags.clone())]);
     never_needed(&snapshot, &tags, &plan);
@@ -272,7 +273,7 @@ fn could_not_tell_means_keep() {
 
     // Not listed at all: said, and nothing planned.
     let snapshot = c.snapshot();
-    let mut l = listing(&snapshot, false, vec![]);
+    let mut l = listing(&snapshot, Internal::No, vec![]);
     l.tags = Err("access denied: HTTP 401".into());
     let plan = plan_images(&snapshot, &[l]);
     assert!(plan.tags.is_empty());
@@ -287,7 +288,11 @@ fn could_not_tell_means_keep() {
 #[test]
 fn prune_does_not_delete_in_the_internal_registry() {
     let c = Cluster::settled(2);
-    let plan = images_in(&c, true, tags_of(&[1, 2], vec![tag("stray", 0x50)]));
+    let plan = images_in(
+        &c,
+        Internal::Yes,
+        tags_of(&[1, 2], vec![tag("stray", 0x50)]),
+    );
     assert_eq!(tag_reasons(&plan, "stray"), [TagKeep::InternalRegistry]);
     let why = &plan.tag(REPO, "stray").expect("stray").why[0].text;
     assert!(
@@ -296,6 +301,20 @@ fn prune_does_not_delete_in_the_internal_registry() {
         ),
         "{why}"
     );
+    assert!(plan.deletable().is_empty());
+}
+
+#[test]
+fn a_host_that_may_be_the_internal_registry_is_not_deleted_from() {
+    let c = Cluster::settled(2);
+    let unsure = Internal::Unsure("routes are forbidden".into());
+    let plan = images_in(&c, unsure, tags_of(&[1, 2], vec![tag("stray", 0x50)]));
+    assert_eq!(
+        tag_reasons(&plan, "stray"),
+        [TagKeep::InternalRegistryUnknown]
+    );
+    let why = &plan.tag(REPO, "stray").expect("stray").why[0].text;
+    assert!(why.contains("routes are forbidden"), "{why}");
     assert!(plan.deletable().is_empty());
 }
 
@@ -513,82 +532,82 @@ fn the_gauge_counts_what_prune_lists_as_deletable() {
         c
     };
     /// What, the cluster, the repository's tags besides the builds', internal, the gauge.
-    type Case = (&'static str, Cluster, Vec<TagAnswer>, bool, Option<usize>);
+    type Case = (&'static str, Cluster, Vec<TagAnswer>, Internal, Option<usize>);
     let table: Vec<Case> = vec![
         (
             "only the builds' tags",
             Cluster::settled(3),
             vec![],
-            false,
+            Internal::No,
             Some(0),
         ),
         (
             "a tag pushed by hand",
             Cluster::settled(3),
             vec![tag("stray", 0x50)],
-            false,
+            Internal::No,
             Some(1),
         ),
         (
             "a build's image under another tag",
             Cluster::settled(3),
             vec![tag("release", 2)],
-            false,
+            Internal::No,
             Some(0),
         ),
         (
             "three tags, two digests: two images",
             Cluster::settled(3),
             vec![tag("a", 0x50), tag("b", 0x51), tag("c", 0x50)],
-            false,
+            Internal::No,
             Some(2),
         ),
         (
             "a node runs one",
             needed,
             vec![tag("leaked", 0x60), tag("stray", 0x50)],
-            false,
+            Internal::No,
             Some(1),
         ),
         (
             "a node is updating to one",
             desired,
             vec![tag("next", 0x61), tag("stray", 0x50)],
-            false,
+            Internal::No,
             Some(1),
         ),
         (
             "the config's push spec tag and a copy of it",
             Cluster::settled(3),
             vec![tag("latest", 0x72), tag("copy", 0x72), tag("other", 0x73)],
-            false,
+            Internal::No,
             Some(1),
         ),
         (
             "a tag that could not be told keeps the repository",
             Cluster::settled(3),
             vec![unknown("odd"), tag("stray", 0x50)],
-            false,
+            Internal::No,
             Some(0),
         ),
         (
             "a tag gone meanwhile",
             Cluster::settled(3),
             vec![gone("gone"), tag("stray", 0x50)],
-            false,
+            Internal::No,
             Some(1),
         ),
         (
             "the internal registry: prune never deletes there",
             Cluster::settled(3),
             vec![tag("stray", 0x50)],
-            true,
+            Internal::Yes,
             Some(0),
         ),
     ];
     for (what, c, extra, internal, want) in table {
         let snapshot = c.snapshot();
-        let l = listing(&snapshot, internal, tags_of(&[1, 2, 3], extra));
+        let l = listing(&snapshot, internal.clone(), tags_of(&[1, 2, 3], extra));
         assert_eq!(
             counts(&gauge(&snapshot, &[l])),
             [("worker", want)],
@@ -601,7 +620,7 @@ fn the_gauge_counts_what_prune_lists_as_deletable() {
 fn the_gauge_has_no_count_for_a_config_whose_repository_was_not_listed() {
     let c = Cluster::settled(2);
     let snapshot = c.snapshot();
-    let mut l = listing(&snapshot, false, vec![]);
+    let mut l = listing(&snapshot, Internal::No, vec![]);
     l.tags = Err("access denied: HTTP 401".into());
     let g = gauge(&snapshot, &[l]);
     assert_eq!(
@@ -646,12 +665,12 @@ fn the_gauge_counts_every_repository_of_a_config_under_each_config_there() {
     };
     let main = Listing {
         source: source(REPO),
-        internal: false,
+        internal: Internal::No,
         tags: Ok(tags_of(&[2, 3], vec![tag("stray", 0x50)])),
     };
     let moved = |tags: Result<Vec<TagAnswer>, String>| Listing {
         source: source(old),
-        internal: false,
+        internal: Internal::No,
         tags,
     };
     let listed = moved(Ok(vec![
