@@ -1,5 +1,5 @@
-//! Progress lines on stderr with the time since a run started (`prune --apply`'s; `recover
-//! --apply` has its own copy in `cli::recover::outcome`, to fold into this one).
+//! Progress lines on stderr with the time since a run started (`prune --apply`'s and `recover
+//! --apply`'s).
 
 use std::time::Instant;
 

@@ -194,7 +194,6 @@ impl<V: ClusterView> Engine<V> {
             Ok(Ok(confirmation)) => {
                 self.metrics
                     .confirmation_nodes(confirmation.fresh().source());
-                // Decided once for every request this read serves with the same target.
                 // Decided once for every request this read serves with the same target: the
                 // cached verdict itself when the read shows exactly what it was decided on.
                 let verdict = confirmation

@@ -3,32 +3,13 @@
 //! it under `applied`).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::core::recovery::RegistrySaid;
 
-/// Progress lines on stderr, each with the time since the run started.
-pub(super) struct Clock(Instant);
-
-impl Clock {
-    pub(super) fn start() -> Self {
-        Clock(Instant::now())
-    }
-
-    pub(super) fn line(&self, text: impl AsRef<str>) {
-        eprintln!(
-            "[{:>7.1}s] {}",
-            self.0.elapsed().as_secs_f64(),
-            text.as_ref()
-        );
-    }
-
-    pub(super) fn elapsed(&self) -> Duration {
-        self.0.elapsed()
-    }
-}
+pub(super) use crate::cli::progress::Clock;
 
 /// What became of one node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,7 +100,7 @@ impl Applied {
         clock.line(format!("node {}: {why}", self.node));
         self.outcome = outcome;
         self.why = why;
-        self.elapsed_seconds = (clock.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+        self.elapsed_seconds = clock.seconds();
         self
     }
 
