@@ -532,7 +532,13 @@ fn the_gauge_counts_what_prune_lists_as_deletable() {
         c
     };
     /// What, the cluster, the repository's tags besides the builds', internal, the gauge.
-    type Case = (&'static str, Cluster, Vec<TagAnswer>, Internal, Option<usize>);
+    type Case = (
+        &'static str,
+        Cluster,
+        Vec<TagAnswer>,
+        Internal,
+        Option<usize>,
+    );
     let table: Vec<Case> = vec![
         (
             "only the builds' tags",
