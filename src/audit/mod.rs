@@ -35,8 +35,8 @@ use crate::core::registry::answer::{Status, Verdict};
 use crate::core::registry::needed::NeededImage;
 use crate::core::registry::needed_images;
 use crate::core::registry::report::{one_line, pool_counts};
-use crate::decision::Engine;
 use crate::telemetry::events::{Events, reference};
+use crate::telemetry::metrics::Metrics;
 
 mod images;
 
@@ -92,14 +92,15 @@ pub struct Cluster {
     pub events: Events,
 }
 
-/// Runs until `stop`.
+/// Runs until `stop`: reads the cached nodes and objects from `view`, sets its gauges in
+/// `metrics`.
 pub async fn run<V: ClusterView>(
-    engine: Arc<Engine<V>>,
+    view: Arc<V>,
+    metrics: Arc<Metrics>,
     cluster: Cluster,
     settings: Settings,
     stop: CancellationToken,
 ) {
-    let metrics = Arc::clone(&engine.metrics);
     let mut known: HashMap<String, Known> = HashMap::new();
     let mut checker: Option<Arc<Checker>> = None;
     let mut config_error: Option<String> = None;
@@ -112,7 +113,7 @@ pub async fn run<V: ClusterView>(
             () = stop.cancelled() => return,
             () = tokio::time::sleep(settings.tick) => {}
         }
-        if !engine.view.synced() {
+        if !view.synced() {
             continue;
         }
         // The node's pull configuration, read again every interval (answers already known are
@@ -144,8 +145,8 @@ pub async fn run<V: ClusterView>(
                 }
             }
         }
-        let mut snapshot = engine.view.objects();
-        snapshot.nodes = engine.view.nodes(None, PolicyMode::InFlight);
+        let mut snapshot = view.objects();
+        snapshot.nodes = view.nodes(None, PolicyMode::InFlight);
         deletable
             .tick(
                 &snapshot,

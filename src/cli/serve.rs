@@ -256,8 +256,10 @@ async fn run_live<V: ClusterView>(
     let add = admission.adds_finalizers();
     // The registry audit: its own task, never on the admission path.
     let audit = config.registry_check.map(|interval| {
+        let engine = admission.engine();
         tokio::spawn(audit::run(
-            Arc::clone(admission.engine()),
+            Arc::clone(&engine.view),
+            Arc::clone(&engine.metrics),
             audit::Cluster {
                 client: client.clone(),
                 events: events.clone(),
