@@ -1,6 +1,9 @@
 //! Prometheus metrics. Every label takes values from a fixed set, so series stay bounded
 //! however many objects the cluster has.
 
+use std::hash::Hash;
+use std::sync::{PoisonError, RwLock};
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -180,6 +183,10 @@ pub struct Metrics {
     deletable_images: Family<ConfigLabels, Gauge>,
     deletable_images_unknown: Family<ConfigLabels, Gauge>,
     registry_tags: Counter,
+    /// Held to write while a gauge family is replaced whole, and to read while the text is
+    /// encoded: a scrape sees the old series or the new ones, never a family just cleared
+    /// (the audit replaces its gauges on a task of its own, while scrapes run).
+    replacing: RwLock<()>,
 }
 
 impl Default for Metrics {
@@ -418,6 +425,7 @@ impl Default for Metrics {
             deletable_images,
             deletable_images_unknown,
             registry_tags,
+            replacing: RwLock::new(()),
         }
     }
 }
@@ -499,7 +507,7 @@ impl Metrics {
     /// `n` deferred deletions, the oldest marked for deletion at `oldest` (seconds since the
     /// Unix epoch; `None` when there is none, exported as 0).
     pub fn set_deferred(&self, n: usize, oldest: Option<i64>) {
-        self.deferred.set(i64::try_from(n).unwrap_or(i64::MAX));
+        self.deferred.set(count(n));
         self.oldest_deferred.set(oldest.unwrap_or(0));
     }
 
@@ -508,16 +516,20 @@ impl Metrics {
         &self,
         counts: &std::collections::BTreeMap<(String, Need, Status), usize>,
     ) {
-        self.needed_images.clear();
-        for ((pool, need, status), n) in counts {
-            self.needed_images
-                .get_or_create(&NeededImageLabels {
-                    pool: pool.clone(),
-                    need: need.label(),
-                    status: status.label(),
-                })
-                .set(i64::try_from(*n).unwrap_or(i64::MAX));
-        }
+        let series = counts.iter().map(|((pool, need, status), n)| {
+            let labels = NeededImageLabels {
+                pool: pool.clone(),
+                need: need.label(),
+                status: status.label(),
+            };
+            (labels, count(*n))
+        });
+        let series: Vec<_> = series.collect();
+        let _replacing = self
+            .replacing
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        replace(&self.needed_images, series);
     }
 
     /// One image the audit asked about, and the requests it took so far (a running total).
@@ -551,57 +563,71 @@ impl Metrics {
     /// The deletion-blocked gauge, one series per MachineOSConfig: the previous set is
     /// replaced whole, so a config that went or changed reason leaves no stale series.
     pub fn deletion_blocked(&self, configs: impl IntoIterator<Item = (String, Blocked)>) {
-        self.deletion_blocked.clear();
-        for (machineosconfig, why) in configs {
-            let labels = BlockedLabels {
-                machineosconfig,
-                reason: why.label(),
-            };
-            self.deletion_blocked
-                .get_or_create(&labels)
-                .set(i64::from(why != Blocked::No));
-        }
+        let series: Vec<_> = configs
+            .into_iter()
+            .map(|(machineosconfig, why)| {
+                let labels = BlockedLabels {
+                    machineosconfig,
+                    reason: why.label(),
+                };
+                (labels, i64::from(why != Blocked::No))
+            })
+            .collect();
+        let _replacing = self
+            .replacing
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        replace(&self.deletion_blocked, series);
     }
 
     /// Nodes stuck on a lost image per pool (`core::recovery::stuck::stuck_per_pool`); the
     /// series set is replaced whole, so a deleted pool leaves no stale series.
     pub fn nodes_stuck(&self, pools: impl IntoIterator<Item = (String, usize)>) {
-        self.stuck.clear();
-        for (pool, n) in pools {
-            self.stuck
-                .get_or_create(&PoolLabels { pool })
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
-        }
+        let series: Vec<_> = pools
+            .into_iter()
+            .map(|(pool, n)| (PoolLabels { pool }, count(n)))
+            .collect();
+        let _replacing = self
+            .replacing
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        replace(&self.stuck, series);
     }
 
     /// MachineOSBuilds `prune` would delete, per MachineOSConfig (`core::prune`, its defaults);
     /// the series set is replaced whole, so a deleted config leaves no stale series.
     pub fn deletable_builds(&self, configs: impl IntoIterator<Item = (String, usize)>) {
-        self.deletable_builds.clear();
-        for (machineosconfig, n) in configs {
-            self.deletable_builds
-                .get_or_create(&ConfigLabels { machineosconfig })
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
-        }
+        let series: Vec<_> = configs
+            .into_iter()
+            .map(|(machineosconfig, n)| (ConfigLabels { machineosconfig }, count(n)))
+            .collect();
+        let _replacing = self
+            .replacing
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        replace(&self.deletable_builds, series);
     }
 
     /// Images `prune --apply --images` would delete, per MachineOSConfig (`None`: a repository
     /// of it could not be listed: no count, and the unknown gauge at 1); both series sets are
     /// replaced whole, so a deleted config leaves no stale series.
     pub fn deletable_images(&self, configs: impl IntoIterator<Item = (String, Option<usize>)>) {
-        self.deletable_images.clear();
-        self.deletable_images_unknown.clear();
-        for (machineosconfig, n) in configs {
-            let labels = ConfigLabels { machineosconfig };
-            self.deletable_images_unknown
-                .get_or_create(&labels)
-                .set(i64::from(n.is_none()));
-            if let Some(n) = n {
-                self.deletable_images
-                    .get_or_create(&labels)
-                    .set(i64::try_from(n).unwrap_or(i64::MAX));
-            }
-        }
+        let configs: Vec<_> = configs
+            .into_iter()
+            .map(|(machineosconfig, n)| (ConfigLabels { machineosconfig }, n))
+            .collect();
+        let unknown = configs
+            .iter()
+            .map(|(l, n)| (l.clone(), i64::from(n.is_none())));
+        let counts = configs
+            .iter()
+            .filter_map(|(l, n)| Some((l.clone(), count((*n)?))));
+        let _replacing = self
+            .replacing
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        replace(&self.deletable_images_unknown, unknown);
+        replace(&self.deletable_images, counts);
     }
 
     /// Adds the tags the audit resolved to count deletable images.
@@ -612,13 +638,17 @@ impl Metrics {
     /// The release rules decisions use now: which rows, and whether one is the cautious one.
     /// The row set is replaced whole, so a finished upgrade leaves no stale series.
     pub fn release_rules(&self, rules: &Rules) {
+        let rows: Vec<_> = rules
+            .row_names()
+            .into_iter()
+            .map(|release| (ReleaseRowLabels { release }, 1))
+            .collect();
+        let _replacing = self
+            .replacing
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         self.release_cautious.set(i64::from(rules.cautious()));
-        self.release_rows.clear();
-        for release in rules.row_names() {
-            self.release_rows
-                .get_or_create(&ReleaseRowLabels { release })
-                .set(1);
-        }
+        replace(&self.release_rows, rows);
     }
 
     /// Renders the text exposition after refreshing the cache gauges.
@@ -631,7 +661,7 @@ impl Metrics {
         for (cache, n) in sizes {
             self.cache_objects
                 .get_or_create(&CacheLabels { cache })
-                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+                .set(count(*n));
         }
         for (cache, stale) in stale {
             self.cache_stale
@@ -640,9 +670,75 @@ impl Metrics {
         }
         self.ready.set(i64::from(ready));
         let mut out = String::new();
+        let _replaced = self
+            .replacing
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::error!(error = %e, "encoding metrics");
         }
         out
+    }
+}
+
+/// Replaces a gauge family's series whole (the caller holds [`Metrics`]' `replacing` lock), so
+/// a pool, config or release row that went leaves no stale series.
+fn replace<L: Clone + Hash + Eq>(
+    family: &Family<L, Gauge>,
+    series: impl IntoIterator<Item = (L, i64)>,
+) {
+    family.clear();
+    for (labels, value) in series {
+        family.get_or_create(&labels).set(value);
+    }
+}
+
+/// A count as a gauge's value.
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    /// The audit replaces its gauges on a task of its own while scrapes encode: every scrape
+    /// sees the whole set of series, never a family cleared and only partly set again.
+    #[test]
+    fn a_scrape_during_a_replacement_sees_every_series() {
+        let metrics = Arc::new(Metrics::default());
+        let pools = 200;
+        let counts: BTreeMap<_, _> = (0..pools)
+            .map(|p| ((format!("pool-{p}"), Need::Pending, Status::Missing), 1))
+            .collect();
+        metrics.needed_images(&counts);
+        let done = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (metrics, done) = (Arc::clone(&metrics), Arc::clone(&done));
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    metrics.needed_images(&counts);
+                }
+            })
+        };
+        let seen = |text: &str| {
+            text.lines()
+                .filter(|l| l.starts_with("mosc_guard_needed_images{"))
+                .count()
+        };
+        let partial = (0..300)
+            .filter(|_| seen(&metrics.render(&[], &[], true)) != pools)
+            .count();
+        done.store(true, Ordering::Relaxed);
+        let joined = writer.join();
+        assert!(joined.is_ok(), "the writer panicked");
+        assert_eq!(
+            partial, 0,
+            "scrapes that saw a family cleared or partly set"
+        );
     }
 }
