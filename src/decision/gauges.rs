@@ -37,11 +37,13 @@ impl<V: ClusterView> Engine<V> {
 }
 
 /// `prune`'s plan with its defaults, per MachineOSConfig (every config, 0 included): each
-/// build's verdict the indexed one (in-use, as the plan requires), and every node for the rule
-/// that reads them all (only for a build that pushed nothing, rarely).
+/// build's verdict the indexed one (in-use, as the plan requires), and every node only when
+/// the plan reads them (a build without an image of its own, rarely).
 fn deletable_builds<V: ClusterView>(view: &V, objects: &Snapshot) -> BTreeMap<String, usize> {
     let mut all = objects.clone();
-    all.nodes = view.nodes(None, PolicyMode::InUse);
+    if prune::reads_every_node(objects) {
+        all.nodes = view.nodes(None, PolicyMode::InUse);
+    }
     let plan = prune::plan_with(
         &all,
         &prune::Options::default(),

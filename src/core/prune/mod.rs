@@ -250,9 +250,20 @@ pub fn plan(snapshot: &Snapshot, options: &Options, now: Timestamp) -> Plan {
     })
 }
 
+/// Whether a plan of `snapshot` reads its nodes besides the verdicts: only for a build without
+/// an image of its own (the rule of [`shared`] that looks for an earlier build's image under
+/// its tag). Otherwise [`plan_with`] needs no node in `snapshot.nodes`, and a caller holding
+/// tens of thousands (`serve`'s gauge, on every scrape) need not gather them.
+pub fn reads_every_node(snapshot: &Snapshot) -> bool {
+    snapshot
+        .machine_os_builds
+        .iter()
+        .any(|b| b.digested_image().is_none())
+}
+
 /// [`plan`] with each build's verdict from `verdict_of`, which must be the policy's in `in-use`
 /// mode (`serve`'s gauge passes the indexed decision, which equals it). `snapshot.nodes` must
-/// hold every node: the rule of [`shared`] reads them.
+/// hold every node when [`reads_every_node`] says so.
 pub fn plan_with(
     snapshot: &Snapshot,
     options: &Options,

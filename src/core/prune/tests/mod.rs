@@ -154,6 +154,7 @@ impl Cluster {
         let snapshot = self.snapshot();
         let plan = plan(&snapshot, &options, now());
         agrees(&snapshot, &plan);
+        without_nodes_unless_read(&snapshot, &options, &plan);
         plan
     }
 
@@ -191,6 +192,25 @@ fn reasons(plan: &Plan, n: u8) -> Vec<Keep> {
 
 fn names(ns: &[u8]) -> Vec<String> {
     ns.iter().map(|&n| name(n)).collect()
+}
+
+/// `serve`'s gauge plans without the nodes unless [`reads_every_node`] says the plan reads
+/// them: the plan must then be the same.
+fn without_nodes_unless_read(snapshot: &Snapshot, options: &Options, plan: &Plan) {
+    if reads_every_node(snapshot) {
+        return;
+    }
+    let bare = Snapshot {
+        nodes: Vec::new(),
+        ..snapshot.clone()
+    };
+    let without = plan_with(&bare, options, now(), |build| {
+        policy::evaluate(snapshot, Deletion::MachineOSBuild(build), PolicyMode::InUse)
+    });
+    assert_eq!(
+        &without, plan,
+        "a plan without the nodes differs, yet reads_every_node is false"
+    );
 }
 
 /// One engine, many front ends: the webhook never refuses a build the plan calls deletable, in
