@@ -26,7 +26,8 @@
 //!   The MachineOSConfig's repository also holds `STRAY_TAGS` tags no build names (default
 //!   20): the audit lists and resolves every tag of it each interval to count the images
 //!   `prune` would delete, with the nodes' pull secret; the table shows that count and the
-//!   tags it resolved, which grow with the tags, not the nodes.
+//!   tags it resolved, which grow with the tags, not the nodes. `REGISTRY_INTERVAL=0` runs the
+//!   guard with the audit off (`--registry-check-interval=0`), to measure what it costs.
 //!
 //! It ends with one table: the guard's p50/p99 of each kind and their ratios to the floor's
 //! measured in the same phase, the ratio of the concurrent allows' p99 to the single allows',
@@ -97,7 +98,7 @@ impl Settings {
             samples: env_or("SAMPLES", 200),
             concurrent: env_or("CONCURRENT", 4) as usize,
             rounds: env_or("ROUNDS", 100),
-            registry_interval: env_or("REGISTRY_INTERVAL", 10).max(1),
+            registry_interval: env_or("REGISTRY_INTERVAL", 10),
             stray_tags: env_or("STRAY_TAGS", 20),
             mid_update_image: String::new(),
             guard_args: std::env::var("GUARD_ARGS")
@@ -370,35 +371,39 @@ async fn run() -> Result<()> {
         "confirming reads that showed exactly what the cached verdict read (no second evaluation)",
         format!("{unchanged:.0}"),
     );
-    let checks = ["available", "missing", "unknown"]
-        .map(|r| series("mosc_guard_registry_checks_total", "result", r));
-    let requests =
-        testkit::probe::metric(&metrics, "mosc_guard_registry_requests_total").unwrap_or(0.0);
     let audited_for = spawned.elapsed().as_secs_f64();
-    row(
-        &format!(
-            "registry audit over {audited_for:.0} s, one ask per image per {} s: distinct images needed (the pool's, and from the refusals on the mid-update node's, never pushed) / nodes; checks available / missing / unknown; HTTP requests (the checks' and the deletable images' listings)",
-            s.registry_interval
-        ),
-        format!(
-            "2 / {n}; {:.0} / {:.0} / {:.0}; {requests:.0}",
-            checks[0], checks[1], checks[2]
-        ),
-    );
-    let deletable = testkit::probe::metric(
-        &metrics,
-        "mosc_guard_deletable_images{machineosconfig=\"worker\"}",
-    )
-    .map_or("no count".to_string(), |n| format!("{n:.0}"));
-    let tags =
-        testkit::probe::metric(&metrics, "mosc_guard_registry_tags_resolved_total").unwrap_or(0.0);
-    row(
-        &format!(
-            "deletable images counted by the audit (tags pushed by hand, each its own image) / tags it resolved over {audited_for:.0} s, one listing per {} s",
-            s.registry_interval
-        ),
-        format!("{deletable} (of {}) / {tags:.0}", s.stray_tags),
-    );
+    if s.registry_interval == 0 {
+        row("registry audit", "off (REGISTRY_INTERVAL=0)".to_string());
+    } else {
+        let checks = ["available", "missing", "unknown"]
+            .map(|r| series("mosc_guard_registry_checks_total", "result", r));
+        let requests =
+            testkit::probe::metric(&metrics, "mosc_guard_registry_requests_total").unwrap_or(0.0);
+        row(
+            &format!(
+                "registry audit over {audited_for:.0} s, one ask per image per {} s: distinct images needed (the pool's, and from the refusals on the mid-update node's, never pushed) / nodes; checks available / missing / unknown; HTTP requests (the checks' and the deletable images' listings)",
+                s.registry_interval
+            ),
+            format!(
+                "2 / {n}; {:.0} / {:.0} / {:.0}; {requests:.0}",
+                checks[0], checks[1], checks[2]
+            ),
+        );
+        let deletable = testkit::probe::metric(
+            &metrics,
+            "mosc_guard_deletable_images{machineosconfig=\"worker\"}",
+        )
+        .map_or("no count".to_string(), |n| format!("{n:.0}"));
+        let tags = testkit::probe::metric(&metrics, "mosc_guard_registry_tags_resolved_total")
+            .unwrap_or(0.0);
+        row(
+            &format!(
+                "deletable images counted by the audit (tags pushed by hand, each its own image) / tags it resolved over {audited_for:.0} s, one listing per {} s",
+                s.registry_interval
+            ),
+            format!("{deletable} (of {}) / {tags:.0}", s.stray_tags),
+        );
+    }
     row("allow-all webhook p50 / p99", baseline.p50_p99());
     row("no webhook p50 / p99", none.p50_p99());
     let phases = [&run.single, &run.together, &run.refusals];
