@@ -12,7 +12,7 @@ use serde_json::json;
 use testkit::controlplane::ControlPlane;
 use testkit::guard::GuardBin;
 use testkit::mco;
-use testkit::scenario::{create_mosc, events_about, finalizers, wait_for};
+use testkit::scenario::{create_mosc, finalizers, wait_for, wait_for_events_about};
 
 const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
 const FINALIZER: &str = "mosc-guard.dev/wait-for-rollout";
@@ -176,23 +176,16 @@ spec:
         .start()
         .await
         .expect("guard");
-    let event = wait_for(
-        || async {
-            Ok(events_about(
-                &cp.client(),
-                "MachineOSConfig",
-                "worker",
-                "FinalizerUpdateFailed",
-            )
-            .await
-            .into_iter()
-            .next())
-        },
+    let event = wait_for_events_about(
+        &cp.client(),
+        "MachineOSConfig",
+        "worker",
+        "FinalizerUpdateFailed",
         Duration::from_secs(30),
-        "a FinalizerUpdateFailed Event",
     )
     .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", guard.log_tail(30)));
+    .unwrap_or_else(|e| panic!("{e}\n{}", guard.log_tail(30)))
+    .remove(0);
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     let note = event.note.unwrap_or_default();
     assert!(

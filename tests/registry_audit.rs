@@ -199,19 +199,12 @@ async fn the_alert_fires_before_the_node_that_needs_a_deleted_image_fails() {
         "the shipped rule on the guard's metrics:\n{out}\n{metrics}"
     );
 
-    let events = wait_for(
-        || async {
-            let found = events_about(
-                &cluster.client,
-                "MachineOSConfig",
-                "worker",
-                "NeededImageMissing",
-            )
-            .await;
-            Ok((!found.is_empty()).then_some(found))
-        },
+    let events = wait_for_events_about(
+        &cluster.client,
+        "MachineOSConfig",
+        "worker",
+        "NeededImageMissing",
         STEP_TIMEOUT,
-        "a NeededImageMissing Event about worker",
     )
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", g.guard.log_tail(40)));

@@ -13,7 +13,7 @@ use testkit::controlplane::ControlPlane;
 use testkit::guard::GuardBin;
 use testkit::mco;
 use testkit::review::{MACHINE_OS_CONFIG, Review};
-use testkit::scenario::{create_mosc, events_about, wait_for};
+use testkit::scenario::{create_mosc, wait_for_events_about};
 
 const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
 
@@ -150,20 +150,16 @@ async fn a_refusal_about_a_253_character_build_is_recorded() {
         .await
         .expect_err("a node still needs the image");
     assert!(refused.to_string().contains(&node), "{refused}");
-    let event = wait_for(
-        || async {
-            Ok(
-                events_about(&client, "MachineOSBuild", &name, "DeletionBlocked")
-                    .await
-                    .into_iter()
-                    .next(),
-            )
-        },
+    let event = wait_for_events_about(
+        &client,
+        "MachineOSBuild",
+        &name,
+        "DeletionBlocked",
         Duration::from_secs(30),
-        "a DeletionBlocked Event about the long-named build",
     )
     .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", guard.log_tail(20)));
+    .unwrap_or_else(|e| panic!("{e}\n{}", guard.log_tail(20)))
+    .remove(0);
     let event_name = event.metadata.name.unwrap_or_default();
     assert!(event_name.len() <= 253, "{event_name}");
 }

@@ -132,19 +132,12 @@ async fn a_guard_in_warn_mode_admits_warns_counts_and_records() {
         !metrics.contains("result=\"denied\""),
         "nothing was denied:\n{metrics}"
     );
-    let events = wait_for(
-        || async {
-            let found = events_about(
-                &cluster.client,
-                "MachineOSConfig",
-                "worker",
-                "DeletionWouldBeBlocked",
-            )
-            .await;
-            Ok((!found.is_empty()).then_some(found))
-        },
+    let events = wait_for_events_about(
+        &cluster.client,
+        "MachineOSConfig",
+        "worker",
+        "DeletionWouldBeBlocked",
         STEP_TIMEOUT,
-        "a DeletionWouldBeBlocked Event about worker",
     )
     .await
     .expect("Event recorded");

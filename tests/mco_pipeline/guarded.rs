@@ -37,19 +37,13 @@ async fn the_guard_admits_the_builders_own_deletion_of_a_build_a_node_is_pulling
         )
         .await
         .expect("annotate for rebuild");
-    wait_for(
-        || async {
-            let admitted = events_about(
-                &cluster.client,
-                "MachineOSBuild",
-                &rollout.build.mosb,
-                "DeletionByMCOAdmitted",
-            )
-            .await;
-            Ok((!admitted.is_empty()).then_some(()))
-        },
+    // The guard admitted MCO's deletion of the build the node is pulling.
+    wait_for_events_about(
+        &cluster.client,
+        "MachineOSBuild",
+        &rollout.build.mosb,
+        "DeletionByMCOAdmitted",
         STEP_TIMEOUT,
-        "the guard to admit MCO's deletion of the build the node is pulling",
     )
     .await
     .expect("deletion admitted");

@@ -1,17 +1,19 @@
 //! Waiting for what MCO (the simulator), the API server and the guard do: a condition polled
-//! until it holds ([`wait_for`]), an object gone ([`wait_gone`]), a build, a rollout, a pool
-//! settled, reverted or degraded.
+//! until it holds ([`wait_for`]), an object gone ([`wait_gone`]), an Event, a build, a rollout,
+//! a pool settled, reverted or degraded.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject};
 
 use super::cluster::{Build, Cluster, Rollout, STEP_TIMEOUT, lost_image_reason};
 use super::read::{
-    PoolCondition, mosbs_of, node_annotation, node_annotations, pool_condition, pool_conditions,
+    PoolCondition, events_about, mosbs_of, node_annotation, node_annotations, pool_condition,
+    pool_conditions,
 };
 use crate::Result;
 use crate::guard::Guard;
@@ -21,6 +23,26 @@ use crate::mco::{
     str_at,
 };
 pub use crate::poll::{wait_for, wait_gone};
+
+/// Waits until at least one Event about the `kind` object `name` with `reason` exists
+/// ([`events_about`]), and returns every such Event.
+pub async fn wait_for_events_about(
+    client: &kube::Client,
+    kind: &str,
+    name: &str,
+    reason: &str,
+    timeout: Duration,
+) -> Result<Vec<Event>> {
+    wait_for(
+        || async {
+            let found = events_about(client, kind, name, reason).await;
+            Ok((!found.is_empty()).then_some(found))
+        },
+        timeout,
+        &format!("a {reason} Event about {kind} {name}"),
+    )
+    .await
+}
 
 /// Waits until MachineOSConfig `name` is gone, within [`STEP_TIMEOUT`]; panics otherwise.
 pub async fn wait_mosc_gone(client: &kube::Client, name: &str) {
