@@ -1,6 +1,6 @@
 //! Names, API handles and small accessors for the MCO objects the harness works with
 //! (MachineOSConfig, MachineOSBuild, MachineConfigPool, MachineConfig as dynamic objects; Nodes
-//! typed).
+//! typed), and the kinds that say how nodes pull (ControllerConfig, ImageDigestMirrorSet).
 
 use std::collections::BTreeMap;
 
@@ -385,3 +385,31 @@ pub fn pool_target_config(pool: &DynamicObject) -> String {
         .map(str::to_owned)
         .unwrap_or_else(|| format!("rendered-{}-0", pool.metadata.name.as_deref().unwrap_or("")))
 }
+
+/// A cluster-scoped kind `(group, version, kind, plural)`.
+pub type Kind<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+/// The API of a cluster-scoped kind, as dynamic objects.
+pub fn dynamic_api(
+    client: &kube::Client,
+    (group, version, kind, plural): Kind<'_>,
+) -> Api<DynamicObject> {
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Api::all_with(client.clone(), &resource)
+}
+
+/// The ControllerConfig kind.
+pub const CONTROLLER_CONFIGS: Kind<'static> = (
+    "machineconfiguration.openshift.io",
+    "v1",
+    "ControllerConfig",
+    "controllerconfigs",
+);
+/// The ImageDigestMirrorSet kind.
+pub const IMAGE_DIGEST_MIRROR_SETS: Kind<'static> = (
+    "config.openshift.io",
+    "v1",
+    "ImageDigestMirrorSet",
+    "imagedigestmirrorsets",
+);

@@ -20,7 +20,7 @@ use rustls::pki_types::pem::PemObject;
 use serde_json::Value;
 
 use crate::image_ref::ImageRef;
-use crate::node_registry::{CONTROLLER_CONFIGS, IMAGE_DIGEST_MIRROR_SETS, dynamic_api};
+use crate::mco::{CONTROLLER_CONFIGS, IMAGE_DIGEST_MIRROR_SETS, dynamic_api};
 
 fn decode(data: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD

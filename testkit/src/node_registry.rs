@@ -6,11 +6,11 @@
 
 use base64::Engine as _;
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::Result;
 use crate::https_stub::TokenServer;
+use crate::mco::{CONTROLLER_CONFIGS, IMAGE_DIGEST_MIRROR_SETS, Kind, dynamic_api};
 use crate::pki::{CertPair, Pki};
 use crate::registry::{Registry, SecureRegistry};
 
@@ -191,34 +191,6 @@ impl SecureFace {
 fn base64(data: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(data)
 }
-
-/// A cluster-scoped kind `(group, version, kind, plural)`.
-pub type Kind<'a> = (&'a str, &'a str, &'a str, &'a str);
-
-/// The API of a cluster-scoped kind, as dynamic objects.
-pub fn dynamic_api(
-    client: &kube::Client,
-    (group, version, kind, plural): Kind<'_>,
-) -> Api<DynamicObject> {
-    let resource =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-    Api::all_with(client.clone(), &resource)
-}
-
-/// The ControllerConfig kind.
-pub const CONTROLLER_CONFIGS: Kind<'static> = (
-    "machineconfiguration.openshift.io",
-    "v1",
-    "ControllerConfig",
-    "controllerconfigs",
-);
-/// The ImageDigestMirrorSet kind.
-pub const IMAGE_DIGEST_MIRROR_SETS: Kind<'static> = (
-    "config.openshift.io",
-    "v1",
-    "ImageDigestMirrorSet",
-    "imagedigestmirrorsets",
-);
 
 /// Creates a cluster-scoped object of `kind`.
 pub async fn create(client: &kube::Client, kind: Kind<'_>, object: Value) -> Result<()> {
