@@ -431,6 +431,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Held while a gauge family is replaced whole ([`replace`]); see the field.
+    fn replacing(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.replacing
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub fn decision(&self, resource: &'static str, result: Outcome, seconds: f64) {
         self.decisions
             .get_or_create(&DecisionLabels {
@@ -525,10 +532,7 @@ impl Metrics {
             (labels, count(*n))
         });
         let series: Vec<_> = series.collect();
-        let _replacing = self
-            .replacing
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _replacing = self.replacing();
         replace(&self.needed_images, series);
     }
 
@@ -573,10 +577,7 @@ impl Metrics {
                 (labels, i64::from(why != Blocked::No))
             })
             .collect();
-        let _replacing = self
-            .replacing
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _replacing = self.replacing();
         replace(&self.deletion_blocked, series);
     }
 
@@ -587,10 +588,7 @@ impl Metrics {
             .into_iter()
             .map(|(pool, n)| (PoolLabels { pool }, count(n)))
             .collect();
-        let _replacing = self
-            .replacing
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _replacing = self.replacing();
         replace(&self.stuck, series);
     }
 
@@ -601,10 +599,7 @@ impl Metrics {
             .into_iter()
             .map(|(machineosconfig, n)| (ConfigLabels { machineosconfig }, count(n)))
             .collect();
-        let _replacing = self
-            .replacing
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _replacing = self.replacing();
         replace(&self.deletable_builds, series);
     }
 
@@ -622,10 +617,7 @@ impl Metrics {
         let counts = configs
             .iter()
             .filter_map(|(l, n)| Some((l.clone(), count((*n)?))));
-        let _replacing = self
-            .replacing
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _replacing = self.replacing();
         replace(&self.deletable_images_unknown, unknown);
         replace(&self.deletable_images, counts);
     }
@@ -643,10 +635,7 @@ impl Metrics {
             .into_iter()
             .map(|release| (ReleaseRowLabels { release }, 1))
             .collect();
-        let _replacing = self
-            .replacing
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _replacing = self.replacing();
         self.release_cautious.set(i64::from(rules.cautious()));
         replace(&self.release_rows, rows);
     }
