@@ -11,10 +11,22 @@ use crate::Result;
 
 pub use crate::FIELD_MANAGER;
 
-/// Applies every CRD, waits until each is Established, then [`warm_up`]s them.
-pub async fn install(client: &kube::Client) -> Result<()> {
-    let established = apply_crds(client).await?;
-    warm_up(client, established).await
+/// Applies every CRD and waits until each is Established; the returned [`Established`] is
+/// then [`Established::warm_up`]ed (apart, so a control plane starts its garbage collector,
+/// whose discovery must see the CRDs, during the warm-up).
+pub async fn install(client: &kube::Client) -> Result<Established> {
+    apply_crds(client).await.map(Established)
+}
+
+/// The CRDs applied and Established, at the latest Established transition time.
+#[must_use = "warm the CRDs up before the first test request"]
+pub struct Established(Timestamp);
+
+impl Established {
+    /// [`warm_up`].
+    pub async fn warm_up(self, client: &kube::Client) -> Result<()> {
+        warm_up(client, self.0).await
+    }
 }
 
 /// The harness's CRD manifests (`tests/crds/*.yaml`), sorted by file name.

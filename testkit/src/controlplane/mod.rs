@@ -162,21 +162,27 @@ impl ControlPlane {
             ),
         )?;
         let client = client_from_kubeconfig(&kubeconfig).await?;
-        crds::install(&client).await?;
-        clusterversion::set_release(&client, DEFAULT_RELEASE).await?;
-        let crds_ready = started.elapsed();
-        // After the CRDs, so the garbage collector's first discovery already monitors them.
+        let established = crds::install(&client).await?;
+        // The garbage collector starts once the CRDs are Established (so its first discovery
+        // already monitors them), while they warm up.
         let extra: Vec<OsString> = match node_ip {
             Some(_) => workloads::controller_manager_args(pki.ca_path()),
             None => Vec::new(),
         };
-        let controller_manager = start_controller_manager(
-            &bins.kube_controller_manager,
-            dir.path(),
-            &kubeconfig,
-            &extra,
-        )
-        .await?;
+        let warm = async {
+            established.warm_up(&client).await?;
+            clusterversion::set_release(&client, DEFAULT_RELEASE).await?;
+            Ok::<_, crate::Error>(started.elapsed())
+        };
+        let (crds_ready, controller_manager) = tokio::try_join!(
+            warm,
+            start_controller_manager(
+                &bins.kube_controller_manager,
+                dir.path(),
+                &kubeconfig,
+                &extra,
+            )
+        )?;
         let scheduler = match node_ip {
             Some(_) => {
                 let node_bins =
@@ -191,10 +197,9 @@ impl ControlPlane {
         let startup = started.elapsed();
         tracing::info!(
             "control plane ready at {server} in {startup:.2?} (etcd {etcd_ready:.2?}, \
-             kube-apiserver /readyz {apiserver_ready:.2?}, CRDs established and warm {:.2?}, \
-             garbage collector synced {:.2?})",
+             kube-apiserver /readyz {apiserver_ready:.2?}, CRDs established and warm {:.2?} \
+             after it, garbage collector synced meanwhile)",
             crds_ready - apiserver_ready,
-            startup - crds_ready
         );
         Ok(Self {
             _scheduler: scheduler,
