@@ -1,10 +1,12 @@
 # mosc-guard: two commands do all the set-up on a fresh machine.
 #   make demo   local control plane + registry + MCO simulator + mosc-guard, the report's scenario
-#   make test   every test tier (unit, HTTPS, check CLI, end-to-end on a real kube-apiserver,
+#   make test   every test tier (unit, HTTPS, CLI, end-to-end on a real kube-apiserver,
 #               the container image, the manifests on a real node)
+#   make check  the fast tier for every change: fmt, clippy, unit tests and every test that
+#               needs no API server
 #   make soak   the reliability suite's long runs (property tests, alerts, load), RELIABILITY.md
-# First run builds kube-apiserver, etcd, the registry and the node's kubelet, kube-proxy and
-# kube-scheduler from pinned Go modules into
+# First run builds kube-apiserver, etcd and the registry (and for make test the node's kubelet,
+# kube-proxy and kube-scheduler, and opm) from pinned Go modules into
 # $${XDG_CACHE_HOME:-$$HOME/.cache}/mosc-guard/bin (a few minutes); later runs reuse them.
 
 SHELL := /usr/bin/env bash
@@ -24,7 +26,7 @@ export PATH := $(TOOLS_BIN):$(PATH)
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
 IMAGE ?= quay.io/mosc-guard/mosc-guard:$(VERSION)
 
-.PHONY: all deps binaries build lint unit test demo bench bench-cluster soak load stalled clean fresh-check
+.PHONY: all deps binaries build lint lint-code check test demo bench bench-cluster soak load stalled clean fresh-check
 
 all: build
 
@@ -32,7 +34,7 @@ all: build
 deps:
 	@hack/install-deps.sh
 
-## kube-apiserver, etcd and the registry, built once and cached by version.
+## Every Go binary the tiers start, built once and cached by version.
 binaries: deps
 	@hack/build-binaries.sh >/dev/null
 
@@ -41,35 +43,47 @@ build: deps
 
 ## Also checks that every program the tiers start is installed by hack/install-deps.sh or is
 ## always there (hack/fresh-check.sh --deps-only).
-lint: deps
+lint-code:
 	@hack/fresh-check.sh --deps-only --quiet
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+lint: deps lint-code
 	cargo-deny deny --log-level error --locked check licenses bans sources
 
-## Every test tier. Integration tests start their own servers on 127.0.0.1; `--workspace` also
-## runs the test kit's own unit tests (testkit/, the shared harness); tests/image.rs is
-## listed as ignored there. (Benchmarks and the demo are compiled and linted by `lint`;
-## `make bench`/`make demo` run them.) Then the image tier: image-test where this machine can
-## build and run the image, else SKIPPED with the reason (hack/image.sh ci). Then the node
-## tier: the manifests' Deployment as pods on a real node (kubelet, containerd; needs root and
-## the image), else SKIPPED with the reason (hack/node.sh ci). Every tier runs; the last line
-## says how each ended, and the exit status is non-zero if any failed.
+## Every test tier (hack/test.sh all). The test binaries are compiled once (`cargo test
+## --workspace --no-run`) and every tier runs them: the cargo tier (unit tests and tests/*/, the
+## test kit's own unit tests too; JOBS binaries at a time, THREADS test threads each), then the
+## image tier: image-test where this machine can build and run the image, else SKIPPED with the
+## reason (hack/image.sh ci); then the node tier: the manifests' Deployment as pods on a real
+## node (kubelet, containerd; needs root and the image), else SKIPPED with the reason
+## (hack/node.sh ci). Every tier runs; it ends with the time of each tier and of the ten slowest
+## test binaries, and a line saying how each tier ended; the exit status is non-zero if any
+## failed. (Benchmarks and the demo are compiled and linted by `lint`; `make bench`/`make demo`
+## run them.)
+JOBS ?= 2
+THREADS ?= 2
+export JOBS THREADS
 test: deps binaries lint
-	@status=0; report="$$(mktemp)"; \
-	if $(CARGO) test --locked --no-fail-fast --workspace --lib --bins --tests -- --test-threads=2; \
-	then cargo_tier=PASSED; else cargo_tier=FAILED; status=1; fi; \
-	CARGO=$(CARGO) hack/image.sh ci "$$report" || status=1; \
-	image_tier="$$(cat "$$report")"; \
-	CARGO=$(CARGO) hack/node.sh ci "$$report" || status=1; \
-	node_tier="$$(cat "$$report")"; rm -f "$$report"; \
-	echo "make test: tiers: cargo tests $$cargo_tier; image tests $${image_tier:-FAILED}; node tests $${node_tier:-FAILED}"; \
-	exit $$status
+	@CARGO=$(CARGO) hack/test.sh all
+
+## The fast tier, for every change: lint-code, then the unit tests and every integration test
+## that needs no API server (hack/test.sh fast: HTTPS, the CLIs on dumps, certs, the docs'
+## links, alerts, dashboard, manifests' rendering). No Go binaries, no cargo-deny.
+check:
+	@hack/install-deps.sh check
+	@$(MAKE) --no-print-directory lint-code
+	@CARGO=$(CARGO) hack/test.sh fast
 
 ## The report's scenario, narrated. GUARD=defer plays it in defer mode, GUARD=off without mosc-guard
 ## (and then heals the pool with `mosc-guard recover`).
-demo: deps binaries
-	@$(CARGO) build --locked --quiet --bin mosc-guard
+## Installs and builds only what the demo runs: the control plane and the registry (Go) while
+## the guard and the demo (Rust) compile beside them.
+demo:
+	@hack/install-deps.sh demo
+	@hack/build-binaries.sh control-plane >/dev/null & go_build=$$!; \
+	rust_status=0; $(CARGO) build --locked --quiet --bin mosc-guard --example demo || rust_status=$$?; \
+	wait $$go_build || exit 1; exit $$rust_status
 	@$(CARGO) run --locked --quiet --example demo
 
 ## Criterion benchmarks: one decision at 5,000 and 50,000 nodes, one HTTPS round trip
@@ -111,16 +125,18 @@ soak: deps binaries
 	echo "+ property tests and alerts (release), log: $(SOAK_LOG)"; \
 	MOSC_GUARD_CASES_VERDICT=$(VERDICT_CASES) MOSC_GUARD_CASES_DECODE=$(DECODE_CASES) \
 	  MOSC_GUARD_CASES_IMAGE=$(IMAGE_CASES) \
-	  $(CARGO) test --locked --release --test properties --test alerts -- --nocapture --test-threads=1 \
+	  $(CARGO) test --workspace --locked --release --test reliability -- properties:: --nocapture --test-threads=1 \
 	  2>&1 | tee $(SOAK_LOG) || status=1; \
+	$(CARGO) test --workspace --locked --release --test packaging -- alerts:: --nocapture --test-threads=1 \
+	  2>&1 | tee -a $(SOAK_LOG) || status=1; \
 	echo "+ race soak, $(TRIALS) trials (release)"; \
 	RUST_LOG=warn MOSC_GUARD_SOAK_TRIALS=$(TRIALS) MOSC_GUARD_SOAK_SEED=$(SOAK_SEED) \
 	  MOSC_GUARD_SOAK_CONCURRENCY=$(SOAK_CONCURRENCY) \
-	  $(CARGO) test --locked --release --test soak -- --nocapture --test-threads=2 \
+	  $(CARGO) test --workspace --locked --release --test reliability -- soak:: --nocapture --test-threads=2 \
 	  2>&1 | tee -a $(SOAK_LOG) || status=1; \
 	echo "+ chaos, $(CHAOS_OUTAGE) s outages (release)"; \
 	RUST_LOG=warn MOSC_GUARD_CHAOS_OUTAGE_SECS=$(CHAOS_OUTAGE) \
-	  $(CARGO) test --locked --release --test chaos -- --nocapture --test-threads=1 --include-ignored \
+	  $(CARGO) test --workspace --locked --release --test reliability -- chaos:: --nocapture --test-threads=1 --include-ignored \
 	  2>&1 | tee -a $(SOAK_LOG) || status=1; \
 	echo "+ load (as make load)"; \
 	$(LOAD_CMD) 2>&1 | tee -a $(SOAK_LOG) || status=1; \
@@ -144,7 +160,7 @@ LOAD_API_SECONDS ?= 10
 LOAD_CMD = MOSC_GUARD_LOAD_RATE=$(LOAD_RATE) MOSC_GUARD_LOAD_SECONDS=$(LOAD_SECONDS) \
 	  MOSC_GUARD_LOAD_ROTATIONS=$(LOAD_ROTATIONS) MOSC_GUARD_LOAD_NODES=$(LOAD_NODES) \
 	  MOSC_GUARD_LOAD_API_RATES=$(LOAD_API_RATES) MOSC_GUARD_LOAD_API_SECONDS=$(LOAD_API_SECONDS) \
-	  $(CARGO) test --locked --release --test load -- --nocapture --test-threads=1
+	  $(CARGO) test --workspace --locked --release --test reliability -- load:: --nocapture --test-threads=1
 load: deps binaries
 	$(LOAD_CMD)
 
@@ -159,7 +175,7 @@ load: deps binaries
 STALLED ?= 5000
 STALLED_SECONDS ?= 20
 STALLED_CMD = MOSC_GUARD_STALLED=$(STALLED) MOSC_GUARD_STALLED_SECONDS=$(STALLED_SECONDS) \
-	  $(CARGO) test --locked --release --test https thousands_of_stalled_connections -- \
+	  $(CARGO) test --workspace --locked --release --test serve -- https::connection_limits::floods::thousands_of_stalled_connections \
 	  --nocapture --include-ignored --test-threads=1
 stalled: deps
 	$(STALLED_CMD)
@@ -173,8 +189,8 @@ stalled: deps
 ## `make image-test` checks its prerequisites (hack/image.sh can-test: buildah or podman,
 ## podman running a container with runc and the tests' options, the musl target), installing
 ## what hack/install-deps.sh can, then builds the offline image and runs it with podman
-## (tests/image.rs): --version, check --from-dir, serve against a test control plane,
-## SIGTERM's drain; then tests/plugin.rs's ignored test, the krew archive of the same static
+## (tests/image/main.rs): --version, check --from-dir, serve against a test control plane,
+## SIGTERM's drain; then tests/packaging/plugin.rs's ignored test, the krew archive of the same static
 ## binary. `make test` runs it where the prerequisites hold, else says SKIPPED and why.
 BASE_IMAGE ?=
 BUILDER_IMAGE ?=

@@ -2,16 +2,32 @@
 # Builds the end-to-end test harness's kube-apiserver, kube-controller-manager, etcd and registry,
 # and the node tier's kubelet, kube-proxy and kube-scheduler, from the pinned Go
 # modules in hack/controlplane and hack/registry, and opm (operator-registry, which validates
-# bundle/ in tests/olm/) from hack/opm, each only if its cached copy is missing.
+# bundle/ in tests/packaging/olm/) from hack/opm, each only if its cached copy is missing.
 #
 # Cache: ${XDG_CACHE_HOME:-$HOME/.cache}/mosc-guard/bin/<name>-<version>, the version read from the
 # go.mod files, so bumping a module version builds a new binary. Builds go to a temporary name and
 # are renamed into place, so an interrupted build never leaves a half-written binary behind.
 #
+# Usage: hack/build-binaries.sh [SET...], each SET one of control-plane (etcd, kube-apiserver,
+# kube-controller-manager, the registry: what `make demo` and the test kit's control plane
+# run), node (kubelet, kube-proxy, kube-scheduler: the node tier's) and opm (tests/packaging/olm);
+# no SET builds them all (`make test`).
+#
 # Output (stdout): one `name=path` line per binary, for testkit/src/binaries.rs (and opm's for
-# tests/olm/). Build progress goes to stderr; nothing but those lines is printed when
+# tests/packaging/olm/). Build progress goes to stderr; nothing but those lines is printed when
 # everything is cached.
 set -euo pipefail
+
+sets=("$@")
+[[ ${#sets[@]} -gt 0 ]] || sets=(control-plane node opm)
+for set in "${sets[@]}"; do
+    case "$set" in
+        control-plane | node | opm) ;;
+        *) echo "build-binaries.sh: unknown set '$set' (control-plane, node or opm)" >&2; exit 2 ;;
+    esac
+done
+# wanted SET: whether SET was asked for.
+wanted() { [[ " ${sets[*]} " == *" $1 "* ]]; }
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bin_dir="${XDG_CACHE_HOME:-${HOME:?set HOME or XDG_CACHE_HOME}/.cache}/mosc-guard/bin"
@@ -85,20 +101,27 @@ kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version"
 kube_ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$kube_minor"
 kube_ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
 
-build etcd "$etcd_version" "$here/controlplane" ./etcd
-build kube-apiserver "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
-# The real garbage collector (run with --controllers=garbagecollector only) acts on foregroundDeletion.
-build kube-controller-manager "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
-# The node tier's node (testkit/src/node/): kubelet, kube-proxy (routes the `kubernetes` Service's
-# ClusterIP to the API server for the pods' in-cluster config, and webhook Services to their
-# pods) and kube-scheduler (places the Deployment's pods), all from the same Kubernetes module.
-build kubelet "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kubelet "$kube_ldflags"
-build kube-proxy "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-proxy "$kube_ldflags"
-build kube-scheduler "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-scheduler "$kube_ldflags"
-build registry "$registry_version" "$here/registry" github.com/distribution/distribution/v3/cmd/registry
-# opm as operator-registry's Makefile builds it (json1 for its sqlite code, the OpenPGP
-# implementation in Go instead of gpgme); `opm version` reports the pinned version.
-opm_pkg=github.com/operator-framework/operator-registry
-build opm "$opm_version" "$here/opm" "$opm_pkg/cmd/opm" \
-    "-X $opm_pkg/cmd/opm/version.opmVersion=$opm_version -X $opm_pkg/cmd/opm/version.gitCommit=$opm_version" \
-    json1,containers_image_openpgp
+if wanted control-plane; then
+    build etcd "$etcd_version" "$here/controlplane" ./etcd
+    build kube-apiserver "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
+    # The real garbage collector (run with --controllers=garbagecollector only) acts on foregroundDeletion.
+    build kube-controller-manager "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
+    build registry "$registry_version" "$here/registry" github.com/distribution/distribution/v3/cmd/registry
+fi
+if wanted node; then
+    # The node tier's node (testkit/src/node/): kubelet, kube-proxy (routes the `kubernetes`
+    # Service's ClusterIP to the API server for the pods' in-cluster config, and webhook Services
+    # to their pods) and kube-scheduler (places the Deployment's pods), all from the same
+    # Kubernetes module.
+    build kubelet "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kubelet "$kube_ldflags"
+    build kube-proxy "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-proxy "$kube_ldflags"
+    build kube-scheduler "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-scheduler "$kube_ldflags"
+fi
+if wanted opm; then
+    # opm as operator-registry's Makefile builds it (json1 for its sqlite code, the OpenPGP
+    # implementation in Go instead of gpgme); `opm version` reports the pinned version.
+    opm_pkg=github.com/operator-framework/operator-registry
+    build opm "$opm_version" "$here/opm" "$opm_pkg/cmd/opm" \
+        "-X $opm_pkg/cmd/opm/version.opmVersion=$opm_version -X $opm_pkg/cmd/opm/version.gitCommit=$opm_version" \
+        json1,containers_image_openpgp
+fi

@@ -5,12 +5,12 @@
 #   hack/image.sh build       Containerfile.offline from a static musl binary (no pulls)
 #   hack/image.sh upstream    Containerfile, multi-stage (pulls BUILDER_IMAGE and BASE_IMAGE)
 #   hack/image.sh bundle      bundle/bundle.Containerfile, the OLM bundle image (FROM scratch)
-#   hack/image.sh run-options the `podman run` options of every container tests/image.rs
+#   hack/image.sh run-options the `podman run` options of every container tests/image/main.rs
 #                             starts, one a line
 #   hack/image.sh can-test    exit 0 if this machine can build and run the image as the tests
 #                             do, else print why not on stdout and exit 1
 #   hack/image.sh test        `make image-test`: install what hack/install-deps.sh can, check
-#                             can-test (an error if it fails), build, run tests/image.rs
+#                             can-test (an error if it fails), build, run tests/image/main.rs
 #   hack/image.sh ci [FILE]   the image tier of `make test`: as test, but when can-test fails
 #                             print `image-test: SKIPPED: <reason>` and exit 0; writes the
 #                             tier's result (PASSED, FAILED or SKIPPED (<reason>)) to FILE
@@ -55,7 +55,7 @@ builder() {
     return 1
 }
 
-# The `podman run` options of every container tests/image.rs starts (it reads them from
+# The `podman run` options of every container tests/image/main.rs starts (it reads them from
 # `hack/image.sh run-options`) and of can_test's trial container: the runtime, a read-only
 # root, no capabilities, no new privileges, the host network, and `--ulimit`s at this
 # process's hard limits (podman's defaults are refused where a sandbox lowers them: "error
@@ -79,7 +79,7 @@ can_test() {
         return 1
     fi
     if ! command -v podman >/dev/null 2>&1; then
-        echo "podman is not installed: the image could be built but not run (tests/image.rs runs it with podman)"
+        echo "podman is not installed: the image could be built but not run (tests/image/main.rs runs it with podman)"
         return 1
     fi
     if ! podman info >/dev/null 2>&1; then
@@ -87,7 +87,7 @@ can_test() {
         return 1
     fi
     if ! PATH="$PATH:/usr/sbin:/usr/local/sbin:/sbin" runc --version >/dev/null 2>&1; then
-        echo "runc is not installed or does not run (Debian package runc; hack/install-deps.sh installs it as root): tests/image.rs runs podman --runtime runc"
+        echo "runc is not installed or does not run (Debian package runc; hack/install-deps.sh installs it as root): tests/image/main.rs runs podman --runtime runc"
         return 1
     fi
     if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl; then
@@ -171,12 +171,14 @@ case "${1:-}" in
             exit 1
         fi
         "$0" build
-        echo "+ tests/image.rs with MOSC_GUARD_IMAGE=$image" >&2
-        MOSC_GUARD_IMAGE="$image" "${CARGO:-cargo}" test --locked --test image -- \
-            --test-threads=1 --include-ignored
+        # The test binaries the cargo tier compiled (hack/test.sh: one build for every tier).
+        image_tests="$("$root/hack/test.sh" path image)"
+        packaging_tests="$("$root/hack/test.sh" path packaging)"
+        echo "+ tests/image/main.rs with MOSC_GUARD_IMAGE=$image" >&2
+        MOSC_GUARD_IMAGE="$image" "$image_tests" --test-threads=1 --include-ignored
         # The krew release archive from the same static binary, which the build above made.
-        echo "+ tests/plugin.rs's release archive (the static binary built above)" >&2
-        "${CARGO:-cargo}" test --locked --test plugin -- --test-threads=1 --ignored
+        echo "+ tests/packaging/plugin.rs's release archive (the static binary built above)" >&2
+        "$packaging_tests" --test-threads=1 --ignored plugin::
         ;;
     ci)
         report="${2:-/dev/null}"
@@ -191,7 +193,7 @@ case "${1:-}" in
             echo "SKIPPED ($reason)" >"$report"
             exit 0
         fi
-        echo "+ make image-test (the container image, tests/image.rs)"
+        echo "+ make image-test (the container image, tests/image/main.rs)"
         if "$0" test; then
             echo PASSED >"$report"
         else

@@ -3,6 +3,10 @@
 # (apt-get, as root), Rust components and the musl target (rustup), and the tools built from
 # crates.io (cargo-deny) into the mosc-guard cache. Quiet when everything is present.
 #
+#   hack/install-deps.sh demo    only what `make demo` runs: Go, kubectl, git
+#   hack/install-deps.sh check   and what `make check` runs: rustfmt, clippy, promtool
+#   hack/install-deps.sh [test]  everything every tier of `make test` needs (the default)
+#
 # Every program a tier starts is named by a `need` line here, or is in the allow-list of
 # hack/fresh-check.sh with the reason it is always there; `make lint` checks that
 # (`hack/fresh-check.sh --deps-only`), so a test that starts a new program fails CI until its
@@ -11,6 +15,12 @@
 # Tools: ${XDG_CACHE_HOME:-$HOME/.cache}/mosc-guard/tools/<name>-<version>, linked from
 # tools/bin, which the Makefile puts first on PATH (and a fresh cache installs them again).
 set -euo pipefail
+
+scope="${1:-test}"
+case "$scope" in
+  demo | check | test) ;;
+  *) echo "usage: $0 [demo|check|test]" >&2; exit 2 ;;
+esac
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tools="${XDG_CACHE_HOME:-${HOME:?set HOME or XDG_CACHE_HOME}/.cache}/mosc-guard/tools"
@@ -27,13 +37,16 @@ need() {
 
 # The harness's Go modules (hack/build-binaries.sh); Debian 12's golang-go is too old, see below.
 need go golang-go
-# The tests drive the API server as an admin would (testkit/src/kubectl.rs, tests/plugin.rs).
+# The tests drive the API server as an admin would (testkit/src/kubectl.rs, tests/packaging/plugin.rs).
 need kubectl kubernetes-client
 # Go fetches the modules the proxy does not serve with git; hack/fresh-check.sh clones with it.
 need git git
-# promtool unit-tests the PrometheusRule (tests/alerts.rs).
+if [[ "$scope" != demo ]]; then
+# promtool unit-tests the PrometheusRule (tests/packaging/alerts.rs).
 need promtool prometheus
-# `make image` builds the container image with buildah; tests/image.rs runs it with podman and
+fi
+if [[ "$scope" == test ]]; then
+# `make image` builds the container image with buildah; tests/image/main.rs runs it with podman and
 # `--runtime runc` (Debian 12's podman brings crun, which fails where cgroups are in hybrid mode).
 need buildah buildah image
 need podman podman image
@@ -55,6 +68,7 @@ need /usr/lib/cni/loopback containernetworking-plugins node
 need iptables iptables node
 need ip6tables iptables node
 need ip iproute2 node
+fi
 
 if [[ $(( ${#missing[@]} + ${#missing_image[@]} )) -gt 0 ]]; then
   packages="$(printf '%s\n' "${missing[@]}" "${missing_image[@]}" | awk 'NF && !seen[$0]++' | tr '\n' ' ')"
@@ -85,12 +99,14 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "error: cargo not found; install Rust (rustup) first" >&2
   exit 1
 fi
+[[ "$scope" == demo ]] && exit 0
 for component in rustfmt clippy; do
   if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
     echo "installing rust component $component" >&2
     rustup component add "$component" >/dev/null
   fi
 done
+[[ "$scope" == check ]] && exit 0
 
 # The container image's static binary (hack/image-context.sh). Without it `make test` says the
 # image tests are skipped and why (hack/image.sh ci); the rest of the suite does not need it.

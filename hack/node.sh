@@ -71,8 +71,8 @@ case "${1:-}" in
         echo "+ tests/node with MOSC_GUARD_IMAGE=$image" >&2
         start=$SECONDS
         status=0
-        MOSC_GUARD_IMAGE="$image" "${CARGO:-cargo}" test --locked --test node -- \
-            --test-threads=1 --include-ignored || status=$?
+        node_tests="$("$root/hack/test.sh" path node)"
+        MOSC_GUARD_IMAGE="$image" "$node_tests" --test-threads=1 --include-ignored || status=$?
         echo "node-test: tests/node ran in $((SECONDS - start))s" >&2
         exit "$status"
         ;;

@@ -3,7 +3,7 @@
 #   OUT/mosc-guard_v<version>_linux_amd64.tar.gz   kubectl-mosc_guard, a static musl build
 #   OUT/mosc-guard.yaml                            plugins/mosc-guard.yaml with its sha256
 # OUT defaults to target/plugin. PLUGIN_BIN=path packs that binary instead of building one
-# (tests/plugin.rs packs the test build). Prints the archive's path.
+# (tests/packaging/plugin.rs packs the test build). Prints the archive's path.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -25,7 +25,7 @@
 //!   a replica cut off from the API server would run its controller beside the one that took
 //!   over.
 //!
-//! Tried in the scenarios of `tests/defer_mode/lease.rs` (which hold this module to both
+//! Tried in the scenarios of `tests/serve/defer_mode/lease.rs` (which hold this module to both
 //! points on a real API server), the crate took a live Lease whose holder's clock ran an hour
 //! behind within 0.9 s, left one whose dead holder's clock ran an hour ahead untaken for as long
 //! as we waited (20 s), and a holder behind a black-holed route still reported leading 20 s

@@ -88,7 +88,7 @@ pub fn node_binaries() -> Result<&'static NodeBinaries> {
     static BINARIES: OnceLock<std::result::Result<NodeBinaries, String>> = OnceLock::new();
     BINARIES
         .get_or_init(|| {
-            let built = build_script_output().map_err(|e| e.to_string())?;
+            let built = build_script_output("node").map_err(|e| e.to_string())?;
             Ok(NodeBinaries {
                 kubelet: built.path("kubelet").map_err(|e| e.to_string())?,
                 kube_proxy: built.path("kube-proxy").map_err(|e| e.to_string())?,
@@ -122,7 +122,7 @@ impl BuildOutput {
 
 /// Runs the build script (progress on the inherited stderr) and parses its `name=path` lines.
 fn run_build_script() -> Result<Binaries> {
-    let built = build_script_output()?;
+    let built = build_script_output("control-plane")?;
     Ok(Binaries {
         kube_apiserver: built.path("kube-apiserver")?,
         kube_controller_manager: built.path("kube-controller-manager")?,
@@ -131,12 +131,14 @@ fn run_build_script() -> Result<Binaries> {
     })
 }
 
-/// Runs the build script, its progress on the inherited stderr.
-fn build_script_output() -> Result<BuildOutput> {
+/// Runs the build script for the binaries of `set` (its usage names them), its progress on the
+/// inherited stderr.
+fn build_script_output(set: &str) -> Result<BuildOutput> {
     let path = crate::repo_root().join("hack/build-binaries.sh");
     let script = path.display();
     let out = Command::new("bash")
         .arg(&path)
+        .arg(set)
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()

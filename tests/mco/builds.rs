@@ -1,7 +1,7 @@
 //! New builds of a MachineOSConfig on the real control plane (with the real garbage collector),
 //! the registry and the MCO simulator (on 4.20), with mosc-guard in front: a build running or failed
 //! while the pool runs the previous image (the rebuild annotation mid-rollout, MCO's own deletion
-//! admitted, is in tests/mco_pipeline/guarded.rs).
+//! admitted, is in tests/mco/pipeline/guarded.rs).
 //!
 //! Every test runs the simulator at the real machine-os-builder's timing
 //! (`SimConfig::real_timing`): the late cleanup and the rebuilds race its 5 s delete delay.

@@ -3,7 +3,7 @@
 //! a node mid-update is Working, cordoned and drained (`desiredDrain` = `lastAppliedDrain` =
 //! `drain-<config>`); once updated it has rebooted (a new `status.nodeInfo.bootID`), is
 //! uncordoned (`uncordon-<config>` both), Done with an empty reason; and a single-node cluster's
-//! node is never drained. What a failed update and its cancel look like: `tests/recovery/`.
+//! node is never drained. What a failed update and its cancel look like: `tests/recover/pool/`.
 //!
 //! Each test starts its own control plane and registry ([`SimConfig::fast`]: no deletion is
 //! timed here).

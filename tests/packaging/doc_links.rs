@@ -141,7 +141,7 @@ fn check_target(
     if !full.exists() {
         return Some(format!("{} does not exist", file.display()));
     }
-    // `file.md#` (a prefix such as tests/alerts.rs's RUNBOOK_BASE) names no heading.
+    // `file.md#` (a prefix such as tests/packaging/alerts.rs's RUNBOOK_BASE) names no heading.
     let anchor = anchor.filter(|a| !a.is_empty())?;
     if file.extension().and_then(|e| e.to_str()) != Some("md") {
         // Anchors into source files (`#L10`) are GitHub's line links, not headings.
@@ -323,7 +323,7 @@ fn links_are_found_outside_code() {
     assert_eq!(lines, vec![(1, "a"), (5, "b")]);
 }
 
-/// A repository path a Markdown file shows as code (`` `tests/https/` ``, `` `src/core/release.rs` ``)
+/// A repository path a Markdown file shows as code (`` `tests/serve/https/` ``, `` `src/core/release.rs` ``)
 /// exists, or is an output the repository ignores (`certs/generated/`). Globs, placeholders and
 /// elisions (`*`, `<name>`, `{..}`, `$VAR`, `...`) are not paths; `path:detail` is read as `path`.
 #[test]

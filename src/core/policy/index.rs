@@ -1,6 +1,6 @@
 //! The node rule's fast path: an index of nodes by the digests of their images, and the
 //! decision over the nodes it names, which equals [`evaluate`]'s over every node (the property
-//! tests in `tests/index.rs` and `tests/properties` hold the two together).
+//! tests in `tests/index.rs` and `tests/reliability/properties` hold the two together).
 //!
 //! [`NodeIndex`] files each node by the digests [`super::scan`] compares: its desired image's
 //! while it has not reached it (in-flight), its current image's (in-use). A change to what the

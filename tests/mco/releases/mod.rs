@@ -4,7 +4,7 @@
 //! real registry and the MCO simulator playing that release.
 //!
 //! - [`seed_guarded`]: the report's deletion refused by mosc-guard on 4.19, 4.21 and 4.23 (4.20
-//!   is `tests/seed_scenario`), then allowed once the rollout settled;
+//!   is `tests/mco/seed_scenario`), then allowed once the rollout settled;
 //! - [`seed_unguarded`]: the same deletion without the guard: the updating node fails
 //!   "manifest unknown" on 4.19 and 4.21, while 4.23's in-use check keeps (and leaks) the image;
 //!   4.19's cleanup by label deletes a build the MachineOSConfig does not control;

@@ -144,7 +144,7 @@ fn check_openshift(dir: &str, objects: &[Value], configs: &[&Value]) {
             "serverName": service_dns_name(),
         })
     );
-    // Its alerts live beside it (their content: tests/alerts.rs).
+    // Its alerts live beside it (their content: tests/packaging/alerts.rs).
     let rule = get(objects, "PrometheusRule", NAME);
     assert_eq!(rule["metadata"]["namespace"], NAMESPACE, "{dir}");
     // Prometheus may discover the Service's endpoints.

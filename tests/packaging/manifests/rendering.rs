@@ -240,7 +240,7 @@ fn webhook_configurations_are_as_documented() {
     );
     assert_eq!(rule.scope.as_deref(), Some("Cluster"));
     // UPDATEs of MachineOSConfigs, narrowed by matchConditions to those that take the
-    // finalizer off an object being deleted (exercised in tests/defer_mode.rs).
+    // finalizer off an object being deleted (exercised in tests/serve/defer_mode/).
     let rule = &rules[1];
     assert_eq!(rule.api_groups.as_deref(), Some(&[MCO.to_owned()][..]));
     assert_eq!(rule.operations.as_deref(), Some(&["UPDATE".to_owned()][..]));

@@ -14,6 +14,7 @@ use super::{ROOT, bundle_objects, read_yaml, run};
 fn opm() -> PathBuf {
     let out = Command::new("bash")
         .arg(Path::new(ROOT).join("hack/build-binaries.sh"))
+        .arg("opm")
         .stderr(std::process::Stdio::inherit())
         .output()
         .expect("run hack/build-binaries.sh");

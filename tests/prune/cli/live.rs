@@ -3,7 +3,7 @@
 //! else; it stops, writing nothing more, at a build that became needed after the plan, at a
 //! delete the guard refuses, at a delete whose preconditions fail, at a build that does not go
 //! within `--timeout`; Ctrl-C says where it was. The objects are written as MCO writes them
-//! (no simulator: MCO's handling of the images is tests/prune's).
+//! (no simulator: MCO's handling of the images is tests/prune/rollouts's).
 
 use std::time::Duration;
 

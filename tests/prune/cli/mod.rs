@@ -4,7 +4,7 @@
 //! one at a time and stops where it must: a build that became needed, a delete the guard
 //! refuses, preconditions that fail (made to happen by [`interpose`]), a build that does not go,
 //! Ctrl-C); and `serve`'s gauge of deletable builds ([`gauge`]). What MCO then does with the
-//! images is the simulator's: tests/prune.
+//! images is the simulator's: tests/prune/rollouts.
 //!
 //! Contract: exit 0 when the plan was made (with `--apply`: and carried out), 1 when something
 //! could not be done, 2 when the input cannot be read (nothing on stdout then), 130 on Ctrl-C;

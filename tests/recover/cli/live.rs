@@ -3,13 +3,13 @@
 //! moved between the read and the patch; another node changed since the plan; Ctrl-C), and a
 //! re-run patches nothing twice. The objects are written as MCO leaves them after the bug; where a test
 //! needs the daemon's no-op update, it writes what the daemon and the drain controller would
-//! (the simulated daemon that does it by itself is the harness's: tests/recovery).
+//! (the simulated daemon that does it by itself is the harness's: tests/recover/pool).
 //!
 //! This control plane plays no OpenShift cluster MCO manages: it has no ControllerConfig, so
 //! `recover` cannot ask the registry whether an image is gone, and every answer is unknown,
 //! which needs a person ([`a_cluster_without_a_controller_config_cannot_verify_the_loss`]).
 //! The other tests are about `--apply`'s mechanics and run as an admin who verified the loss
-//! ([`VERIFIED`]); what the registry answers is tests/recovery's (`registry.rs`), where the
+//! ([`VERIFIED`]); what the registry answers is tests/recover/pool's (`registry.rs`), where the
 //! harness's registry is reached as nodes reach it.
 
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! fixed meanwhile, failed reads and writes, an unwritable Event, `--wait` ending gone or timed
 //! out); [`registry`]: a plan from a must-gather asking a real registry with `--authfile`; and
 //! `serve`'s gauge of stuck nodes ([`gauge`]). `--apply`'s happy path needs the
-//! simulated daemon's no-op update: tests/recovery (the harness) drives it.
+//! simulated daemon's no-op update: tests/recover/pool (the harness) drives it.
 //!
 //! Contract: exit 0 when nothing needs a person, 1 when some node does, 2 when the input cannot
 //! be read (nothing on stdout then); `--output json` prints one object on stdout.

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Runs the test tiers (the Makefile's test, check, image-test and node-test targets).
+#
+#   hack/test.sh build        compile every test binary of the workspace once (`cargo test
+#                             --no-run`), listed in target/test-binaries.tsv
+#   hack/test.sh path NAME    the path of test binary NAME (compiled first; a no-op when fresh)
+#   hack/test.sh fast         `make check`'s tests: the unit tests and every integration test
+#                             that needs no API server (FAST_TESTS below)
+#   hack/test.sh cargo        the cargo tier: every test binary but image and node, JOBS at a
+#                             time, each with THREADS test threads, longest first
+#   hack/test.sh all          `make test`: the cargo tier, then the image tier (hack/image.sh
+#                             ci) and the node tier (hack/node.sh ci), which run the binaries
+#                             built here; ends with the time of each tier and of the ten slowest
+#                             test binaries, and the tiers line
+#
+# Each binary runs from its package's directory (as `cargo test` runs it), its output kept in
+# target/test-logs/NAME.log and printed whole when it ends, so concurrent binaries never
+# interleave. Environment: JOBS (default 2), THREADS (default 2), CARGO.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+cargo="${CARGO:-cargo}"
+target_dir="${CARGO_TARGET_DIR:-target}"
+[[ "$target_dir" == /* ]] || target_dir="$root/$target_dir"
+list="$target_dir/test-binaries.tsv"
+logs="$target_dir/test-logs"
+times="$target_dir/test-times.tsv"
+jobs="${JOBS:-2}"
+threads="${THREADS:-2}"
+
+# The cargo tier's binaries, longest first (docs/development.md has their times): the unit
+# tests of the crate (lib, bin) and of the test kit, then every tests/*/ binary but the image
+# and node tiers'.
+CARGO_TIER=(mco recover serve reliability prune images packaging check mosc_guard mosc-guard testkit)
+# `make check`: binary and the test filters (libtest's substring match) that select what needs
+# no API server, no registry and no MCO simulator.
+FAST_TESTS=(
+    "mosc_guard"
+    "mosc-guard"
+    "testkit"
+    "check cli::"
+    "recover cli::dumps::"
+    "prune cli::dumps::"
+    "serve https:: certs_cli::"
+    "packaging doc_links:: fresh_check:: alerts:: dashboard:: manifests::rendering::"
+)
+
+# build: one `cargo test --no-run` for the whole workspace, so every binary shares one feature
+# resolution (a single package's build would resolve others and compile the crate again).
+build() {
+    mkdir -p "$target_dir"
+    local start=$SECONDS json
+    json="$(mktemp)"
+    "$cargo" test --workspace --locked --no-run --message-format=json-render-diagnostics >"$json"
+    # name<TAB>package directory<TAB>executable, from each test artifact's JSON line.
+    grep '"reason":"compiler-artifact"' "$json" | grep -E '"profile":\{[^}]*"test":true' |
+        sed -nE 's/.*"manifest_path":"([^"]+)\/Cargo.toml".*"target":\{[^}]*"name":"([^"]+)".*"executable":"([^"]+)".*/\2\t\1\t\3/p' >"$list"
+    rm -f "$json"
+    echo "test binaries: $(wc -l <"$list") built in $((SECONDS - start))s ($list)" >&2
+}
+
+# field NAME COLUMN: column 2 (package directory) or 3 (executable) of binary NAME.
+field() {
+    local row
+    row="$(awk -F'\t' -v n="$1" '$1 == n { print; exit }' "$list" 2>/dev/null || true)"
+    if [[ -z "$row" ]]; then
+        echo "hack/test.sh: no test binary named $1 in $list" >&2
+        return 1
+    fi
+    printf '%s\n' "$row" | cut -f"$2"
+}
+
+# run_one NAME ARGS...: runs binary NAME from its package directory with ARGS, its output in
+# $logs/NAME.log; records its wall time in $times; prints the log when it ends.
+run_one() {
+    local name="$1"
+    shift
+    local dir exe start status=0
+    dir="$(field "$name" 2)" && exe="$(field "$name" 3)" || return 1
+    start=$SECONDS
+    (cd "$dir" && "$exe" "$@") >"$logs/$name.log" 2>&1 || status=$?
+    printf 'binary\t%s\t%s\t%s\n' "$name" "$((SECONDS - start))" "$status" >>"$times"
+    {
+        echo "=== $name: exit $status in $((SECONDS - start))s ($*)"
+        cat "$logs/$name.log"
+    } >&2
+    return "$status"
+}
+
+# pool ENTRY...: runs each entry ("NAME ARGS...") with at most $jobs at once; fails if any did.
+pool() {
+    local status=0 running=0 entry
+    for entry in "$@"; do
+        if ((running >= jobs)); then
+            wait -n || status=1
+            running=$((running - 1))
+        fi
+        # shellcheck disable=SC2086 # an entry is a name and its arguments, one word each
+        run_one $entry &
+        running=$((running + 1))
+    done
+    while ((running > 0)); do
+        wait -n || status=1
+        running=$((running - 1))
+    done
+    return "$status"
+}
+
+# totals: the sum of every log's libtest result lines, as one closing line.
+totals() {
+    cat "$logs"/*.log 2>/dev/null | awk '
+        /^test result: / {
+            for (i = 1; i <= NF; i++) {
+                if ($(i + 1) ~ /^passed/) p += $i
+                if ($(i + 1) ~ /^failed/) f += $i
+                if ($(i + 1) ~ /^ignored/) g += $i
+            }
+        }
+        END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, g }'
+}
+
+cargo_tier() {
+    local entries=() name
+    for name in "${CARGO_TIER[@]}"; do
+        case "$name" in
+            mosc_guard | mosc-guard | testkit) entries+=("$name") ;;
+            *) entries+=("$name --test-threads=$threads") ;;
+        esac
+    done
+    pool "${entries[@]}"
+}
+
+fast() {
+    local entries=() spec
+    for spec in "${FAST_TESTS[@]}"; do entries+=("$spec"); done
+    pool "${entries[@]}"
+}
+
+# tier NAME COMMAND...: runs COMMAND, recording its wall time as tier NAME.
+tier() {
+    local name="$1" start=$SECONDS status=0
+    shift
+    "$@" || status=$?
+    printf 'tier\t%s\t%s\t%s\n' "$name" "$((SECONDS - start))" "$status" >>"$times"
+    return "$status"
+}
+
+summary() {
+    echo "== where the time went (seconds) =="
+    awk -F'\t' '$1 == "tier" { printf "  tier %-18s %5d%s\n", $2, $3, ($4 == 0 ? "" : "  (failed)") }' "$times"
+    echo "  slowest test binaries:"
+    awk -F'\t' '$1 == "binary"' "$times" | sort -t$'\t' -k3,3nr | head -n 10 |
+        awk -F'\t' '{ printf "    %-16s %5d%s\n", $2, $3, ($4 == 0 ? "" : "  (failed)") }'
+}
+
+fresh_logs() {
+    rm -rf "$logs"
+    mkdir -p "$logs"
+    : >"$times"
+}
+
+case "${1:-}" in
+    build)
+        build
+        ;;
+    path)
+        build
+        field "${2:?usage: $0 path NAME}" 3
+        ;;
+    fast)
+        build
+        fresh_logs
+        status=0
+        fast || status=1
+        totals
+        exit "$status"
+        ;;
+    cargo)
+        build
+        fresh_logs
+        status=0
+        cargo_tier || status=1
+        totals
+        exit "$status"
+        ;;
+    all)
+        fresh_logs
+        started=$SECONDS
+        status=0
+        tier build build || status=1
+        # The image tier's static release build (fat LTO: minutes, mostly one core) on the CPU the
+        # cargo tier leaves idle: niced, so the tests come first; the image tier then finds it
+        # fresh. Where the image tier will be skipped it fails or is not started, and changes
+        # nothing.
+        release_build=""
+        if hack/image.sh can-test >/dev/null 2>&1; then
+            nice -n 19 "$cargo" build --locked --release --target x86_64-unknown-linux-musl \
+                --bin mosc-guard >"$logs/release-build.log" 2>&1 &
+            release_build=$!
+        fi
+        if tier cargo cargo_tier; then cargo_result=PASSED; else cargo_result=FAILED; status=1; fi
+        totals
+        if [[ -n "$release_build" ]]; then
+            # Its result is the image tier's to report: image-context.sh builds again if it failed.
+            tier release-build-wait wait "$release_build" || true
+        fi
+        report="$(mktemp)"
+        tier image env CARGO="$cargo" hack/image.sh ci "$report" || status=1
+        image_result="$(cat "$report")"
+        tier node env CARGO="$cargo" hack/node.sh ci "$report" || status=1
+        node_result="$(cat "$report")"
+        rm -f "$report"
+        summary
+        echo "  all tiers: $((SECONDS - started))"
+        echo "make test: tiers: cargo tests $cargo_result; image tests ${image_result:-FAILED}; node tests ${node_result:-FAILED}"
+        exit "$status"
+        ;;
+    *)
+        echo "usage: $0 build|path NAME|fast|cargo|all" >&2
+        exit 2
+        ;;
+esac

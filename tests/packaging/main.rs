@@ -1,0 +1,12 @@
+//! What ships beside the binary, held to what it promises: the manifests ([`manifests`]), the
+//! OLM bundle ([`olm`]), the alerts ([`alerts`]) and dashboard ([`dashboard`]), the kubectl
+//! plugin ([`plugin`]), the docs' links ([`doc_links`]) and the set-up's programs check
+//! ([`fresh_check`]).
+
+mod alerts;
+mod dashboard;
+mod doc_links;
+mod fresh_check;
+mod manifests;
+mod olm;
+mod plugin;
