@@ -115,6 +115,11 @@ async fn a_change_rolled_back_mid_build_reuses_the_build_prune_kept() {
     render(&cluster, R2).await;
     let c = build_name_for(&cluster, "worker").await.expect("C's name");
     wait_build_job(&cluster, &c).await.expect("C started");
+    // MCO names the running build on its MachineOSConfig just after it starts the Job.
+    let current = wait_current_build_other_than(&cluster, "worker", &b.mosb)
+        .await
+        .expect("C named current");
+    assert_eq!(current, c);
     let run = prune(&cluster, &["--keep", "0", "--apply", "-o", "json"]).await;
     assert_eq!(run.code, Some(0), "{run:?}");
     let report = run.json();
