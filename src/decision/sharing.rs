@@ -1,7 +1,7 @@
 //! Verdicts shared by concurrent requests for the same target, so that a burst of requests for
 //! one deletion scans the nodes once, not once each: at 50,000 nodes an allow of a settled
 //! pool's config reads every node (tens of milliseconds of CPU), once on the caches and once on
-//! the confirming read, and issue 27 measured four concurrent allows at 4.5x one.
+//! the confirming read, and four concurrent allows were measured at 4.5x one (BENCHMARKS.md).
 //!
 //! The key is the target as its request carries it, the whole typed object (a verdict reads its
 //! name, uid, labels, owners, override annotation, spec and status), so two requests whose

@@ -12,7 +12,7 @@
 //! call bounded by it) steps down before any candidate can take over.
 //!
 //! Hand-written because `kube-lease-manager` (0.13.1, on kube 5 and k8s-openapi 0.29 as we
-//! are; tried for issue 31) falls short on both points, and its public API offers no smaller
+//! are; tried and rejected) falls short on both points, and its public API offers no smaller
 //! piece to build on (everything below `LeaseManager` is private):
 //! - it expires a Lease at `renewTime + leaseDurationSeconds` by the candidate's wall clock
 //!   (`LeaseState::sync`): a candidate whose clock runs ahead of the holder's by more than the

@@ -28,7 +28,7 @@
 //! the checker holds: none reaches a log line, an Event, a metric or JSON.
 //!
 //! Every request goes through a [`session::Session`]: one set of credentials with its CAs,
-//! proxy, tokens and redaction. Besides the checker, `mosc-guard prune` (issue 38) reads with
+//! proxy, tokens and redaction. Besides the checker, `mosc-guard prune` reads with
 //! the push secret MCO itself uses ([`tags`]: a repository's tags, each resolved to its digest;
 //! `serve`'s audit reads the same with the nodes' pull secret, to count what prune would delete)
 //! and deletes with it ([`delete`]: the one write path, a separate type with an explicit

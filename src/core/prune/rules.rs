@@ -18,7 +18,7 @@
 //! - **A tag not its own**: MCO deletes by `spec.renderedImagePushSpec`, `<repo>:<name>` for
 //!   every build it runs; a pre-built image's synthetic build (4.21 on) carries the config's
 //!   push spec (`<repo>:latest`) instead, so deleting it deletes whatever that tag points to
-//!   now, which no object shows (a registry read would: issue 37). Any tag but its own name,
+//!   now, which no object shows (only a registry read would). Any tag but its own name,
 //!   or none, is kept for the same reason.
 
 use std::time::Duration;
