@@ -52,7 +52,10 @@ build() {
     mkdir -p "$target_dir"
     local start=$SECONDS json
     json="$(mktemp)"
-    "$cargo" test --workspace --locked --no-run --message-format=json-render-diagnostics >"$json"
+    if ! "$cargo" test --workspace --locked --no-run --message-format=json-render-diagnostics >"$json"; then
+        rm -f "$json"
+        return 1
+    fi
     # name<TAB>package directory<TAB>executable, from each test artifact's JSON line.
     grep '"reason":"compiler-artifact"' "$json" | grep -E '"profile":\{[^}]*"test":true' |
         sed -nE 's/.*"manifest_path":"([^"]+)\/Cargo.toml".*"target":\{[^}]*"name":"([^"]+)".*"executable":"([^"]+)".*/\2\t\1\t\3/p' >"$list"
@@ -131,11 +134,7 @@ cargo_tier() {
     pool "${entries[@]}"
 }
 
-fast() {
-    local entries=() spec
-    for spec in "${FAST_TESTS[@]}"; do entries+=("$spec"); done
-    pool "${entries[@]}"
-}
+fast() { pool "${FAST_TESTS[@]}"; }
 
 # tier NAME COMMAND...: runs COMMAND, recording its wall time as tier NAME.
 tier() {
@@ -189,22 +188,8 @@ case "${1:-}" in
         started=$SECONDS
         status=0
         tier build build || status=1
-        # The image tier's static release build (fat LTO: minutes, mostly one core) on the CPU the
-        # cargo tier leaves idle: niced, so the tests come first; the image tier then finds it
-        # fresh. Where the image tier will be skipped it fails or is not started, and changes
-        # nothing.
-        release_build=""
-        if hack/image.sh can-test >/dev/null 2>&1; then
-            nice -n 19 "$cargo" build --locked --release --target x86_64-unknown-linux-musl \
-                --bin mosc-guard >"$logs/release-build.log" 2>&1 &
-            release_build=$!
-        fi
         if tier cargo cargo_tier; then cargo_result=PASSED; else cargo_result=FAILED; status=1; fi
         totals
-        if [[ -n "$release_build" ]]; then
-            # Its result is the image tier's to report: image-context.sh builds again if it failed.
-            tier release-build-wait wait "$release_build" || true
-        fi
         report="$(mktemp)"
         tier image env CARGO="$cargo" hack/image.sh ci "$report" || status=1
         image_result="$(cat "$report")"
