@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use crate::binaries::binaries;
-use crate::net::{free_port, retry_on_port_clash};
+use crate::net::{free_port, retry_start};
 use crate::process::ChildProcess;
 use crate::registry_client::{ManifestCopy, RegistryClient};
 use crate::{Result, init_tracing, temp_dir};
@@ -25,7 +25,7 @@ pub struct Registry {
 impl Registry {
     /// Starts the registry on a free port and waits until `GET /v2/` answers 200.
     pub async fn start() -> Result<Self> {
-        retry_on_port_clash("registry", Self::start_once).await
+        retry_start("registry", Self::start_once).await
     }
 
     async fn start_once() -> Result<Self> {
@@ -133,7 +133,7 @@ impl Registry {
         token: &crate::https_stub::TokenServer,
         deletes: bool,
     ) -> Result<SecureRegistry> {
-        retry_on_port_clash("secure registry", || {
+        retry_start("secure registry", || {
             self.secure_front_once(serving, token, deletes)
         })
         .await

@@ -19,7 +19,7 @@ use tempfile::TempDir;
 pub use crate::kubectl::KubectlOutput;
 
 use crate::binaries::binaries;
-use crate::net::{free_port, retry_on_port_clash};
+use crate::net::{free_port, retry_start};
 use crate::pki::Pki;
 use crate::probe;
 use crate::process::ChildProcess;
@@ -83,7 +83,7 @@ impl ControlPlane {
     /// `/readyz`, applies the CRDs in `tests/crds/`, waits until they are Established and warms
     /// them up (see [`crds::install`]), so the first test requests are not slowed down.
     pub async fn start() -> Result<Self> {
-        retry_on_port_clash("control plane", || Self::start_once(None, &[], None)).await
+        retry_start("control plane", || Self::start_once(None, &[], None)).await
     }
 
     /// Like [`ControlPlane::start`], for a real node at `node_ip` ([`crate::node::Node`]):
@@ -91,7 +91,7 @@ impl ControlPlane {
     /// kube-controller-manager also runs the workload controllers, and kube-scheduler runs
     /// ([`workloads`]). Only the node tier starts this one.
     pub async fn start_for_node(node_ip: Ipv4Addr) -> Result<Self> {
-        retry_on_port_clash("control plane", || {
+        retry_start("control plane", || {
             Self::start_once(None, &[], Some(node_ip))
         })
         .await
@@ -101,7 +101,7 @@ impl ControlPlane {
     /// set to `config` (e.g. a WebhookAdmissionConfiguration giving the API server a client
     /// certificate to present to a webhook).
     pub async fn start_with_admission_config(config: &Path) -> Result<Self> {
-        retry_on_port_clash("control plane", || {
+        retry_start("control plane", || {
             Self::start_once(Some(config), &[], None)
         })
         .await
@@ -110,7 +110,7 @@ impl ControlPlane {
     /// Like [`ControlPlane::start`], with extra etcd flags (e.g. a larger
     /// `--max-request-bytes`, as some clusters configure).
     pub async fn start_with_etcd_args(etcd_args: &[&str]) -> Result<Self> {
-        retry_on_port_clash("control plane", || Self::start_once(None, etcd_args, None)).await
+        retry_start("control plane", || Self::start_once(None, etcd_args, None)).await
     }
 
     async fn start_once(
@@ -162,27 +162,34 @@ impl ControlPlane {
             ),
         )?;
         let client = client_from_kubeconfig(&kubeconfig).await?;
-        let established = crds::install(&client).await?;
-        // The garbage collector starts once the CRDs are Established (so its first discovery
-        // already monitors them), while they warm up.
         let extra: Vec<OsString> = match node_ip {
             Some(_) => workloads::controller_manager_args(pki.ca_path()),
             None => Vec::new(),
         };
-        let warm = async {
-            established.warm_up(&client).await?;
-            clusterversion::set_release(&client, DEFAULT_RELEASE).await?;
-            Ok::<_, crate::Error>(started.elapsed())
+        let set_up = Self::set_up(
+            &client,
+            &bins.kube_controller_manager,
+            dir.path(),
+            &kubeconfig,
+            &extra,
+            started,
+        );
+        let (crds_ready, controller_manager) = match set_up.await {
+            Ok(done) => done,
+            // Said with what kube-apiserver last logged: the request failed on a server that
+            // had answered /readyz.
+            Err(e) => {
+                let state = match apiserver.check_running() {
+                    Ok(()) => format!(
+                        "kube-apiserver still runs; last lines of {}:\n{}",
+                        apiserver.log_path().display(),
+                        apiserver.log_tail(40)
+                    ),
+                    Err(exited) => exited.to_string(),
+                };
+                return Err(format!("setting the control plane up: {e}; {state}").into());
+            }
         };
-        let (crds_ready, controller_manager) = tokio::try_join!(
-            warm,
-            start_controller_manager(
-                &bins.kube_controller_manager,
-                dir.path(),
-                &kubeconfig,
-                &extra,
-            )
-        )?;
         let scheduler = match node_ip {
             Some(_) => {
                 let node_bins =
@@ -216,6 +223,29 @@ impl ControlPlane {
             startup,
             dir,
         })
+    }
+
+    /// After `/readyz`: installs the CRDs, then warms them up and sets the release while the
+    /// garbage collector starts (once the CRDs are Established, so its first discovery already
+    /// monitors them). Returns when the CRDs were warm, and the controller-manager.
+    async fn set_up(
+        client: &kube::Client,
+        controller_manager: &Path,
+        dir: &Path,
+        kubeconfig: &Path,
+        extra: &[OsString],
+        started: Instant,
+    ) -> Result<(Duration, ChildProcess)> {
+        let established = crds::install(client).await?;
+        let warm = async {
+            established.warm_up(client).await?;
+            clusterversion::set_release(client, DEFAULT_RELEASE).await?;
+            Ok::<_, crate::Error>(started.elapsed())
+        };
+        tokio::try_join!(
+            warm,
+            start_controller_manager(controller_manager, dir, kubeconfig, extra)
+        )
     }
 
     /// A client authenticated as the admin (group `system:masters`).

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::{Guard, GuardBin};
-use crate::net::{free_port, retry_on_port_clash};
+use crate::net::{free_port, retry_start};
 use crate::pki::Pki;
 use crate::process::ChildProcess;
 use crate::tls::https_client;
@@ -123,7 +123,7 @@ impl<'a> GuardBuilder<'a> {
         let started = Instant::now();
         let guard = match self.port {
             Some(port) => self.start_on(port).await?,
-            None => retry_on_port_clash("mosc-guard", || self.start_on_free_port()).await?,
+            None => retry_start("mosc-guard", || self.start_on_free_port()).await?,
         };
         tracing::info!(
             "mosc-guard ready at {} in {:.2?}",
