@@ -10,8 +10,9 @@
 //!
 //! The cluster is set up at the fast timing; the way back plays MCO's own delays
 //! (`Simulator::play_mco_node_delays`: drain controller 5 s, pool sync 5 s, the daemon's 10 s
-//! look, its queue from 1 s to 60 s), and another node's completion is timed into the window
-//! (`Simulator::hold_before_done`).
+//! look, its queue from 1 s to 60 s). The window's order is held rather than timed
+//! (`Simulator::hold_before_done`): the degraded node, uncordoned, reports Done only once MCO
+//! sent it the target and `recover` saw it; another node's Done is the pool's event between.
 
 use std::time::Duration;
 
@@ -20,8 +21,8 @@ use serde_json::json;
 
 use super::*;
 use testkit::mco::{
-    self, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_DRAIN, DESIRED_IMAGE, LAST_APPLIED_DRAIN, STATE,
-    STATE_DEGRADED, STATE_DONE, STATE_WORKING, is_unschedulable, node_annotation, uncordon_request,
+    self, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_IMAGE, LAST_APPLIED_DRAIN, STATE, STATE_DEGRADED,
+    STATE_DONE, STATE_WORKING, is_unschedulable, node_annotation, uncordon_request,
 };
 
 /// The pool's next rendered config (a MachineConfig change: every node reboots into it).
@@ -142,27 +143,28 @@ async fn with_two_at_once_mco_moving_a_degraded_node_on_is_a_recovery() {
     )
     .await;
 
-    // The way back at MCO's pace.
+    // The way back at MCO's pace. n0's daemon, once uncordoned, waits before it reports Done
+    // (as when its next look comes after the pool's sync): the order the window needs, without
+    // timing it against the machine's speed.
     cluster.sim.play_mco_node_delays();
+    cluster.sim.hold_before_done(&n0);
     let running = start_recover(
         &cluster,
         &["--apply", "--wait", "--timeout", "5m", "-o", "json"],
     );
     // n0's daemon asks for its uncordon once its queue lets it (up to 60 s for a node that
-    // failed this long).
+    // failed this long); the drain controller applies it 5 s later.
     let uncordon_r1 = uncordon_request(&r1);
     wait_node(
         &cluster,
         &n0,
-        None,
-        move |a| a.get(DESIRED_DRAIN) == Some(&uncordon_r1),
+        Some(true),
+        move |a| a.get(LAST_APPLIED_DRAIN) == Some(&uncordon_r1),
         Duration::from_secs(150),
-        "its uncordon asked for",
+        "uncordoned, before Done",
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    // n2 reports Done: its pool is synced 5 s later, after the drain controller uncordoned n0
-    // and before n0's daemon looks again.
+    // n2 reports Done: the pool's sync 5 s later finds n0 schedulable but still Degraded.
     cluster.sim.release_before_done(&n2);
     wait_node(
         &cluster,
@@ -173,10 +175,16 @@ async fn with_two_at_once_mco_moving_a_degraded_node_on_is_a_recovery() {
                 && a.get(DESIRED_CONFIG).map(String::as_str) == Some(R2)
                 && !a.contains_key(DESIRED_IMAGE)
         },
-        Duration::from_secs(20),
+        STEP_TIMEOUT,
         "sent the pool's target while still Degraded",
     )
     .await;
+    // recover reads the node every second: it sees the new target before the daemon's Done.
+    running
+        .wait_for_stderr("before the daemon reported Done", Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    cluster.sim.release_before_done(&n0);
 
     let run = running.finish().await;
     assert_eq!(run.code, Some(0), "{run:?}");
