@@ -153,6 +153,20 @@ summary() {
         awk -F'\t' '{ printf "    %-16s %5d%s\n", $2, $3, ($4 == 0 ? "" : "  (failed)") }'
 }
 
+# failures: for every test that panicked, where and why (the panic line and up to 8 lines of
+# its message), so the end of a long run says it even when its middle is cut.
+failures() {
+    local log
+    for log in "$logs"/*.log; do
+        [[ -e "$log" ]] || continue
+        awk -v bin="$(basename "$log" .log)" '
+            /^thread .* panicked at / { n = 9; printf "  [%s] %s\n", bin, substr($0, 1, 300); next }
+            n > 0 && (/^stack backtrace:/ || /^note: run with/) { n = 0 }
+            n > 1 { printf "      %s\n", substr($0, 1, 300); n--; if (n == 1) n = 0 }
+        ' "$log"
+    done
+}
+
 fresh_logs() {
     rm -rf "$logs"
     mkdir -p "$logs"
@@ -173,6 +187,7 @@ case "${1:-}" in
         status=0
         fast || status=1
         totals
+        ((status == 0)) || failures
         exit "$status"
         ;;
     cargo)
@@ -181,6 +196,7 @@ case "${1:-}" in
         status=0
         cargo_tier || status=1
         totals
+        ((status == 0)) || failures
         exit "$status"
         ;;
     all)
@@ -198,6 +214,10 @@ case "${1:-}" in
         rm -f "$report"
         summary
         echo "  all tiers: $((SECONDS - started))"
+        if ((status != 0)); then
+            echo "== why the failed tests failed =="
+            failures
+        fi
         echo "make test: tiers: cargo tests $cargo_result; image tests ${image_result:-FAILED}; node tests ${node_result:-FAILED}"
         exit "$status"
         ;;
