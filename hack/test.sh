@@ -43,7 +43,7 @@ FAST_TESTS=(
     "recover cli::dumps::"
     "prune cli::dumps::"
     "serve https:: certs_cli::"
-    "packaging doc_links:: fresh_check:: alerts:: dashboard:: manifests::rendering::"
+    "packaging doc_links:: fresh_check:: runner:: alerts:: dashboard:: manifests::rendering::"
 )
 
 # build: one `cargo test --no-run` for the whole workspace, so every binary shares one feature
@@ -56,11 +56,16 @@ build() {
         rm -f "$json"
         return 1
     fi
-    # name<TAB>package directory<TAB>executable, from each test artifact's JSON line.
-    grep '"reason":"compiler-artifact"' "$json" | grep -E '"profile":\{[^}]*"test":true' |
-        sed -nE 's/.*"manifest_path":"([^"]+)\/Cargo.toml".*"target":\{[^}]*"name":"([^"]+)".*"executable":"([^"]+)".*/\2\t\1\t\3/p' >"$list"
+    artifacts <"$json" >"$list"
     rm -f "$json"
     echo "test binaries: $(wc -l <"$list") built in $((SECONDS - start))s ($list)" >&2
+}
+
+# artifacts: from cargo's JSON messages on stdin, one line per test binary: name<TAB>package
+# directory<TAB>executable.
+artifacts() {
+    grep '"reason":"compiler-artifact"' | grep -E '"profile":\{[^}]*"test":true' |
+        sed -nE 's/.*"manifest_path":"([^"]+)\/Cargo.toml".*"target":\{[^}]*"name":"([^"]+)".*"executable":"([^"]+)".*/\2\t\1\t\3/p'
 }
 
 # field NAME COLUMN: column 2 (package directory) or 3 (executable) of binary NAME.
@@ -173,56 +178,61 @@ fresh_logs() {
     : >"$times"
 }
 
-case "${1:-}" in
-    build)
-        build
-        ;;
-    path)
-        build
-        field "${2:?usage: $0 path NAME}" 3
-        ;;
-    fast)
-        build
-        fresh_logs
-        status=0
-        fast || status=1
-        totals
-        ((status == 0)) || failures
-        exit "$status"
-        ;;
-    cargo)
-        build
-        fresh_logs
-        status=0
-        cargo_tier || status=1
-        totals
-        ((status == 0)) || failures
-        exit "$status"
-        ;;
-    all)
-        fresh_logs
-        started=$SECONDS
-        status=0
-        tier build build || status=1
-        if tier cargo cargo_tier; then cargo_result=PASSED; else cargo_result=FAILED; status=1; fi
-        totals
-        report="$(mktemp)"
-        tier image env CARGO="$cargo" hack/image.sh ci "$report" || status=1
-        image_result="$(cat "$report")"
-        tier node env CARGO="$cargo" hack/node.sh ci "$report" || status=1
-        node_result="$(cat "$report")"
-        rm -f "$report"
-        summary
-        echo "  all tiers: $((SECONDS - started))"
-        if ((status != 0)); then
-            echo "== why the failed tests failed =="
-            failures
-        fi
-        echo "make test: tiers: cargo tests $cargo_result; image tests ${image_result:-FAILED}; node tests ${node_result:-FAILED}"
-        exit "$status"
-        ;;
-    *)
-        echo "usage: $0 build|path NAME|fast|cargo|all" >&2
-        exit 2
-        ;;
-esac
+main() {
+    case "${1:-}" in
+        build)
+            build
+            ;;
+        path)
+            build
+            field "${2:?usage: $0 path NAME}" 3
+            ;;
+        fast)
+            build
+            fresh_logs
+            status=0
+            fast || status=1
+            totals
+            ((status == 0)) || failures
+            exit "$status"
+            ;;
+        cargo)
+            build
+            fresh_logs
+            status=0
+            cargo_tier || status=1
+            totals
+            ((status == 0)) || failures
+            exit "$status"
+            ;;
+        all)
+            fresh_logs
+            started=$SECONDS
+            status=0
+            tier build build || status=1
+            if tier cargo cargo_tier; then cargo_result=PASSED; else cargo_result=FAILED; status=1; fi
+            totals
+            report="$(mktemp)"
+            tier image env CARGO="$cargo" hack/image.sh ci "$report" || status=1
+            image_result="$(cat "$report")"
+            tier node env CARGO="$cargo" hack/node.sh ci "$report" || status=1
+            node_result="$(cat "$report")"
+            rm -f "$report"
+            summary
+            echo "  all tiers: $((SECONDS - started))"
+            if ((status != 0)); then
+                echo "== why the failed tests failed =="
+                failures
+            fi
+            echo "make test: tiers: cargo tests $cargo_result; image tests ${image_result:-FAILED}; node tests ${node_result:-FAILED}"
+            exit "$status"
+            ;;
+        *)
+            echo "usage: $0 build|path NAME|fast|cargo|all" >&2
+            exit 2
+            ;;
+    esac
+}
+
+# Sourced (tests/packaging/runner.rs), it only defines its functions.
+[[ "${BASH_SOURCE[0]}" != "$0" ]] || main "$@"

@@ -1,7 +1,7 @@
 //! What ships beside the binary, held to what it promises: the manifests ([`manifests`]), the
 //! OLM bundle ([`olm`]), the alerts ([`alerts`]) and dashboard ([`dashboard`]), the kubectl
-//! plugin ([`plugin`]), the docs' links ([`doc_links`]) and the set-up's programs check
-//! ([`fresh_check`]).
+//! plugin ([`plugin`]), the docs' links ([`doc_links`]), the set-up's programs check
+//! ([`fresh_check`]) and the tiers' runner ([`runner`]).
 
 mod alerts;
 mod dashboard;
@@ -10,3 +10,4 @@ mod fresh_check;
 mod manifests;
 mod olm;
 mod plugin;
+mod runner;
