@@ -181,10 +181,12 @@ impl NodeController {
 
 impl Reconciler for NodeController {
     async fn sync(&mut self) -> Result<()> {
+        // Nodes first: a node created (or labelled) for a pool made before it is then never
+        // seen without its pool, which would send it another pool's config for one pass.
+        let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
         let pools = mco::list_all(&mco::mcps(&self.ctx.client)).await?;
         let moscs = mco::list_all(&mco::moscs(&self.ctx.client)).await?;
         let mosbs = mco::list_all(&mco::mosbs(&self.ctx.client)).await?;
-        let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
         self.turn = self.turn.wrapping_add(1);
         let now = Instant::now();
         for pool in &pools {

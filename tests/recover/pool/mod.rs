@@ -260,8 +260,7 @@ async fn infra_pool(cluster: &Cluster) -> Vec<String> {
     )
     .await
     .expect("infra nodes");
-    // Settled first: a node controller pass that listed the pools before infra existed sends
-    // a new infra node to the worker config, and the next pass brings it to infra's.
+    // Settled first: every infra node Done on infra's config and the pool Updated.
     wait_pool_settled_in(
         cluster,
         "infra",
