@@ -1,8 +1,6 @@
-//! Deferred deletion's functional core: the finalizer, the JSON patches that add or remove
-//! exactly it, and what the finalizer controller should do with one MachineOSConfig.
-//!
-//! Pure: the mutating webhook, the controller and `remove-finalizers` apply these plans;
-//! nothing here performs I/O.
+//! Deferred deletion's functional core: the finalizer, the JSON patches that add or remove exactly
+//! it, and what the controller should do with one MachineOSConfig. The mutating webhook, the
+//! controller and `remove-finalizers` apply these plans.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};

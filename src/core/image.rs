@@ -1,14 +1,8 @@
-//! Image identity: when two pull specs name the same image.
-//!
-//! MCO writes digested pull specs (`repo@sha256:X`) on nodes and builds, but admins and
-//! other tools may write `repo:tag@sha256:X`, upper-case hex or Docker Hub short names.
-//! Two specs are the same image when registry, repository and digest agree; the tag is
-//! ignored once a digest is present, the registry host is compared without case and `:443`
-//! equals no port. Parsing is done by `oci_spec`'s reference parser.
-//!
-//! This is registry identity: "is this one of the images a deletion removes". Whether a node
-//! has *reached* an image is another question, which MCO answers by exact string equality
-//! (see `policy`).
+//! Image identity (registry identity): when two pull specs name the same image, as in "is this one
+//! of the images a deletion removes". Registry, repository and digest agree; the tag is ignored
+//! once a digest is present, the host is compared without case and `:443` equals no port
+//! (`oci_spec`'s parser). Whether a node has *reached* an image is MCO's exact string equality
+//! instead (`policy::scan`).
 
 use std::fmt;
 

@@ -1,8 +1,5 @@
-//! Typed views of the MCO objects mosc-guard reads.
-//!
-//! Only the fields the policy uses are modelled; every field is optional and unknown
-//! fields are ignored, so a newer MCO (or a trimmed must-gather) still deserializes.
-//! Nodes are read as metadata only: the annotations MCO writes are all we need.
+//! Typed views of the MCO objects mosc-guard reads: only the fields the policy uses, each optional,
+//! unknown fields ignored, so a newer MCO (or a trimmed must-gather) still deserializes.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

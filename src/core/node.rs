@@ -1,14 +1,9 @@
 //! A node as the policy reads it, and nothing more: its name, its labels (pool membership,
-//! `policy::pools`) and MCO's three image annotations (the node rule, `policy::scan`). A rule
-//! that reads more of a node needs it added here first.
-//!
-//! A real OpenShift node carries about 20 labels and 30 annotations, several of them
-//! kilobytes of JSON (OVN's, the machine API's); kept whole that is ~11 KiB of memory per
-//! node, 550 MiB at 50,000 nodes. This type keeps ~1 KiB, the decoding's fast path: the wire
-//! form ([`WireMeta`]) decodes only the three annotations those rules read (the others are
-//! skipped without being allocated), and strings repeated across nodes (label keys and values,
-//! image pull specs) are interned, so a pool of identical workers shares one copy of each
-//! (which also lets the scans' memo, `policy::memo`, match them by address).
+//! `policy::pools`) and MCO's three image annotations (the node rule, `policy::scan`); a rule that
+//! reads more of a node needs it added here first. A real node kept whole costs ~11 KiB; this
+//! keeps ~1 KiB: the wire form ([`WireMeta`]) skips other annotations without allocating them, and
+//! strings repeated across nodes are interned, so a pool of identical workers shares one copy
+//! (which also lets `policy::memo` match them by address).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};

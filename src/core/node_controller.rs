@@ -1,12 +1,8 @@
-//! What MCO's node controller sends a pool's nodes now (`syncMachineConfigPool`,
-//! `getConfigAndBuild`, `canLayeredContinue`, `SetDesiredStateFromPool` and
-//! `SetDesiredStateFromMachineOSConfig` in `pkg/controller/node/node_controller.go` and
-//! `layered_node_state.go`, the same on release-4.19 to 4.23 and main).
-//!
-//! Two front ends ask it: the pool rule (does MCO still send nodes its config's image, so the
-//! gap between two nodes is not safe) and recovery (is a new target on a cancelled node exactly
-//! what MCO writes, so MCO is moving on; does a MachineOSConfig send the pool's nodes an image,
-//! so a pause is needed first; has the rollout resumed). One reading of MCO, shared.
+//! What MCO's node controller sends a pool's nodes now (`canLayeredContinue`,
+//! `SetDesiredStateFromPool` and their callers in `pkg/controller/node/`, the same on release-4.19
+//! to 4.23). One reading of MCO, shared by the pool rule (is the gap between two nodes safe) and
+//! recovery (is a new target MCO moving on; does a config send the pool an image; has the rollout
+//! resumed).
 
 use std::sync::Arc;
 

@@ -1,12 +1,8 @@
-//! What each OpenShift release with image mode does on a deletion, as one table of rows
-//! ([`ROWS`]), and the rules a decision applies: the row of the release the cluster runs, or,
-//! while an upgrade is in flight, the most cautious combination of the rows of every release
-//! that may still be running MCO's machine-os-builder. The matrix in words is docs/policy.md,
-//! section 8; a release the table does not know gets [`CAUTIOUS`] and a note saying so.
-//!
-//! A row is a minor release: a version string names no pull request, so where a fix landed
-//! in the middle of a minor's z-streams the row takes the behaviour of the older z-streams
-//! (the cautious side), and says so in its `cleanup_note`.
+//! What each OpenShift release with image mode does on a deletion, one row each ([`ROWS`];
+//! docs/policy.md, section 8), and the rules a decision applies: the row of the release the
+//! cluster runs or, during an upgrade, the most cautious combination of every release that may
+//! still run the machine-os-builder. An unknown release gets [`CAUTIOUS`]. A row is a minor: where
+//! a fix landed mid-z-stream the row takes the older z-streams' (cautious) behaviour and says so.
 
 use std::fmt;
 

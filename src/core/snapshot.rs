@@ -1,8 +1,6 @@
-//! A point-in-time set of the objects the policy reads.
-//!
-//! Every front end (webhook caches, live list, must-gather directory) fills one of these;
-//! the policy never performs I/O itself. Objects are shared (`Arc`) so a snapshot taken
-//! from the reflector stores costs one reference count per object, not a deep copy.
+//! A point-in-time set of the objects the policy reads. Every front end (webhook caches, live
+//! list, dump) fills one; objects are shared (`Arc`), so a snapshot of the reflector stores costs a
+//! reference count per object, not a deep copy.
 
 use std::sync::Arc;
 

@@ -1,12 +1,7 @@
-//! Memoised comparisons for scans over every node ([`super::scan`], [`super::pools`]): a
-//! cluster runs a handful of distinct images, so a scan decides each distinct string once and
-//! looks the answer up for the other nodes.
-//!
-//! Correct whatever the allocation: keys are equal when the text is. Fast when strings are
-//! shared: the node cache interns image references (`access::node_cache` builds every node
-//! through one [`crate::core::node::Interner`]), so nodes on one image hold one allocation and
-//! the address comparison that comes first decides without reading the text; strings from
-//! anywhere else (a dump decodes each node on its own) are compared by text.
+//! Memoised comparisons for scans over every node ([`super::scan`], [`super::pools`]): a cluster
+//! runs a handful of distinct images, so a scan decides each distinct string once. Keys are equal
+//! when the text is; the address is compared first, which decides at once for the node cache's
+//! interned strings ([`crate::core::node::Interner`]).
 
 /// An optional string as a memo key, borrowed for the length of one scan.
 #[derive(Clone, Copy)]
