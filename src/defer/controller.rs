@@ -1,14 +1,8 @@
 //! The finalizer controller, run by the Lease holder in both modes: in defer mode it adds and
 //! removes the finalizer; in deny mode it only removes finalizers left from defer mode, so
-//! switching modes strands no MachineOSConfig.
-//!
-//! For every MachineOSConfig it asks [`finalizer::plan`] what to do: add the finalizer to one
-//! that lacks it (objects created before mosc-guard, or while the mutating webhook was down),
-//! and for one being deleted, remove the finalizer once [`Engine::check`] (the webhook's own
-//! decision path: cache, then a fresh read) says no node still needs its images, or the
-//! override annotation is set. Until then it re-checks with backoff and records a
-//! DeletionDeferred Event whenever the set of blocking nodes changes.
-//!
+//! switching modes strands no MachineOSConfig. [`finalizer::plan`] says what to do with each; a
+//! finalizer goes once [`Engine::check`] (the webhook's decision path) allows the deletion; until
+//! then it re-checks with backoff, with a DeletionDeferred Event when the blocking nodes change.
 //! Every write is a JSON patch that tests the resourceVersion it was planned from.
 
 use std::sync::Arc;

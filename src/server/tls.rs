@@ -1,15 +1,9 @@
-//! Serving certificate, reloaded from disk without a restart, and its expiry gauge.
-//!
-//! The files are re-read on a timer by path, not watched by inode: kubelet updates a
-//! Secret volume by swapping the `..data` symlink, which inotify on the old target
-//! never reports. Each handshake picks the newest good pair; connections already
-//! established keep theirs, so rotation drops no in-flight request. A pair that does
-//! not parse (e.g. read between the two writes of a rotation) is logged and the last
-//! good pair stays in service.
-//!
-//! The same timer sets `mosc_guard_serving_certificate_expiry_timestamp_seconds` from the
-//! certificate handshakes get (not the file), so an alert can say days ahead that a renewal
-//! by service-ca or cert-manager did not reach the guard (docs/metrics.md, "Alerts").
+//! Serving certificate, reloaded from disk without a restart, and its expiry gauge. The files are
+//! re-read by path on a timer, not watched by inode: kubelet swaps a Secret volume's `..data`
+//! symlink, which inotify on the old target never reports. Each handshake takes the newest good
+//! pair; a pair that does not parse (read mid-rotation) is logged and the last good one stays. The
+//! timer also sets the expiry gauge from the certificate in service (not the file), so an alert
+//! sees a renewal that never got loaded.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};

@@ -1,13 +1,8 @@
-//! Kubernetes Events about guarded objects, so `oc describe`, `oc get events` and event-based
-//! alerting see what the guard did: a refused deletion (DeletionBlocked), a deletion held by
-//! the finalizer (DeletionDeferred) and the finalizer's removal (DeletionReleased); and the one Event
-//! `recover --apply` records on a node before it cancels the node's target ([`node_event`]).
-//!
-//! Events are best effort: a failure to record one is logged and never changes a decision.
-//! Written directly (events.k8s.io/v1) rather than with kube-runtime's recorder, which
-//! recounts an Event with a different note as the old one and keeps the old note.
-//! MachineOSConfigs and MachineOSBuilds are cluster-scoped, so their Events live in the
-//! `default` namespace (events.k8s.io/v1), which the RBAC in `manifests/base` grants.
+//! Kubernetes Events about guarded objects, for `oc describe` and event-based alerting:
+//! DeletionBlocked, DeletionDeferred, DeletionReleased, and the Event `recover --apply` records on
+//! a node before it cancels its target ([`node_event`]). Best effort: a failure is logged and never
+//! changes a decision. Written directly (events.k8s.io/v1; why not kube-runtime's recorder:
+//! docs/design.md, "Crates tried"); cluster-scoped objects' Events live in `default`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
