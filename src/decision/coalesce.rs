@@ -1,19 +1,9 @@
-//! Coalesced confirming reads: concurrent callers share fresh reads instead of starting one
-//! each, so a burst of requests (garbage collection deleting many builds, or forged reviews)
-//! costs the API server a few reads, not one per request, and allows that arrive together
-//! wait for one read instead of queueing for one each.
-//!
-//! Sharing must not weaken freshness: a caller may only use a read that *started after it
-//! arrived*, or it could be answered from a list taken before the change it must see (a node
-//! targeted just before the delete). A caller arrives when it takes its [`Arrival`], which the
-//! engine does as the request comes in.
-//!
-//! A caller asks for its read as it arrives ([`Coalesced::start_since`]): it joins a read it may
-//! use (one not started yet, or started after its arrival), or opens one. A read runs on a task
-//! of its own, so it is in flight while the caller works (the verdict from the caches): it
-//! starts once the batching window after its opener's arrival has passed, so callers arriving
-//! just after share it, and once fewer than [`READS_AT_ONCE`] reads run. A read ends early only
-//! if every caller that could use it gave up (a timeout): the last one's handle aborts it.
+//! Coalesced confirming reads: concurrent callers share fresh reads, so a burst of requests costs
+//! the API server a few reads, not one each. Sharing must not weaken freshness: a caller may only
+//! use a read that *started after it arrived* (its [`Arrival`], taken as the request comes in), or
+//! it could miss the change it must see. [`Coalesced::start_since`] joins such a read or opens one;
+//! a read runs on its own task, starts once its opener's batching window has passed and fewer than
+//! [`READS_AT_ONCE`] run, and is aborted only when every caller that could use it gave up.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,13 +1,8 @@
-//! How often a refusal may write a DeletionBlocked Event, so that callers of /validate cannot
-//! turn the guard into an Event writer at any rate (the answer, for its part, writes Events only
-//! about objects the guard's cache has, under their real uid).
-//!
-//! - Per object, a token bucket as client-go's recorder uses (its EventSourceObjectSpamFilter:
-//!   a burst, then one per interval): refusals beyond it are only counted, and the count is
-//!   added to the next Event that is written for that object ("and N more refusals").
-//!   Identical Events within a few minutes are still counted up as one series (`events`).
-//! - The table is bounded: objects not seen for an interval are forgotten, and the number of
-//!   objects tracked is capped (they are real objects, so the cap is generous).
+//! How often a refusal may write a DeletionBlocked Event, so callers of /validate cannot make the
+//! guard write Events at any rate: per object a token bucket as client-go's
+//! EventSourceObjectSpamFilter (a burst, then one per interval), refusals beyond it only counted
+//! and added to the next Event ("and N more refusals"). The table forgets objects not seen for an
+//! interval and caps how many it tracks.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
