@@ -1,21 +1,9 @@
 //! How every watch retries, and whether it is healthy: the one retry engine shared by the MCO
-//! kinds' reflectors and the node cache, and the failing streak that makes a cache stale.
-//!
-//! Retries follow kube-runtime's watcher backoff, configured here once: kube's
-//! `DefaultBackoff` (800 ms doubling, jittered by up to as much again, starting over after two
-//! minutes without a failure) with its cap lowered from 30 s to 2 s. The cap is low on purpose.
-//! At 30 s a cache could sit out most of that after the API server answered again
-//! (RELIABILITY.md measured 34.5 s after a restart); a probe loop beside the backoff used to
-//! cut that short, two retry engines for one job. Capped at 2 s, the next retry after an outage
-//! ends is at most 4 s away (jitter included), and a failing watch costs one request every 2-4
-//! s: the MCO kinds relist a handful of objects, the node cache resumes its watch (and relists
-//! its nodes at that pace only while the list itself keeps failing).
-//!
-//! Health: a watch is failing from its first error (for the node cache, from the moment its
-//! watch went quiet) until the cache's own data shows it current again: a completed list or a
-//! change for the MCO kinds, a completed list or an accepted watch for nodes. Failing for
-//! `--stale-after` makes the cache stale (`/readyz` 503 naming it), so readiness comes back on
-//! its own and never ahead of the data.
+//! kinds' reflectors and the node cache (kube's `DefaultBackoff`, its cap lowered from 30 s to
+//! 2 s so the next retry after an outage is at most 4 s away; at 30 s a cache sat out 34.5 s after
+//! an API server restart, RELIABILITY.md), and the failing streak that makes a cache stale. A watch
+//! is failing from its first error until the cache's own data shows it current again (a completed
+//! list, or a change or an accepted watch); failing for `--stale-after` makes `/readyz` 503.
 
 use std::fmt::Display;
 use std::sync::Mutex;
