@@ -5,11 +5,13 @@
 //! it [`Loaded::incomplete`]; other unreadable files are warnings. A recovery plan
 //! ([`Want::Recovery`]) also reads each Node as [`RecoveryNode`] and the MachineConfigs' names.
 
+mod copies;
 mod objects;
 mod read;
 mod skipped;
 #[cfg(test)]
 mod tests;
+mod typed;
 
 use std::fmt;
 use std::io;
@@ -284,7 +286,7 @@ fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) 
         if document.is_null() {
             continue;
         }
-        if let Err(reason) = objects::flatten(document, &mut found) {
+        if let Err(reason) = typed::flatten(document, &mut found) {
             problems.push(if several {
                 Skipped::Document {
                     index: i + 1,
