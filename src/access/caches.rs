@@ -1,13 +1,9 @@
-//! Caches of the kinds the policy reads, kept current by watches: kube's reflector for the
-//! three MCO kinds (a handful of objects each, managedFields dropped), the lean [`NodeCache`]
-//! for nodes (name, labels, three annotations: BENCHMARKS.md has the figures), and two optional
-//! reflectors for the kinds around them, Machines and the ClusterVersion.
-//! A required kind the cluster does not serve yet (CRD missing) is logged and retried with
-//! backoff; the cache is not ready until every required kind has completed one full list. The
-//! optional kinds are absent on many clusters (no Machine API on user-provisioned ones, no
-//! ClusterVersion outside OpenShift): they never hold readiness back, because every allow is
-//! confirmed by a fresh read that lists them, and a verdict without them is the cautious one
-//! (no release known) or the one MCO would make (no machines to serve).
+//! Caches of the kinds the policy reads, kept current by watches: kube's reflector for the three
+//! MCO kinds (managedFields dropped), the lean [`NodeCache`] for nodes, and optional reflectors for
+//! Machines and the ClusterVersion. A required kind not served yet (CRD missing) is retried; the
+//! cache is ready once every required kind completed one full list. The optional kinds never hold
+//! readiness back: every allow is confirmed by a read that lists them, and a verdict without them
+//! is the cautious one or MCO's own.
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;

@@ -1,12 +1,7 @@
-//! Keeping the process's resident memory close to its live heap.
-//!
-//! The node cache's relist and a confirmation's fallback node list decode pages of node
-//! metadata (several MiB of JSON and many small strings each) that die right after. With
-//! glibc's defaults (one arena per thread, a dynamic mmap threshold that grows to the largest
-//! block freed), those pages stay resident: at 5,000 realistic nodes the guard sat at about
-//! twice its live heap (BENCHMARKS.md, "Cluster benchmark"). So: one arena, a fixed mmap
-//! threshold (large blocks go straight back to the system), and a trim after each big read.
-//! Elsewhere (musl, other systems) these are no-ops.
+//! Keeping resident memory close to the live heap: the node cache's relists and the fallback node
+//! lists decode pages that die at once, and glibc's defaults kept them resident (twice the live
+//! heap at 5,000 nodes, BENCHMARKS.md). So one arena, a fixed mmap threshold and a trim after each
+//! big read; elsewhere (musl, other systems) these are no-ops.
 
 /// Large blocks at or above this size are mmapped and unmapped when freed.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -1,16 +1,9 @@
-//! The node cache: every node, lean ([`NodeMeta`]), kept current by a paged list and a watch
-//! of node metadata, with the [`NodeIndex`] updated under the same lock, and the revision
-//! (resourceVersion) up to which the cache has applied the API server's node changes.
-//!
-//! That revision is the confirming read's fence (docs/design.md, "Confirming an allow"): a
-//! watch delivers a collection's changes in revision order, so once the cache has applied an
-//! event or bookmark at or past revision R, it holds every node change committed at or before
-//! R. A confirmation fetches R with a consistent read after the admission request arrived
-//! and waits for the cache to pass it, instead of listing every node again.
-//!
-//! Hand-written rather than kube's reflector for three reasons: the reflector does not expose
-//! the revision it has reached (bookmarks included), it decodes every node whole (~11 KiB of
-//! transient allocations per node on real clusters) and it keeps the full objects.
+//! The node cache: every node, lean ([`NodeMeta`]), kept current by a paged list and a watch of
+//! node metadata, with the [`NodeIndex`] updated under the same lock, and the revision up to which
+//! it has applied the API server's node changes: the confirming read's fence (docs/design.md, "a
+//! revision fence"). A watch delivers changes in revision order, so past revision R the cache
+//! holds every node change committed at or before R. Hand-written rather than kube's reflector
+//! (docs/design.md, "Crates tried, and why not").
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,6 @@
-//! Words for verdicts: the denial an admin reads on `kubectl delete`, the warnings an
-//! override produces, and the refusal when the guard cannot verify.
-//!
-//! Every front end renders through here, so the webhook and `check` say the same thing.
+//! Words for verdicts: the denial an admin reads on `kubectl delete`, an override's warnings, and
+//! the refusal when the guard cannot verify. Every front end renders through here, so the webhook
+//! and `check` say the same thing.
 
 use std::fmt::Write;
 

@@ -1,14 +1,8 @@
-//! Verdicts shared by concurrent requests for the same target, so that a burst of requests for
-//! one deletion scans the nodes once, not once each: at 50,000 nodes an allow of a settled
-//! pool's config reads every node (tens of milliseconds of CPU), once on the caches and once on
-//! the confirming read, and four concurrent allows were measured at 4.5x one (BENCHMARKS.md).
-//!
-//! The key is the target as its request carries it, the whole typed object (a verdict reads its
-//! name, uid, labels, owners, override annotation, spec and status), so two requests whose
-//! objects differ in anything, a forged one included, are decided apart. The policy mode is the
-//! engine's, the same for every request. How long a verdict may be shared is the holder's
-//! choice: [`super::confirmation::Confirmation`] shares one per read, the engine shares a cached
-//! decision only while it runs.
+//! Verdicts shared by concurrent requests for the same target, so a burst for one deletion scans
+//! the nodes once, not once each (at 50,000 nodes an allow reads every node; BENCHMARKS.md). The
+//! key is the whole typed object the request carries, so requests whose objects differ in
+//! anything, a forged one included, are decided apart. How long a verdict is shared is the
+//! holder's: [`super::confirmation::Confirmation`] per read, the engine while a decision runs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -1,35 +1,10 @@
-//! Leader election through a coordination.k8s.io Lease: every replica serves admission, only
-//! the holder of the Lease runs the finalizer controller.
-//!
-//! Leadership is about not doing the work twice (reads, Events), not about safety: every
-//! finalizer's removal is decided from a fresh read by the same policy and written with a patch
-//! guarded by resourceVersion, so two replicas that both believe they lead for a moment cannot
-//! let go anything that one alone would not.
-//!
-//! Expiry follows client-go: a candidate takes over when the Lease's resourceVersion has not
-//! changed for a whole lease duration by its own clock, so clock skew between replicas and the
-//! API server does not matter. A holder that cannot renew within its renew deadline (every
-//! call bounded by it) steps down before any candidate can take over.
-//!
-//! Hand-written because `kube-lease-manager` (0.13.1, on kube 5 and k8s-openapi 0.29 as we
-//! are; tried and rejected) falls short on both points, and its public API offers no smaller
-//! piece to build on (everything below `LeaseManager` is private):
-//! - it expires a Lease at `renewTime + leaseDurationSeconds` by the candidate's wall clock
-//!   (`LeaseState::sync`): a candidate whose clock runs ahead of the holder's by more than the
-//!   grace period takes a live Lease over, one whose clock is behind waits the skew out (an
-//!   hour of skew, an hour without a finalizer controller); and it takes an expired Lease over
-//!   with a patch that clears the holder without a resourceVersion precondition, so a stale
-//!   read can unseat a holder that has just renewed;
-//! - a holder that cannot reach the API server does not step down: `LeaseManager::watch` logs
-//!   the error and retries without ever publishing `false`, and no request has a deadline, so
-//!   a replica cut off from the API server would run its controller beside the one that took
-//!   over.
-//!
-//! Tried in the scenarios of `tests/serve/defer_mode/lease.rs` (which hold this module to both
-//! points on a real API server), the crate took a live Lease whose holder's clock ran an hour
-//! behind within 0.9 s, left one whose dead holder's clock ran an hour ahead untaken for as long
-//! as we waited (20 s), and a holder behind a black-holed route still reported leading 20 s
-//! after the other replica had taken over (3.5 s after the cut).
+//! Leader election through a coordination.k8s.io Lease: every replica serves admission, only the
+//! holder runs the finalizer controller. Leadership avoids doing the work twice, it is not what
+//! makes removals safe: each is decided from a fresh read and written with a patch guarded by
+//! resourceVersion. Expiry follows client-go: a candidate takes over once the Lease's
+//! resourceVersion has not changed for a lease duration by its own clock (so clock skew does not
+//! matter); a holder that cannot renew within its deadline steps down first. Hand-written: why not
+//! `kube-lease-manager` is in docs/design.md, "Crates tried, and why not".
 
 use std::future::Future;
 use std::sync::Arc;
@@ -367,38 +342,4 @@ async fn pause(shutdown: &CancellationToken, period: Duration) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(holder: Option<&str>, seconds: i32) -> LeaseSpec {
-        LeaseSpec {
-            holder_identity: holder.map(str::to_string),
-            lease_duration_seconds: Some(seconds),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn the_holder_renews() {
-        assert_eq!(
-            decide(&spec(Some("a"), 10), "a", Duration::from_secs(60)),
-            Move::Renew
-        );
-    }
-
-    #[test]
-    fn a_free_or_given_up_lease_is_taken_at_once() {
-        assert_eq!(decide(&spec(None, 10), "b", Duration::ZERO), Move::TakeOver);
-        assert_eq!(
-            decide(&spec(Some(""), 1), "b", Duration::ZERO),
-            Move::TakeOver
-        );
-    }
-
-    #[test]
-    fn a_live_holder_is_waited_for_until_silent_for_a_whole_duration() {
-        let held = spec(Some("a"), 10);
-        assert_eq!(decide(&held, "b", Duration::from_secs(9)), Move::Wait);
-        assert_eq!(decide(&held, "b", Duration::from_secs(10)), Move::TakeOver);
-    }
-}
+mod tests;

@@ -1,13 +1,8 @@
-//! How often a refusal may write a DeletionBlocked Event, so that callers of /validate cannot
-//! turn the guard into an Event writer at any rate (the answer, for its part, writes Events only
-//! about objects the guard's cache has, under their real uid).
-//!
-//! - Per object, a token bucket as client-go's recorder uses (its EventSourceObjectSpamFilter:
-//!   a burst, then one per interval): refusals beyond it are only counted, and the count is
-//!   added to the next Event that is written for that object ("and N more refusals").
-//!   Identical Events within a few minutes are still counted up as one series (`events`).
-//! - The table is bounded: objects not seen for an interval are forgotten, and the number of
-//!   objects tracked is capped (they are real objects, so the cap is generous).
+//! How often a refusal may write a DeletionBlocked Event, so callers of /validate cannot make the
+//! guard write Events at any rate: per object a token bucket as client-go's
+//! EventSourceObjectSpamFilter (a burst, then one per interval), refusals beyond it only counted
+//! and added to the next Event ("and N more refusals"). The table forgets objects not seen for an
+//! interval and caps how many it tracks.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -87,57 +82,4 @@ fn refill(bucket: &mut Bucket, now: Instant) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_burst_then_one_per_interval_and_the_suppressed_count_goes_with_the_next() {
-        let limiter = EventLimiter::default();
-        let t0 = Instant::now();
-        let kind = TargetKind::MachineOSConfig;
-        for _ in 0..BURST {
-            assert_eq!(
-                limiter.admit(kind, "worker", t0),
-                Admit::Write { suppressed: 0 }
-            );
-        }
-        for _ in 0..100 {
-            assert_eq!(limiter.admit(kind, "worker", t0), Admit::Suppress);
-        }
-        // Another object has its own bucket.
-        assert_eq!(
-            limiter.admit(kind, "infra", t0),
-            Admit::Write { suppressed: 0 }
-        );
-        assert_eq!(
-            limiter.admit(TargetKind::MachineOSBuild, "worker", t0),
-            Admit::Write { suppressed: 0 }
-        );
-        // One interval later: one more Event, carrying the count of what was held back.
-        let later = t0 + REFILL;
-        assert_eq!(
-            limiter.admit(kind, "worker", later),
-            Admit::Write { suppressed: 100 }
-        );
-        assert_eq!(limiter.admit(kind, "worker", later), Admit::Suppress);
-    }
-
-    #[test]
-    fn the_table_is_bounded() {
-        let limiter = EventLimiter::default();
-        let t0 = Instant::now();
-        for i in 0..MAX_OBJECTS {
-            limiter.admit(TargetKind::MachineOSBuild, &format!("b-{i}"), t0);
-        }
-        // Every bucket spent a token just now: a new object is not tracked ...
-        assert_eq!(
-            limiter.admit(TargetKind::MachineOSBuild, "new", t0),
-            Admit::Suppress
-        );
-        // ... until old buckets are full again and can be forgotten.
-        assert_eq!(
-            limiter.admit(TargetKind::MachineOSBuild, "new", t0 + REFILL),
-            Admit::Write { suppressed: 0 }
-        );
-    }
-}
+mod tests;

@@ -1,25 +1,17 @@
-//! Reads a [`Snapshot`] from a directory: a must-gather, or files saved with
-//! `oc get ... -o yaml` / `-o json`.
-//!
-//! Every `*.yaml`, `*.yml` and `*.json` file below the directory is read, in path order,
-//! symlinks followed ([`read`] has what real dumps contain). A file may hold several YAML
-//! documents or a stream of JSON values; each is a single object or a list (`kind: List`,
-//! `NodeList`, ...). Nodes and the v1 MCO kinds are kept; every other object is skipped.
-//!
-//! A verdict of "safe" is only as good as the dump, so the dump fails closed: a file that
-//! holds, or claims to hold ([`read::claim`]), Nodes, pools, MachineOSConfigs,
-//! MachineOSBuilds, Machines or the ClusterVersion and cannot be read whole, or a dump with nodes and no pools, makes it
-//! [`Loaded::incomplete`]. Other files that cannot be read (a must-gather's HTML, logs, odd
-//! resources) are only warnings.
-//!
-//! A recovery plan ([`Want::Recovery`]) reads more of the same dump: each Node as
-//! [`RecoveryNode`] too, and the MachineConfigs' names (their files then count like the others).
+//! Reads a [`Snapshot`] from a directory (a must-gather, or `oc get -o yaml|json` files): every
+//! `*.yaml`, `*.yml` and `*.json` file below it, in path order; each document a single object or a
+//! list; Nodes and the v1 MCO kinds kept. It fails closed: a file that holds or claims to hold
+//! ([`read::claim`]) a kind the policy reads and cannot be read whole, or nodes without pools, make
+//! it [`Loaded::incomplete`]; other unreadable files are warnings. A recovery plan
+//! ([`Want::Recovery`]) also reads each Node as [`RecoveryNode`] and the MachineConfigs' names.
 
+mod copies;
 mod objects;
 mod read;
 mod skipped;
 #[cfg(test)]
 mod tests;
+mod typed;
 
 use std::fmt;
 use std::io;
@@ -294,7 +286,7 @@ fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) 
         if document.is_null() {
             continue;
         }
-        if let Err(reason) = objects::flatten(document, &mut found) {
+        if let Err(reason) = typed::flatten(document, &mut found) {
             problems.push(if several {
                 Skipped::Document {
                     index: i + 1,

@@ -1,11 +1,6 @@
-//! Objects of a dump: the items of lists, the kinds the policy reads decoded into the model
-//! (and for a recovery plan its nodes and the MachineConfigs' names), and copies of one object
-//! reconciled.
+//! Objects of a dump: the kinds the policy reads decoded into the model (and for a recovery
+//! plan its nodes and the MachineConfigs' names), kept one per object ([`super::copies`]).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -16,98 +11,10 @@ use crate::core::node::{Interner, NodeMeta, WireMeta};
 use crate::core::recovery::RecoveryNode;
 use crate::core::snapshot::Snapshot;
 
+use super::copies::{Decoded, Kept, content_of, decoded};
 use super::skipped::Skipped;
+use super::typed::Typed;
 use super::{RecoveryObjects, Want};
-
-/// A Kubernetes object: its `apiVersion`, `kind` and the whole object.
-pub(super) struct Typed {
-    pub(super) api_version: String,
-    pub(super) kind: String,
-    pub(super) object: Map<String, Value>,
-}
-
-/// Type a list's items inherit when they lack their own (`NodeList` items are Nodes).
-struct ItemType<'a> {
-    api_version: &'a str,
-    kind: &'a str,
-}
-
-/// Pushes the object(s) `value` holds onto `out`: itself, or the items of a list.
-/// Items that are not objects are dropped and reported as one problem.
-pub(super) fn flatten(value: Value, out: &mut Vec<Typed>) -> Result<(), Skipped> {
-    flatten_as(value, None, out)
-}
-
-fn flatten_as(
-    value: Value,
-    inherit: Option<&ItemType<'_>>,
-    out: &mut Vec<Typed>,
-) -> Result<(), Skipped> {
-    let mut object = match value {
-        Value::Object(object) => object,
-        other => {
-            return Err(Skipped::NotAnObject {
-                found: describe(&other),
-            });
-        }
-    };
-    let field = |object: &Map<String, Value>, key: &str| {
-        object
-            .get(key)
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-    };
-    let api_version =
-        field(&object, "apiVersion").or_else(|| inherit.map(|t| t.api_version.to_string()));
-    let kind = field(&object, "kind").or_else(|| inherit.map(|t| t.kind.to_string()));
-    let (Some(api_version), Some(kind)) = (api_version, kind) else {
-        return Err(Skipped::NoKind);
-    };
-    let is_list = kind.ends_with("List")
-        && matches!(object.get("items"), Some(Value::Array(_) | Value::Null));
-    if !is_list {
-        out.push(Typed {
-            api_version,
-            kind,
-            object,
-        });
-        return Ok(());
-    }
-    let items = match object.remove("items") {
-        Some(Value::Array(items)) => items,
-        _ => Vec::new(),
-    };
-    // `kind: List` says nothing about its items; `NodeList` says they are `v1` Nodes.
-    let item_kind = kind.strip_suffix("List").filter(|k| !k.is_empty());
-    let inherit = item_kind.map(|kind| ItemType {
-        api_version: &api_version,
-        kind,
-    });
-    let mut problems = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        if let Err(reason) = flatten_as(item, inherit.as_ref(), out) {
-            problems.push(Skipped::Item {
-                list: kind.clone(),
-                index: i + 1,
-                reason: Box::new(reason),
-            });
-        }
-    }
-    Skipped::first_of(problems, true).map_or(Ok(()), Err)
-}
-
-fn describe(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a sequence",
-        Value::Object(_) => "a mapping",
-    }
-}
 
 /// The objects kept so far, one per (kind, name), or several where copies disagree.
 pub(super) struct Objects {
@@ -330,94 +237,6 @@ fn null_values_are_empty(object: &mut Map<String, Value>) {
     }
 }
 
-/// A decoded object ready to keep.
-struct Decoded<T> {
-    name: String,
-    resource_version: Option<u64>,
-    /// What the policy reads of it, to tell copies that disagree from copies that do not.
-    content: Value,
-    object: T,
-}
-
-/// The copies kept of one object: the winner so far, or several that disagree.
-struct Copies<T> {
-    resource_version: Option<u64>,
-    /// Distinct by content, the copy read last first.
-    objects: Vec<(Value, Arc<T>)>,
-}
-
-/// Objects of one kind by name. Of two copies with numeric resourceVersions the larger wins;
-/// where either has none, or they are equal, copies that disagree are all kept, and the
-/// verdict is the most cautious over them ([`Objects::into_snapshots`]).
-struct Kept<T>(BTreeMap<String, Copies<T>>);
-
-impl<T> Default for Kept<T> {
-    fn default() -> Self {
-        Kept(BTreeMap::new())
-    }
-}
-
-impl<T> Kept<T> {
-    fn add(&mut self, kind: &str, decoded: Decoded<T>) -> Result<(), Skipped> {
-        if decoded.name.is_empty() {
-            return Err(Skipped::NoName {
-                kind: kind.to_string(),
-            });
-        }
-        let new = (decoded.content, Arc::new(decoded.object));
-        let Some(kept) = self.0.get_mut(&decoded.name) else {
-            self.0.insert(
-                decoded.name,
-                Copies {
-                    resource_version: decoded.resource_version,
-                    objects: vec![new],
-                },
-            );
-            return Ok(());
-        };
-        match (kept.resource_version, decoded.resource_version) {
-            (Some(old), Some(rv)) if old > rv => {}
-            (Some(old), Some(rv)) if old < rv => {
-                kept.resource_version = Some(rv);
-                kept.objects = vec![new];
-            }
-            _ => {
-                kept.resource_version = kept.resource_version.max(decoded.resource_version);
-                kept.objects.retain(|(content, _)| *content != new.0);
-                kept.objects.insert(0, new);
-            }
-        }
-        Ok(())
-    }
-
-    fn choices(&self) -> usize {
-        self.0.values().map(|c| c.objects.len()).product()
-    }
-
-    fn disagreeing(&self, kind: &str, out: &mut Vec<String>) {
-        out.extend(
-            self.0
-                .iter()
-                .filter(|(_, c)| c.objects.len() > 1)
-                .map(|(name, _)| format!("{kind}/{name}")),
-        );
-    }
-
-    /// One copy of each object, sorted by name: combination `i` (mixed radix over the
-    /// objects with several copies; `i` keeps the rest for the next kind).
-    fn pick(&self, i: &mut usize) -> Vec<Arc<T>> {
-        self.0
-            .values()
-            .map(|c| {
-                let n = c.objects.len();
-                let choice = *i % n;
-                *i /= n;
-                Arc::clone(&c.objects[choice].1)
-            })
-            .collect()
-    }
-}
-
 fn name_in(object: &Map<String, Value>) -> String {
     match object
         .get("metadata")
@@ -427,38 +246,6 @@ fn name_in(object: &Map<String, Value>) -> String {
         Some(name) => format!("{name:?}"),
         None => "<unnamed>".to_string(),
     }
-}
-
-fn decoded<T: Serialize>(object: T, meta: impl Fn(&T) -> &ObjectMeta) -> Decoded<T> {
-    let meta = meta(&object);
-    let name = meta.name.clone().unwrap_or_default();
-    let resource_version = meta
-        .resource_version
-        .as_deref()
-        .and_then(|rv| rv.trim().parse().ok());
-    Decoded {
-        name,
-        resource_version,
-        content: content_of(&object),
-        object,
-    }
-}
-
-/// The object as the model keeps it, without the metadata that differs between copies of one
-/// state (resourceVersion, managedFields are not kept; generation and timestamps are dropped).
-fn content_of<T: Serialize>(object: &T) -> Value {
-    let mut v = serde_json::to_value(object).unwrap_or(Value::Null);
-    if let Some(Value::Object(meta)) = v.get_mut("metadata") {
-        for key in [
-            "resourceVersion",
-            "generation",
-            "creationTimestamp",
-            "managedFields",
-        ] {
-            meta.remove(key);
-        }
-    }
-    v
 }
 
 /// A Node reduced to what the policy reads (see [`crate::core::node`]), its strings shared with the

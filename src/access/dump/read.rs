@@ -1,12 +1,8 @@
-//! The files of a dump: which are read, their text, and which ones claim to hold the kinds the
-//! policy reads, and for a recovery plan also MachineConfigs (so that one of them that cannot be
-//! read makes the dump incomplete).
-//!
-//! What `oc get -o yaml` and must-gathers really contain is read as such: a UTF-8 byte-order
-//! mark, YAML merge keys (`<<`), files reached through symlinks (followed; a loop is reported
-//! and not entered). Hostile input is bounded before the YAML parser sees it: flow collections
-//! nested deeper than [`MAX_FLOW_DEPTH`] are refused by a linear scan, because the parser spends
-//! time quadratic in the nesting before its own depth limit rejects them.
+//! The files of a dump: which are read, their text, and which claim to hold the kinds the policy
+//! reads (and, for a recovery plan, MachineConfigs). Real dumps' quirks are read as such (a UTF-8
+//! BOM, YAML merge keys, symlinks followed, a loop reported). Flow collections nested deeper than
+//! [`MAX_FLOW_DEPTH`] are refused by a linear scan first: the YAML parser spends time quadratic in
+//! the nesting before its own limit rejects them.
 
 use std::path::Path;
 

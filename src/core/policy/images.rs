@@ -1,25 +1,8 @@
-//! What a deletion removes from the registry, as MCO's machine-os-builder decides it.
-//!
-//! The guard protects exactly those images, no more: an image MCO keeps can degrade no node,
-//! and guarding it anyway turns into a refusal that never ends (nothing will ever delete it).
-//!
-//! - A MachineOSConfig's deletion deletes the builds it controls (MCO's `deleteMachineOSConfig`:
-//!   the `machine-os-config` and `target-machine-config-pool` labels, then from 4.20 on
-//!   `metav1.IsControlledBy`, the controller ownerReference's uid) and the builds the garbage
-//!   collector deletes once it is gone (an ownerReference to its uid and no other owner); the
-//!   MOSB-delete handler deletes their images, if they carry the `machine-os-config` label
-//!   (`deleteBuilderForMachineOSBuild` deletes none without it).
-//! - A MachineOSBuild's deletion deletes its image, under the same label condition.
-//! - MCO deletes an image by its tag (`spec.renderedImagePushSpec`, `<repo>:<mosb-name>`): the
-//!   registry resolves the tag and deletes that digest, with every other tag on it. The tag
-//!   points at the build's `status.digestedImagePushSpec` once it is built. Before that it
-//!   points at nothing (no build of that name ever pushed), unless this is a same-name rebuild
-//!   whose tag still holds the previous build's digest: the MachineOSConfig's current image,
-//!   when the config names this build as current and no other build of the config carries
-//!   that image (then it came from an earlier build of this very name). A build that pushed
-//!   nothing guards nothing: deleting it (MCO superseding a failed or running build, anyone
-//!   else) removes nothing from the registry.
-//! - A build that no longer exists has nothing left for MCO to delete.
+//! What a deletion removes from the registry, as MCO's machine-os-builder decides it
+//! (docs/policy.md, rule 1): the builds a MachineOSConfig's cleanup and the garbage collector
+//! delete, each build's image by its tag (`<repo>:<mosb-name>`, so the digest the tag points at),
+//! only with the `machine-os-config` label. The guard protects exactly those images, no more: an
+//! image MCO keeps can degrade no node, and guarding it anyway is a refusal that never ends.
 
 use std::collections::HashMap;
 use std::sync::Arc;

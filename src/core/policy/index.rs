@@ -1,19 +1,10 @@
-//! The node rule's fast path: an index of nodes by the digests of their images, and the
-//! decision over the nodes it names, which equals [`evaluate`]'s over every node (the property
-//! tests in `tests/index.rs` and `tests/reliability/properties` hold the two together).
-//!
-//! [`NodeIndex`] files each node by the digests [`super::scan`] compares: its desired image's
-//! while it has not reached it (in-flight), its current image's (in-use). A change to what the
-//! node rule reads changes the filing here. The index only narrows: it keeps a node as a
-//! candidate unless it is certain the node cannot match, the policy re-checks every candidate,
-//! and nodes whose image has no parseable digest are always candidates. In a settled cluster
-//! almost no node is mid-update, so a decision over 50,000 nodes touches a handful.
-//!
-//! [`guarded_digests`] names the digests a deletion guards, or `None` when only every node can
-//! tell ([`super::pools`]: a pool rolling out a guarded image blocks through nodes that carry no
-//! guarded digest yet); [`evaluate_indexed`] then tries [`blocking_digests`]' candidates first,
-//! since a node that blocks by itself decides a denial whatever the pool rule adds
-//! ([`evaluate_blocked`]). The node cache keeps the index current (`access::node_cache`).
+//! The node rule's fast path: [`NodeIndex`] files nodes by the digests [`super::scan`] compares,
+//! and the decision over the candidates it names equals [`evaluate`]'s over every node (property
+//! tests in `tests/index.rs` and `tests/reliability/properties`). The index only narrows: a node
+//! stays a candidate unless it certainly cannot match, and one without a parseable digest always
+//! is. [`guarded_digests`] is `None` when only every node can tell (a pool rolling out a guarded
+//! image, [`super::pools`]); [`evaluate_indexed`] then tries [`blocking_digests`]' candidates
+//! first, since a node that blocks by itself decides a denial ([`evaluate_blocked`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

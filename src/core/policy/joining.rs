@@ -1,17 +1,7 @@
-//! The joining-machine rule (4.21 and later): a machine that is provisioning pulls its pool's
-//! layered image at first boot, before its Node exists, so no node rule can see it.
-//!
-//! The Machine Config Server (`clusterServer.resolveDesiredImageForPool`, release-4.21) puts a
-//! pool's image into a joining machine's Ignition when its MachineOSConfig has an image, the
-//! build of that config for the pool's served rendered config succeeded, at least one machine of
-//! the pool has updated, and the image is not in the internal registry (whose DNS a machine
-//! cannot resolve before it joins). `machine-config-daemon-firstboot` then pulls it; deleting it
-//! first fails the scale-up.
-//!
-//! Which pool a machine joins comes from its pointer Ignition, `userDataSecret.name`, by the
-//! installer's convention `<pool>-user-data` (infra MachineSets boot from `worker-user-data` and
-//! move pools once labelled, and at first boot they pull worker's image, which is what counts).
-//! A machine whose secret names no pool could join any: it counts for every pool.
+//! The joining-machine rule (4.21 and later, docs/policy.md rule 9): a provisioning machine pulls
+//! its pool's layered image at first boot, before its Node exists, when the Machine Config Server
+//! serves it (`resolveDesiredImageForPool`). A machine joins the pool its pointer Ignition's
+//! secret names (`<pool>-user-data`); one whose secret names no pool counts for every pool.
 
 use std::sync::Arc;
 

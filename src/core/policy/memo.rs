@@ -1,12 +1,7 @@
-//! Memoised comparisons for scans over every node ([`super::scan`], [`super::pools`]): a
-//! cluster runs a handful of distinct images, so a scan decides each distinct string once and
-//! looks the answer up for the other nodes.
-//!
-//! Correct whatever the allocation: keys are equal when the text is. Fast when strings are
-//! shared: the node cache interns image references (`access::node_cache` builds every node
-//! through one [`crate::core::node::Interner`]), so nodes on one image hold one allocation and
-//! the address comparison that comes first decides without reading the text; strings from
-//! anywhere else (a dump decodes each node on its own) are compared by text.
+//! Memoised comparisons for scans over every node ([`super::scan`], [`super::pools`]): a cluster
+//! runs a handful of distinct images, so a scan decides each distinct string once. Keys are equal
+//! when the text is; the address is compared first, which decides at once for the node cache's
+//! interned strings ([`crate::core::node::Interner`]).
 
 /// An optional string as a memo key, borrowed for the length of one scan.
 #[derive(Clone, Copy)]
@@ -64,29 +59,4 @@ impl<K: PartialEq + Copy, V: Clone> Memo<K, V> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_are_equal_by_text_whether_or_not_they_share_an_allocation() {
-        let (a, b) = (
-            String::from("quay.io/x@sha256:aa"),
-            String::from("quay.io/x@sha256:aa"),
-        );
-        assert_ne!(a.as_ptr(), b.as_ptr(), "two allocations");
-        assert!(Text::of(Some(&a)) == Text::of(Some(&b)));
-        assert!(Text::of(Some(&a)) == Text::of(Some(&a)));
-        assert!(Text::of(Some(&a[..5])) != Text::of(Some(&a)));
-        assert!(Text::of(None) == Text::of(None));
-        assert!(Text::of(Some("")) != Text::of(None));
-        let mut memo = Memo::default();
-        let mut computed = 0;
-        for key in [&a, &b, &a] {
-            memo.get_or(Text::of(Some(key)), || {
-                computed += 1;
-                key.len()
-            });
-        }
-        assert_eq!(computed, 1, "equal text is one entry");
-    }
-}
+mod tests;

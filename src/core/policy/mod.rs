@@ -1,16 +1,10 @@
-//! The deletion policy: a pure function from a snapshot to a verdict with reasons.
+//! The deletion policy: a pure function from a snapshot to a verdict with reasons
+//! ([`evaluate`]); docs/policy.md states every rule. By default (`in-flight`) only a node that
+//! has yet to pull an image the deletion removes blocks: one already running it needs no registry.
 //!
-//! The danger (see docs/design.md) is a node that still has to pull an image built from
-//! the object being deleted: MCO 4.20 deletes those images from the registry as soon as
-//! the MachineOSConfig is gone, and the node then degrades with "manifest unknown".
-//! A node that already *runs* the image does not need the registry any more, so by
-//! default (`in-flight`) only nodes whose desired image is not yet reached block.
-//!
-//! One file per rule family: `images` (what a deletion removes), `scan` (the node rule),
-//! `pools` (membership and the pool rule), `joining` (the joining-machine rule); `verdict`
-//! is what they come to, and `decide` puts the rules together ([`evaluate`]). `index` is the
-//! node rule's fast path (an index of nodes by digest, and the decision over its candidates);
-//! `memo` memoises the scans over every node.
+//! One file per rule family: `images` (what a deletion removes), `scan` (the node rule), `pools`
+//! (membership and the pool rule), `joining` (the joining-machine rule); `verdict` is what they
+//! come to and `decide` puts them together. `index` and `memo` are the scans' fast paths.
 
 mod decide;
 mod images;

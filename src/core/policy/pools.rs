@@ -1,17 +1,8 @@
-//! Which pool a node is in, and the pool rule: a pool MCO has not finished rolling out.
-//!
-//! Membership is MCO's own (`pkg/helpers/helpers.go`, `ListPools` and `GetPoolsForNode`), because
-//! the pool rule must count exactly the nodes MCO's node controller will update next:
-//! - a node labelled `kubernetes.io/os=windows` is in no pool (WMCO manages it, MCO never does);
-//! - a pool whose selector has no requirements selects no node (`selector.Empty()`);
-//! - an invalid selector on any pool makes `ListPools` fail for every node: MCO then updates none;
-//! - of the pools that select a node: two or more custom pools (neither `master` nor `worker`)
-//!   mean no pool; one custom pool and `master` mean `master`; one custom pool means that pool;
-//!   otherwise `master`, otherwise `worker`.
-//!
-//! Fast paths: a node keeps only the labels [`membership_labels`] names when the confirming
-//! read lists nodes, and the pool rule's scan of every node is why [`super::index`]'s
-//! `guarded_digests` gives no digests while an unpaused pool targets a guarded image.
+//! Which pool a node is in, and the pool rule: a pool MCO has not finished rolling out
+//! (docs/policy.md, rules 3 and 4). Membership is MCO's own (`ListPools`, `GetPoolsForNode` in
+//! `pkg/helpers/helpers.go`), because the pool rule must count exactly the nodes MCO's node
+//! controller will update next. Because this rule scans every node, [`super::index`]'s
+//! `guarded_digests` gives none while an unpaused pool targets a guarded image.
 
 use std::collections::BinaryHeap;
 use std::sync::Arc;

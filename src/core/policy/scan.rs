@@ -1,16 +1,8 @@
-//! The node rule: a node blocks while its desired image is one the deletion removes and it has
-//! not reached it, whatever pool it is in (MCO's daemon pulls it regardless of pools).
-//!
-//! "Reached" is MCO's test, exact string equality of the `currentImage` and `desiredImage`
-//! annotations (`pkg/daemon/daemon.go`; `LayeredNodeState.isNodeImageDone`): a node whose
-//! current image spells the desired one differently rebases again, and pulls again. Whether the
-//! desired image is one being deleted is registry identity ([`crate::core::image`]).
-//!
-//! Its fast paths: [`super::index`] files nodes by the digests this rule compares (the desired
-//! image's while not reached, the current image's under in-use), so the webhook reads only the
-//! nodes that can match; and a node keeps only the three annotations read here
-//! ([`crate::core::node::ImageAnnotations`] decodes nothing else). A change to what this rule
-//! reads changes both.
+//! The node rule: a node blocks while its desired image is one the deletion removes (registry
+//! identity, [`crate::core::image`]) and it has not reached it (MCO's exact string equality of
+//! `currentImage` and `desiredImage`, `isNodeImageDone`), whatever pool it is in. A change to
+//! what this rule reads must change [`super::index`]'s filing and
+//! [`crate::core::node::ImageAnnotations`] (which decodes only these annotations) too.
 
 use crate::core::node::NodeImages;
 use crate::core::node::NodeMeta;

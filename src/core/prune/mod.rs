@@ -1,34 +1,10 @@
 //! `prune`'s pure plan: for every MachineOSBuild, whether deleting it now is safe and frees
-//! something, or why it is kept, from a snapshot, the options and the time. Table-tested
-//! (`tests/`); the CLI (`cli::prune`) and `serve`'s gauge (`decision::gauges`) are its front
-//! ends.
-//!
-//! MCO deletes only builds that did not succeed, so every succeeded build and its image stay
-//! for the life of the cluster. A build is kept, with every reason that holds:
-//!
-//! - the guard's own policy would refuse its deletion ([`needs`]): [`crate::core::policy`] in
-//!   `in-use` mode, which refuses whatever `in-flight` refuses, so the webhook (in either mode)
-//!   never refuses what the plan calls deletable: a node of any pool runs or wants its image
-//!   (registry identity), a pool is rolling it out, a joining machine would pull it;
-//! - MCO names it or would reuse it ([`reuse`]): the MachineOSConfig's current build or image,
-//!   the build for a pool's `spec.configuration` (the rollout) or `status.configuration` (what
-//!   a rollback reuses);
-//! - it is among the newest `keep` succeeded builds of its MachineOSConfig ([`revisions`]);
-//! - what it is or what is happening to it ([`rules`]): younger than `keep_younger_than` (or of
-//!   unknown age), still building, already being deleted, its config being deleted or rebuilt,
-//!   no `machine-os-config` label (MCO would delete the build but not its image), a tag that is
-//!   not its own (`<repo>:<name>`: a pre-built image's synthetic build tags the config's push
-//!   spec, so deleting it deletes whatever that tag points to, which no object shows);
-//! - deleting it would take a kept build's image with it ([`shared`]): a registry deletes the
-//!   digest, with every tag on it, so a build whose image another kept build carries (4.20 on,
-//!   a config change that needs no new image reuses the previous build's) is kept too; and a
-//!   build with no image of its own whose tag may still hold an earlier same-name build's
-//!   image that a node uses and no build carries.
-//!
-//! Where the objects cannot tell, the build is kept and the reason says what is missing.
-//!
-//! The images no build names (tags MCO left in the registry) are planned apart, from what the
-//! registry listed: [`images`].
+//! something, or every reason it is kept, from a snapshot, the options and the time. MCO deletes
+//! only builds that did not succeed, so succeeded builds stay for the life of the cluster unless
+//! pruned. The rules, one file per family ([`needs`], [`reuse`], [`revisions`], [`rules`],
+//! [`shared`]), are docs/policy.md's rule 12; where the objects cannot tell, the build is kept and
+//! the reason says what is missing. Table-tested (`tests/`); front ends: `cli::prune` and serve's
+//! gauge (`decision::gauges`). Tags no build names are planned apart: [`images`].
 
 pub mod images;
 mod needs;

@@ -1,22 +1,9 @@
-//! The builds MCO names or would reuse, as it finds them:
-//!
-//! - **the MachineOSConfig's current build**: named by the `current-machine-os-build`
-//!   annotation (every release, from the moment a build starts) or `status.machineOSBuild`
-//!   (4.21 on, once it succeeded); and any build whose image is a config's
-//!   `status.currentImagePullSpec` (registry identity): on 4.19/4.20 the annotation names a new
-//!   build while the config still points at the previous one's image, and from 4.20 a config
-//!   change that needs no new image finds the build to reuse by that image
-//!   (`GetMachineOSBuildForImagePullspec`, release-4.20 on: `reconcilePoolChange`);
-//! - **the build for a pool's `spec.configuration`**: the node controller sends nodes to an
-//!   image only while that build succeeded and is current (`canLayeredContinue`);
-//! - **the build for its `status.configuration`**, the config its nodes run: a change rolled
-//!   back reuses that config's build and image (`reuseExistingMachineOSBuildIfPossible`; a build
-//!   whose image is gone is deleted and built again, which a prune must not cause).
-//!
-//! A pool's builds are its MachineOSConfig's (`spec.machineConfigPool`) for that rendered
-//! config (`spec.machineConfig`). Where a pool or a build does not say its rendered config,
-//! which build a rollout or a rollback would reuse cannot be told, and the config's builds are
-//! kept.
+//! The builds MCO names or would reuse (docs/policy.md, rule 12): a MachineOSConfig's current
+//! build (by annotation, `status.machineOSBuild`, or a build carrying its
+//! `currentImagePullSpec`), and the builds for a pool's `spec.configuration` (the rollout,
+//! `canLayeredContinue`) and `status.configuration` (what a rollback reuses). A pool's builds are
+//! its config's for that rendered config; where a pool or build does not say its rendered config,
+//! the config's builds are kept.
 
 use crate::core::image::{ImageKey, abbreviate};
 use crate::core::model::{ANNOTATION_CURRENT_MOSB, MachineOSBuild};

@@ -1,13 +1,9 @@
 //! `--keep N`: the newest N succeeded builds of each MachineOSConfig are kept, like the image
-//! pruner's tag revisions, so a rollback a few changes back still finds its build and image.
-//!
-//! A config's builds are those labelled (else specified) with its name, as `oc get
-//! machineosbuilds -l machineconfiguration.openshift.io/machine-os-config=NAME` lists them:
-//! a build an earlier config of the same name left behind counts too (4.20 on, MCO's cleanup of
-//! that config never takes it, and the config recreated with the same inputs reuses it).
-//! Newest by `creationTimestamp`; a build without one counts as the newest (it cannot be aged),
-//! and builds created in the same second as the Nth newest are kept with it (a timestamp's
-//! second cannot order them). Builds kept for other reasons still take their place among the N.
+//! pruner's tag revisions, so a rollback a few changes back still finds its build and image. A
+//! config's builds are those its `machine-os-config` label (else spec) names, as `oc get mosb -l`
+//! lists them, an earlier same-name config's included. Newest by `creationTimestamp` (none counts
+//! as newest); builds created in the same second as the Nth are kept with it; builds kept for
+//! other reasons still take their place among the N.
 
 use std::collections::BTreeMap;
 

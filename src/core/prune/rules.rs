@@ -1,25 +1,9 @@
-//! What the build is and what is happening to it and its MachineOSConfig: age, state, labels,
-//! tag, a deletion or a rebuild in progress.
-//!
-//! - **Age**: younger than `keep_younger_than` is kept (a build MCO just made may be about to
-//!   be named current); no `creationTimestamp` (a hand-written file) cannot be aged, so kept.
-//! - **Building**: a build that has neither succeeded nor ended is MCO's to finish or to
-//!   supersede (`deleteOtherBuildsForMachineOSConfig` deletes it when another starts).
-//! - **Being deleted**: someone already deleted it; its finalizer holds it for the garbage
-//!   collector.
-//! - **Its config being deleted or rebuilt**: while the MachineOSConfig has a
-//!   deletionTimestamp MCO still builds for it, and once it is gone MCO and the garbage
-//!   collector delete its builds; the rebuild annotation makes MCO delete the current build
-//!   and build it again under the same name. Both change the config's builds under the plan:
-//!   prune again once they are done.
-//! - **No `machine-os-config` label**: MCO's MOSB-delete handler deletes no image without it
-//!   (`deleteBuilderForMachineOSBuild`), so deleting the build would leave its image in the
-//!   registry with nothing naming it.
-//! - **A tag not its own**: MCO deletes by `spec.renderedImagePushSpec`, `<repo>:<name>` for
-//!   every build it runs; a pre-built image's synthetic build (4.21 on) carries the config's
-//!   push spec (`<repo>:latest`) instead, so deleting it deletes whatever that tag points to
-//!   now, which no object shows (only a registry read would). Any tag but its own name,
-//!   or none, is kept for the same reason.
+//! What the build is and what is happening to it and its MachineOSConfig (docs/policy.md, rule
+//! 12): too young (or of unknown age), still building (MCO's to finish or supersede), already
+//! being deleted, its config being deleted or rebuilt (prune again once done), no
+//! `machine-os-config` label (MCO would delete the build but not its image), or a tag not its
+//! own `<repo>:<name>` (a pre-built image's synthetic build tags the config's push spec, so
+//! deleting it deletes whatever that tag points to now, which no object shows).
 
 use std::time::Duration;
 

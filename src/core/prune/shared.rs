@@ -1,18 +1,8 @@
-//! What deleting a build takes with it from the registry besides its own entry: MCO deletes an
-//! image by the build's tag, the registry resolves the tag and deletes that **digest**, with
-//! every tag on it.
-//!
-//! - **An image a kept build carries.** From 4.20 a config change that needs no new image
-//!   makes a new build that reuses the previous one's image (`reuseImageForNewMOSB`: the same
-//!   digest, a tag never pushed). Deleting the old build deletes the digest, so the new build's
-//!   image with it. A deletable build whose image (registry identity) a kept build carries is
-//!   kept, until no such build is left (keeping one can make another's image kept).
-//! - **An earlier build's image under its tag.** A build with no image of its own pushed
-//!   nothing under its tag (`<repo>:<name>`), unless an earlier build of the same name did (a
-//!   rebuild: the rebuild annotation, or a build whose image was found gone) and its image
-//!   survived its deletion (an in-use check kept it, 4.23 leaks it): then the tag still holds
-//!   that image. The objects cannot show the tag, so such a build is kept while a node or a
-//!   config uses an image of the same repository that no build carries.
+//! What deleting a build takes with it from the registry: MCO deletes by the build's tag, and the
+//! registry deletes that tag's **digest** with every tag on it. So a build whose image a kept build
+//! carries (4.20's `reuseImageForNewMOSB`) is kept, until no such build is left; and a build that
+//! pushed nothing is kept while a node or config uses an image of its repository no build carries
+//! (its tag may still hold an earlier same-name build's image).
 
 use std::collections::HashSet;
 

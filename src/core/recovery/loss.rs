@@ -1,18 +1,9 @@
-//! Whether the image a stuck node waits for is really lost: what its registry says, asked as the
-//! node pulls it (rule 3b of [`super::rules`]).
-//!
-//! No MachineOSBuild carrying the image (rule 3) says that MCO can neither rebuild nor serve it;
-//! it does not say that the registry lost it. If the registry still serves it (a pull that
-//! failed for a while, a build deleted while MCO skipped its image), the daemon's retry can still
-//! succeed, and a cancel landing during a retry that succeeds makes the node worse: it reboots
-//! into the image (its on-disk config wins over the annotations at boot) and is then drained
-//! back. So only **missing** qualifies; **available** never does; and an answer the registry
-//! could not give (**unknown**), or no answer at all (not asked: a dump read without registry
-//! access), is for a person to decide unless the admin says the loss is verified
-//! ([`Unverified`]).
-//!
-//! The answers are an input of the plan, gathered by the CLI (`access::registry`, the node's
-//! credentials, CAs, proxy and mirrors); nothing here performs I/O.
+//! Whether the image a stuck node waits for is really lost (rule 3b of [`super::rules`]), from
+//! what its registry said, asked as the node pulls it (an input the CLI gathers). No build
+//! carrying it says MCO cannot serve it, not that the registry lost it: if the registry still
+//! serves it the daemon's retry can succeed, and a cancel landing during that retry makes the
+//! node worse (it reboots into the image, then is drained back). So only **missing** qualifies;
+//! **unknown** or not asked is for a person unless the loss is verified ([`Unverified`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,13 +1,9 @@
-//! mosc-guard's recovery marker: the annotation `mosc-guard.dev/recovery` that the cancelling
-//! patch writes in the same request, holding MCO's annotations as they were read before it and
-//! the node's boot ID. MCO ignores it.
-//!
-//! It is what makes a recovery idempotent: a node cancelled by an earlier run (interrupted, or
-//! timed out while its daemon had not finished) shows its original target nowhere else, so
-//! without the marker a re-run would see "Degraded with no image difference" and leave it.
-//! With it, a re-run recognises the node as cancelled and waiting for its daemon, patches nothing
-//! twice, and `--apply` waits for it. The marker stays after the recovery as its record; a later
-//! cancel overwrites it.
+//! mosc-guard's recovery marker: the annotation `mosc-guard.dev/recovery`, written by the
+//! cancelling patch in the same request, holding MCO's annotations as read before it and the
+//! node's boot ID (MCO ignores it). It makes a recovery idempotent: a node an earlier run cancelled
+//! shows its original target nowhere else, so a re-run recognises it as cancelled and waiting,
+//! patches nothing twice, and `--apply` waits for it. It stays as the record; a later cancel
+//! overwrites it.
 
 use std::collections::BTreeMap;
 

@@ -1,20 +1,9 @@
-//! Recovery's functional core: from a snapshot of cluster objects to a plan that says, for every
-//! node the lost-image bug left behind, whether cancelling its failed target is safe (and the
-//! exact patch), or what a person must do first, or why it is not this tool's to touch.
-//!
-//! What MCO does on this path is in `docs/runbooks.md` ("A pool already degraded") and the
-//! facts it rests on: a node whose `desiredImage` no build carries any more stays `Degraded` and
-//! cordoned forever; cancelling the target (`desiredImage` back to `currentImage`, or removed,
-//! and `desiredConfig` back to `currentConfig`) makes its daemon find nothing to change, uncordon
-//! the node and report `Done` without a reboot, after which MCO finishes the pool as usual.
-//!
-//! Pure: `recover` (live or `--from-dir`) and its `--apply` loop gather the inputs and act on
-//! the plan; nothing here performs I/O. What the registry says of each stuck node's image,
-//! asked as the node pulls it, is an input as well ([`loss`]: the CLI asks). One file per
-//! concern: [`node`] (the node recovery reads), [`rules`] (which nodes qualify and why),
-//! [`loss`] (whether the registry says the image is gone), [`patch`] (the JSON patch and its `oc`
-//! command), [`marker`] (what makes a re-run idempotent), [`progress`] (the way back after the
-//! cancel), [`stuck`] (the definition the gauge shares), [`words`] and [`report`] (text, JSON).
+//! Recovery's functional core: from a snapshot to a plan that says, for every node the lost-image
+//! bug left behind, whether cancelling its failed target is safe (and the exact patch), what a
+//! person must do first, or why it is not this tool's. Cancelling (`desiredImage` back to
+//! `currentImage` or removed, `desiredConfig` back to `currentConfig`) makes the daemon find
+//! nothing to change: it uncordons and reports `Done` without a reboot (docs/runbooks.md, "A pool
+//! already degraded"). No I/O: what the registry says of each image is an input ([`loss`]).
 
 pub mod loss;
 pub mod marker;

@@ -1,17 +1,9 @@
-//! Where a cancelled node is on its way back: what the daemon's no-op update does after the
-//! cancel (`completeUpdate` asks the drain controller to uncordon, `SetDone` sets `state=Done` and
-//! clears `reason`, with no reboot), read from the node as each step shows it.
-//!
-//! MCO may move the node on before its daemon reports Done: the daemon asks for the uncordon
-//! and checks for it only every 10 s (`completeUpdate`), the drain controller uncordons about
-//! 5 s after the request, and the uncordon queues a pool sync about 5 s later. In that window
-//! the node is schedulable but still `Degraded`: it counts as unavailable yet is a candidate
-//! (only unschedulable candidates are skipped), so in a pool with capacity left (`maxUnavailable`
-//! above 1, or a percentage) the node controller sends it the pool's target, and the daemon's
-//! `SetDone` follows from the copy of the node it read before the wait. A new target that is
-//! exactly what the node controller writes ([`crate::core::node_controller::pool_target`])
-//! on an uncordoned node is MCO moving on; any other new target on a node still `Degraded` is
-//! not.
+//! Where a cancelled node is on its way back (the daemon's no-op update: uncordon, then `Done`
+//! with no reboot), read from the node as each step shows it. MCO may move the node on before the
+//! daemon reports Done: uncordoned but still `Degraded`, it is a candidate in a pool with capacity
+//! left, and the daemon's `SetDone` follows from its older copy. A new target that is exactly what
+//! the node controller writes ([`crate::core::node_controller::pool_target`]) on an uncordoned
+//! node is MCO moving on; any other new target on a node still `Degraded` is not.
 
 use crate::core::model::node_annotations::{CURRENT_CONFIG, CURRENT_IMAGE};
 use crate::core::model::trimmed;
@@ -103,6 +95,9 @@ pub fn progress_toward(node: &RecoveryNode, marker: &Marker, mco: &PoolTarget<'_
             node.desired_config().map(str::to_string),
             node.desired_image().map(str::to_string),
         );
+        // The daemon checks for its uncordon only every 10 s (`completeUpdate`), the drain
+        // controller uncordons about 5 s after the request, and a pool sync follows about 5 s
+        // later: in that window MCO may send the node the pool's target before `Done`.
         let by_mco =
             *mco == PoolTarget::Sends {
                 config: node.desired_config().unwrap_or_default(),

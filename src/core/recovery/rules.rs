@@ -1,28 +1,16 @@
 //! Which nodes qualify for the cancel, decided from the objects (never from the `reason` text,
-//! which differs by z-stream), and what a person must do first where one does not.
-//!
-//! A node qualifies when all of these hold:
+//! which differs by z-stream), and what a person must do first where one does not. A node
+//! qualifies when:
 //! 1. its `state` is `Degraded`;
 //! 2. its `desiredImage` is present and differs from its `currentImage`;
-//! 3. no MachineOSBuild carries that image ([`super::stuck`]): registry or credential trouble
-//!    with an image MCO still has is the daemon's to retry, not ours to cancel;
-//!    3b. its registry, asked as the node pulls it, says the image is **missing** ([`super::loss`]):
-//!    an image still served is never cancelled (the daemon's retry can still succeed), and one the
-//!    registry could not tell about needs a person, unless the admin says the loss is verified
-//!    (`--image-loss-verified`) or the plan is a dump's preview;
-//! 4. it is drained as the daemon leaves a failed update: `desiredDrain` = `lastAppliedDrain` =
-//!    `drain-<desiredConfig>` and `spec.unschedulable`, unless the node is single-node (MCO's
-//!    `controlPlaneTopology` annotation says `SingleReplica`: the daemon does not drain);
-//! 5. the rendered MachineConfig its `currentConfig` names exists: after the cancel both
-//!    `desiredConfig` and `currentConfig` name it, and the daemon reads only those
-//!    (`prepUpdateFromCluster`, daemon.go); the old `desiredConfig` is never read again, so its
-//!    being gone is no reason to refuse;
-//! 6. no MachineOSConfig sends its pool's nodes an image, unless the pool is paused: while the
-//!    build for the pool's `spec.configuration` has succeeded with the config's image
-//!    (`canLayeredContinue`), the node controller would send the node straight back to that
-//!    image once it is Done (the loop a missing image makes). A MachineOSConfig whose build for
-//!    the pool's configuration has not succeeded (a recreated config whose build waits while the
-//!    pool is NodeDegraded) sends nothing; that build pushes a new image;
+//! 3. no MachineOSBuild carries that image ([`super::stuck`]): trouble with an image MCO still has
+//!    is the daemon's to retry; 3b. its registry says **missing** ([`super::loss`]);
+//! 4. it is drained as the daemon leaves a failed update (`desiredDrain` = `lastAppliedDrain` =
+//!    `drain-<desiredConfig>`, cordoned), unless single-node (`SingleReplica`: no drain);
+//! 5. the rendered config its `currentConfig` names exists (after the cancel the daemon reads
+//!    only that one; the old `desiredConfig` is never read again);
+//! 6. no MachineOSConfig sends its pool's nodes an image (`canLayeredContinue`) unless the pool is
+//!    paused: the node controller would send the node straight back to the lost image;
 //! 7. the source shows one version of it (a dump's disagreeing copies cannot be trusted).
 
 use crate::core::model::node_annotations::{CURRENT_CONFIG, DESIRED_CONFIG};

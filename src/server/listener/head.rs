@@ -1,21 +1,10 @@
-//! When an HTTP/1 request head started arriving, so that its deadline counts from its first
-//! byte. hyper's own header-read timeout starts as soon as it waits for the next request on a
-//! kept-alive connection, so it also counted the time the connection sat idle between requests:
-//! it closed idle HTTP/1 connections at 10 s, far inside the idle limit, and a client that reused
-//! one at that moment had its request reset (seen once: a probe's `GET /metrics` after 10 s of
-//! quiet). Here the idle time is the idle limit's, and a head that started and does not finish is
-//! cut at the head deadline ([`super::connection`]'s `stalled`).
-//!
-//! The reads of the connection's TCP stream report bytes ([`HeadClock::bytes_arrived`]); the
-//! clock counts them only while it is armed: between requests of an HTTP/1 connection, from the
-//! end of its TLS handshake. HTTP/2 connections never arm it (PING answers and window updates
-//! arrive while they idle; their first request is bounded by the first-request deadline).
-//!
-//! A head pipelined behind a request (sent before that request's answer) arrives while the clock
-//! is disarmed, often in the same read as the request before it, and hyper keeps it in its own
-//! buffer: nothing here sees it start. A client that pipelines part of a head and stalls is
-//! closed by the idle limit instead (120 s by default; the connection cap bounds how many such
-//! connections there can be). Go's HTTP transport, the API server's, never pipelines.
+//! When an HTTP/1 request head started arriving, so that its deadline counts from its first byte
+//! (hyper's own header-read timeout also counted the idle time between requests on a kept-alive
+//! connection, and reset requests reusing one at 10 s). The stream's reads report bytes
+//! ([`HeadClock::bytes_arrived`]); the clock counts them only while armed, between requests of an
+//! HTTP/1 connection; HTTP/2 never arms it. A head pipelined behind a request lands in hyper's
+//! buffer unseen: a client that pipelines part of a head and stalls is closed by the idle limit
+//! instead (Go's HTTP transport, the API server's, never pipelines).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -71,24 +60,4 @@ impl HeadClock {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn only_bytes_between_requests_start_a_head() {
-        let clock = HeadClock::default();
-        clock.bytes_arrived();
-        assert_eq!(clock.head_started(), None, "not armed: TLS handshake bytes");
-        clock.arm();
-        tokio::time::advance(std::time::Duration::from_secs(3)).await;
-        assert_eq!(clock.head_started(), None, "idle time starts nothing");
-        let first = Instant::now();
-        clock.bytes_arrived();
-        tokio::time::advance(std::time::Duration::from_millis(10)).await;
-        clock.bytes_arrived();
-        assert_eq!(clock.head_started(), Some(first), "the head's first byte");
-        clock.disarm();
-        clock.bytes_arrived();
-        assert_eq!(clock.head_started(), None, "a body is not a head");
-    }
-}
+mod tests;

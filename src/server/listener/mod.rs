@@ -1,44 +1,13 @@
 //! The HTTPS listener: the TLS accept loop, per-connection deadlines and caps, room for new
-//! connections when clients hold connections without sending requests, and a graceful
-//! shutdown that lets requests in flight finish.
+//! connections when clients hold connections without sending requests, and a graceful shutdown
+//! that lets requests in flight finish. One connection is served by hyper-util's `auto::Builder`
+//! over tokio-rustls; why the rest is ours: docs/design.md, "Crates tried, and why not".
 //!
-//! **Room for new connections.** A connection is *unproven* from accept until its first
-//! request reaches the service (a complete HTTP/1 request head or HTTP/2 HEADERS frame), and
-//! *proven* from then on. A client that finishes TLS and then sends nothing (or only the
-//! HTTP/2 preface) stays unproven; so does one that never finishes its handshake. Unproven
-//! connections are bounded ([`MAX_UNPROVEN`], half the slots) and, when a new connection needs
-//! their room, closed oldest first; a proven connection is never closed to make room, so a
-//! connection that carries requests (the API server's) is not cut. It still obeys the idle
-//! limit; only when proven connections fill every slot do new ones wait in the accept queue.
-//!
-//! Which unproven connection goes: one whose client keeps the guard waiting. A read that is
-//! pending with no data arriving marks its connection *silent* (the reads register a waker of
-//! their own, so a connection whose bytes have arrived but wait for the guard's CPU is never
-//! silent, however loaded the guard is). First to go is the oldest connection that finished
-//! its TLS handshake and is silent: it sent no request, and a real client sends its request
-//! with its last handshake message, so it has had as long as the newer ones took to finish
-//! their handshakes. Else a handshake whose client has been silent for [`CLIENT_SILENCE`] (a
-//! client that never sends its ClientHello, or stops halfway). A handshake that is merely slow
-//! is never cut: closing the oldest connection regardless would let a flood that reconnects as
-//! soon as it is closed cut everyone's handshake, the real client's included. When nothing
-//! may go yet, new connections wait in the kernel's queue; so do they while
-//! [`MAX_HANDSHAKES`] handshakes run. The loop thus accepts as fast as handshakes finish or
-//! clients fall silent, never faster.
-//!
-//! **What is a crate's, and why the rest is not.** One connection is served by hyper-util's
-//! `auto::Builder` (HTTP/2 keep-alive, stream cap) over
-//! tokio-rustls, drained by hyper-util's `GracefulShutdown`; the open-files limit is `rlimit`'s.
-//! Tried for the rest: `tls-listener` 0.12 (since 0.10) accepts every queued connection with no
-//! bound on handshakes in flight and forgets a connection once its handshake ends, so it can
-//! neither leave newcomers in the kernel's queue nor close a silent connection for one;
-//! `axum-server` 0.8 accepts and spawns every connection (no cap; its handshake timeout and
-//! `Handle` are tokio's `timeout` and hyper-util's shutdown here); tower's limits count requests
-//! inside a service, which a connection that sends none never reaches. hyper closes no HTTP/2
-//! connection that never sends a request or idles (PINGs only catch a vanished peer), and
-//! `auto` reads the protocol preface with no timeout: hence one first-request and one idle
-//! deadline for both protocols in [`connection`]. hyper's HTTP/1 header-read timeout also
-//! counts the idle time before each request on a kept-alive connection, so the head deadline is
-//! ours too ([`head`]).
+//! A connection is *unproven* from accept until its first request reaches the service (a whole
+//! HTTP/1 head or HTTP/2 HEADERS frame), *proven* from then on. Unproven connections are bounded
+//! ([`MAX_UNPROVEN`], half the slots) and closed to make room, a silent one first ([`table`]); a
+//! proven one never is, so the API server's connections are not cut. When nothing may go, and
+//! while [`MAX_HANDSHAKES`] handshakes run, newcomers wait in the kernel's queue.
 
 mod connection;
 mod head;
@@ -239,14 +208,4 @@ pub async fn serve(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_open_files_limit_is_at_its_hard_limit() {
-        let limit = raise_open_files_limit().expect("readable");
-        assert!(limit >= 256, "{limit}");
-        let (soft, _) = rlimit::Resource::NOFILE.get().expect("readable");
-        assert_eq!(soft, limit, "the limit in force");
-    }
-}
+mod tests;

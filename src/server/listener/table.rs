@@ -1,5 +1,8 @@
-//! Which connections hold the [`MAX_CONNECTIONS`](super::MAX_CONNECTIONS) slots, by stage,
-//! and which unproven one goes when a newcomer needs its room (see the module above).
+//! Which connections hold the [`MAX_CONNECTIONS`](super::MAX_CONNECTIONS) slots, by stage, and
+//! which unproven one goes when a newcomer needs its room: the oldest past its handshake whose
+//! client is silent (a read waits on it; bytes waiting for the guard's CPU never count), else a
+//! handshake silent for [`CLIENT_SILENCE`](super::CLIENT_SILENCE). A handshake merely slow is never
+//! cut: closing the oldest regardless would let a reconnecting flood cut everyone's handshake.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
