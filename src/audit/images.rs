@@ -24,10 +24,9 @@ use tokio::task::JoinHandle;
 use crate::access::registry::Limits;
 use crate::access::registry::session::Session;
 use crate::access::registry::tags::TagReader;
-use crate::core::prune::images::{
-    ConfigImages, ImagePlan, Listing, per_config, plan_images, sources,
-};
+use crate::core::prune::images::{ConfigImages, ImagePlan, per_config, plan_images, sources};
 use crate::core::registry::internal::Internal;
+use crate::core::registry::listing::Listing;
 use crate::core::registry::node_config::PullConfig;
 use crate::core::snapshot::Snapshot;
 use crate::telemetry::metrics::Metrics;

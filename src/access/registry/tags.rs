@@ -23,9 +23,9 @@ use futures::StreamExt as _;
 use reqwest::Method;
 
 use super::session::{ACCEPT_MANIFESTS, Actions, Request, Session, sha256_hex};
-use crate::core::prune::images::{Listing, Resolved, Source, TagAnswer};
 use crate::core::registry::answer::{Exchange, Reply, Status};
 use crate::core::registry::judge;
+use crate::core::registry::listing::{Listing, Resolved, Source, TagAnswer};
 use crate::core::registry::tags::{next_page, page_tags};
 
 /// Tags asked for per page.

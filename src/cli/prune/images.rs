@@ -18,8 +18,9 @@ use crate::access::registry::Limits;
 use crate::access::registry::cluster::{self, PullConfigError};
 use crate::access::registry::session::Session;
 use crate::access::registry::tags::TagReader;
-use crate::core::prune::images::{ImagePlan, Listing, Source, plan_images, sources};
+use crate::core::prune::images::{ImagePlan, plan_images, sources};
 use crate::core::registry::internal::Internal;
+use crate::core::registry::listing::{Listing, Source};
 use crate::core::registry::node_config::PullConfig;
 use crate::core::snapshot::Snapshot;
 

@@ -11,7 +11,8 @@
 //!   proxy (and which hosts it skips, as Go's `NO_PROXY` does).
 //! - [`needed`]: which images nodes, MachineOSConfigs and builds need, and who needs each.
 //! - [`report`]: `mosc-guard images`' text and JSON, and the per-pool counts the gauges export.
-//! - [`tags`]: a repository's tags as distribution's API lists them, a page at a time (`prune`).
+//! - [`tags`]: a repository's tags as distribution's API lists them, a page at a time (`prune`);
+//!   [`listing`]: a repository listed, each tag resolved to what it holds.
 //! - [`deletion`]: what a registry's answer to a manifest delete means (`prune --apply
 //!   --images`).
 //! - [`internal`]: which hosts are OpenShift's internal registry, as MCO tells them apart.
@@ -22,6 +23,7 @@ pub mod answer;
 pub mod auth;
 pub mod deletion;
 pub mod internal;
+pub mod listing;
 pub mod needed;
 pub mod node_config;
 pub mod report;
