@@ -25,6 +25,7 @@ use crate::access::registry::Limits;
 use crate::access::registry::session::Session;
 use crate::access::registry::tags::TagReader;
 use crate::core::prune::images::{ConfigImages, ImagePlan, per_config, plan_images, sources};
+use crate::core::registry::Verdict;
 use crate::core::registry::internal::Internal;
 use crate::core::registry::listing::Listing;
 use crate::core::registry::node_config::PullConfig;
@@ -73,11 +74,12 @@ impl Counter {
     }
 
     /// Publishes a finished round, and starts the next when due: listing with the session, or,
-    /// while the pull configuration cannot be read (`config_error`), every config unknown.
+    /// while the pull configuration cannot be read (`unreadable`: the answer it gives), every
+    /// config unknown.
     pub(super) async fn tick(
         &mut self,
         snapshot: &Snapshot,
-        config_error: Option<&str>,
+        unreadable: Option<&Verdict>,
         metrics: &Metrics,
         interval: Duration,
     ) {
@@ -97,9 +99,9 @@ impl Counter {
             return;
         }
         self.next = Instant::now() + interval;
-        match (config_error, &self.session) {
-            (Some(e), _) => {
-                let plan = ImagePlan::skipped(format!("cannot read how nodes pull: {e}"));
+        match (unreadable, &self.session) {
+            (Some(unknown), _) => {
+                let plan = ImagePlan::skipped(unknown.why.clone());
                 self.publish(snapshot, &plan, metrics);
             }
             (None, Some(session)) => {

@@ -103,7 +103,8 @@ pub async fn run<V: ClusterView>(
 ) {
     let mut known: HashMap<String, Known> = HashMap::new();
     let mut checker: Option<Arc<Checker>> = None;
-    let mut config_error: Option<String> = None;
+    // While the pull configuration cannot be read: the answer every image gets.
+    let mut unreadable: Option<Verdict> = None;
     // When the pull configuration is read next: every interval, or after `retry` while it fails.
     let mut next_read = Instant::now();
     let mut reported_requests = 0u64;
@@ -132,15 +133,15 @@ pub async fn run<V: ClusterView>(
                         deletable.configure(&config);
                         checker = Some(Arc::new(Checker::new(config, Limits::default())));
                     }
-                    config_error = None;
+                    unreadable = None;
                     next_read = Instant::now() + settings.interval;
                 }
                 Err(e) => {
-                    let e = e.to_string();
-                    if config_error.as_ref() != Some(&e) {
+                    let unknown = e.unknown();
+                    if unreadable.as_ref() != Some(&unknown) {
                         tracing::warn!(error = %e, "registry audit: cannot read how nodes pull");
                     }
-                    config_error = Some(e);
+                    unreadable = Some(unknown);
                     next_read = Instant::now() + settings.retry.min(settings.interval);
                 }
             }
@@ -148,12 +149,7 @@ pub async fn run<V: ClusterView>(
         let mut snapshot = view.objects();
         snapshot.nodes = view.nodes(None, PolicyMode::InFlight);
         deletable
-            .tick(
-                &snapshot,
-                config_error.as_deref(),
-                &metrics,
-                settings.interval,
-            )
+            .tick(&snapshot, unreadable.as_ref(), &metrics, settings.interval)
             .await;
         let needed: Vec<NeededImage> = needed_images(&snapshot)
             .into_iter()
@@ -167,25 +163,14 @@ pub async fn run<V: ClusterView>(
             .filter(|n| known.get(&n.image).is_none_or(|k| k.due(now, &settings)))
             .map(|n| n.image.clone())
             .collect();
-        let answers: Vec<(String, Verdict)> = match (&checker, &config_error) {
+        let answers: Vec<(String, Verdict)> = match (&checker, &unreadable) {
             (Some(c), None) => c
                 .check_all(&due)
                 .await
                 .into_iter()
                 .map(|a| (a.image, a.verdict))
                 .collect(),
-            (_, Some(e)) => due
-                .iter()
-                .map(|i| {
-                    (
-                        i.clone(),
-                        Verdict {
-                            status: Status::Unknown,
-                            why: format!("cannot read how nodes pull: {e}"),
-                        },
-                    )
-                })
-                .collect(),
+            (_, Some(unknown)) => due.iter().map(|i| (i.clone(), unknown.clone())).collect(),
             (None, None) => Vec::new(),
         };
         if let Some(c) = &checker {
@@ -257,36 +242,4 @@ async fn missing_events(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn known(status: Status, failures: u32, at: Instant) -> Known {
-        Known {
-            verdict: Verdict {
-                status,
-                why: String::new(),
-            },
-            at,
-            failures,
-        }
-    }
-
-    #[test]
-    fn when_an_image_is_asked_again() {
-        let settings = Settings::every(Duration::from_secs(300));
-        let t0 = Instant::now();
-        let after = |s: u64| t0 + Duration::from_secs(s);
-        // Available: every interval.
-        let ok = known(Status::Available, 0, t0);
-        assert!(!ok.due(after(299), &settings));
-        assert!(ok.due(after(300), &settings));
-        // Not available: 30 s, then doubling, never past the interval.
-        for (failures, wait) in [(1, 30), (2, 60), (3, 120), (4, 240), (5, 300), (30, 300)] {
-            for status in [Status::Missing, Status::Unknown] {
-                let k = known(status, failures, t0);
-                assert!(!k.due(after(wait - 1), &settings), "{failures} failures");
-                assert!(k.due(after(wait), &settings), "{failures} failures");
-            }
-        }
-    }
-}
+mod tests;

@@ -17,9 +17,9 @@
 
 use kube::Client;
 
-use super::images::Registries;
 use super::outcome::{Applied, Clock, Outcome, Step, set_step};
 use crate::access::live;
+use crate::access::registry::Registries;
 use crate::access::registry::delete::ImageDeleter;
 use crate::core::image::abbreviate;
 use crate::core::prune::images::{DeletableImage, plan_images};

@@ -16,10 +16,10 @@ use std::path::Path;
 use kube::Client;
 
 use crate::access::dump::Loaded;
-use crate::access::registry::{Checker, Limits, pull_config};
+use crate::access::registry::{Checker, Limits, dump_pull_config, pull_config};
 use crate::cli::error::CliError;
-use crate::cli::pull;
 use crate::core::recovery::{RegistryAnswers, Unverified};
+use crate::core::registry::node_config::PullConfig;
 use crate::core::registry::{Status, Verdict};
 
 /// How the registry is reached, and what an answer it cannot give comes to.
@@ -37,6 +37,12 @@ enum Reach {
     Unknown(String),
     /// Not asked (a dump without registry access), for this reason.
     NotAsked(String),
+}
+
+impl Reach {
+    fn ready(config: PullConfig) -> Self {
+        Reach::Ready(Box::new(Checker::new(config, Limits::default())))
+    }
 }
 
 impl RegistryAsk {
@@ -66,20 +72,20 @@ impl RegistryAsk {
         } else {
             Unverified::Preview
         };
-        let spec = pull::dump_controller_config(loaded, dir)?;
-        let auths = authfile.map(pull::read_authfile).transpose()?;
-        let reach = match (auths, spec) {
-            (None, _) => Reach::NotAsked(
+        let dump =
+            dump_pull_config(loaded, dir, authfile).map_err(|e| CliError::Usage(e.to_string()))?;
+        let reach = if !dump.authfile {
+            Reach::NotAsked(
                 "planned from a dump without --authfile (a dump holds no credentials)".to_string(),
-            ),
-            (Some(_), None) => Reach::NotAsked(
+            )
+        } else if !dump.controller_config {
+            Reach::NotAsked(
                 "the dump holds no ControllerConfig, so the node's CAs and proxy are not known"
                     .to_string(),
-            ),
-            (Some(auths), Some(spec)) => {
-                let config = pull::dump_pull_config(loaded, dir, &spec, auths)?;
-                Reach::Ready(Box::new(Checker::new(config, Limits::default())))
-            }
+            )
+        } else {
+            let config = dump.config.map_err(|e| CliError::Usage(e.to_string()))?;
+            Reach::ready(config)
         };
         Ok(RegistryAsk { reach, unverified })
     }
@@ -98,7 +104,7 @@ impl RegistryAsk {
         }
         if let Reach::Live(client) = &self.reach {
             self.reach = match pull_config(client).await {
-                Ok(config) => Reach::Ready(Box::new(Checker::new(config, Limits::default()))),
+                Ok(config) => Reach::ready(config),
                 Err(e) => Reach::Unknown(format!(
                     "the registry could not be asked as the nodes pull: {e}"
                 )),
