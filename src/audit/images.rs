@@ -1,19 +1,10 @@
 //! The audit's count of deletable images (`mosc_guard_deletable_images{machineosconfig}`): what
-//! `mosc-guard prune --apply --images` would delete, counted with the nodes' pull secret,
-//! never the push secret (docs/security.md).
-//!
-//! Once per interval, on a task of its own (a large repository takes a while, and the needed
-//! images' checks must not wait for it): the repositories `prune` would list
-//! ([`crate::core::prune::images::sources`], from the caches), each listed and every tag
-//! resolved by [`TagReader`] with a session of the nodes' pull configuration (tag lists and
-//! manifest `GET`s need only `pull`), one repository at a time, with prune's bounds (pages,
-//! 10,000 tags, body sizes, timeouts, 4 tags at once) and at most [`Counter::bound`] per
-//! repository; then planned by prune's own pure code
-//! ([`crate::core::prune::images::plan_images`]) and counted per MachineOSConfig
-//! ([`per_config`]). A repository that could not be listed gives its configs no count and the
-//! unknown gauge. The internal registry is told by its host names only (the Services and Routes
-//! `prune` lists are beyond `serve`'s RBAC), and the repositories themselves are listed, not
-//! their mirrors (mirrors serve pulls by digest, not tag lists), as `prune` does.
+//! `prune --apply --images` would delete, counted with the nodes' pull secret, never the push
+//! secret (docs/security.md). Once per interval, on a task of its own: the repositories prune would
+//! list, each listed one at a time with prune's bounds and at most [`Counter::bound`], planned by
+//! prune's own code and counted per MachineOSConfig. A repository not listed gives its configs no
+//! count. The internal registry is told by host names only (its Services and Routes are beyond
+//! `serve`'s RBAC), and mirrors are not listed (they serve pulls by digest, not tag lists).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

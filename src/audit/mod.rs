@@ -1,26 +1,12 @@
 //! `serve`'s registry audit: is every image a node needs still served, asked as the node pulls
-//! it, before the node tries (docs/design.md, "Registry truth").
-//!
-//! One task per replica, beside admission and never on its path: admission decides from the
-//! caches and a confirming read of the API server only; this task reads the same caches, asks
-//! registries through `access::registry`, and publishes what it found as gauges the `/metrics`
-//! scrape reads (`mosc_guard_needed_images{pool,need,status}`). No request waits for it.
-//!
-//! - Every tick (5 s) it takes the distinct images nodes and MachineOSConfigs need from the
-//!   caches (`core::registry::needed_images`): a handful, however many nodes there are. An
-//!   image it has not asked about yet (a node's new target, a new build) is asked at once;
-//!   an available one again every interval (`--registry-check-interval`); a missing or unknown
-//!   one after a backoff (30 s doubling, at most the interval), so a restored tag clears soon
-//!   and a failing registry is not hammered. Images nobody needs are forgotten.
-//! - The node's pull configuration (the ControllerConfig's pull secret, CAs and proxy, the
-//!   mirror sets) is read again every interval; while it cannot be read every needed image
-//!   counts as unknown, with the reason.
-//! - An image turning missing writes a `NeededImageMissing` Warning Event on the
-//!   MachineOSConfigs of the pools that need it (the Lease holder only, so two replicas write
-//!   one). The guard changes nothing on the cluster: what to do is a person's call
-//!   (docs/runbooks.md, MoscGuardNeededImageMissing).
-//! - Once per interval, on a task of its own, it counts the images `prune --apply --images`
-//!   would delete per MachineOSConfig, listed with the same pull configuration (`images.rs`).
+//! it, before the node tries (docs/design.md, "Registry truth"). One task per replica, never on
+//! admission's path: every tick (5 s) it takes the needed images from the caches, asks a new one
+//! at once, an available one every interval, a missing or unknown one after a backoff (30 s
+//! doubling, at most the interval), and publishes the gauge
+//! `mosc_guard_needed_images{pool,need,status}`. The pull configuration is read again every
+//! interval; while it cannot be, every image is unknown. An image turning missing writes a
+//! `NeededImageMissing` Event (the Lease holder only); the guard changes nothing. Once per
+//! interval it also counts what `prune --images` would delete (`images`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

@@ -1,18 +1,10 @@
-//! What a repository holds, asked with one session's credentials (`prune`: the push secret MCO
-//! itself uses there; `serve`'s audit: the nodes' pull secret, since reading needs only `pull`):
-//! its tags (`GET /v2/<name>/tags/list`, a page at a time, [`crate::core::registry::tags`]), and
-//! the digest each tag names (`GET` of its manifest, as MCO's image pruner and a node read one:
-//! the digest is the sha256 of the bytes served, checked against the registry's
-//! `Docker-Content-Digest` when it sends one). Read-only.
-//!
-//! Each answer is classified as registry truth classifies a node's pull
-//! ([`crate::core::registry::judge`]): a tag is gone only on the registry's own not-found
-//! answer from a host that answers as a registry; anything else could not be told.
-//!
-//! Bounds, besides the session's: pages of 1,000 tags, at most 100 pages and 10,000 tags per
-//! repository (more is an error: the repository is not listed), a page at most the manifest
-//! bound, the next page only on the same host, at most [`Limits::concurrency`] tags resolved at
-//! once.
+//! What a repository holds, read-only, with one session's credentials (`prune`: the push secret;
+//! `serve`'s audit: the nodes' pull secret): its tags (`GET /v2/<name>/tags/list`, a page at a
+//! time), and the digest each names (the sha256 of its manifest, checked against
+//! `Docker-Content-Digest`). A tag is gone only on the registry's own not-found answer
+//! ([`crate::core::registry::judge`]); anything else could not be told. Bounds, besides the
+//! session's: pages of 1,000 tags, at most 100 pages and 10,000 tags (more: not listed), the next
+//! page only on the same host, at most [`Limits::concurrency`] tags resolved at once.
 //!
 //! [`Limits::concurrency`]: super::Limits::concurrency
 

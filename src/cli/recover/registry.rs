@@ -1,14 +1,8 @@
-//! What `recover` asks the registry: for each image a stuck node waits for, is it still served,
-//! asked where and as the node pulls it ([`crate::access::registry::Checker`]); the answers are
-//! an input of the plan ([`crate::core::recovery::loss`]).
-//!
-//! Live, the node's pull configuration is read from the cluster (the ControllerConfig and the
-//! mirror sets) the first time an image is to be asked, and kept for the run: `--apply` asks
-//! again for each node's image right before its patch. A ControllerConfig that cannot be read
-//! (not OpenShift, RBAC) makes every answer unknown, never missing, and says so. From a dump,
-//! the registry is asked only with `--authfile` and the dump's ControllerConfig (a dump holds no
-//! credentials, and without the ControllerConfig the node's CAs are not known); otherwise the
-//! plan says the loss was not verified.
+//! What `recover` asks the registry: is each image a stuck node waits for still served, asked
+//! as the node pulls it; the answers are an input of the plan ([`crate::core::recovery::loss`]).
+//! Live, the pull configuration is read once, when an image is first asked; one that cannot be
+//! read makes every answer unknown, never missing. From a dump, the registry is asked only with
+//! `--authfile` and the dump's ControllerConfig; otherwise the plan says the loss was not verified.
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -1,24 +1,17 @@
 //! Which answer a registry's replies are: the one decision of registry truth, pure and
-//! table-tested.
+//! table-tested. It follows MCO's image pruner (`imagepruner/errors.go`), with one addition: a
+//! "not found" counts only after the host's `/v2/` answered as a registry, so a web server or a
+//! proxy's 404 page is never taken for a registry that lost the image.
 //!
-//! It follows how MCO's image pruner tells "not found" from "could not tell"
-//! (`pkg/controller/build/imagepruner/errors.go`, containers/image underneath), with one
-//! addition: a "not found" counts only after the host's `/v2/` answered as a registry, so a web
-//! server, a captive portal or a proxy's error page that says 404 is never taken for a registry
-//! that lost the image.
+//! - **available**: the manifest was served (with the digest asked for, when it can be checked).
+//! - **missing**: HTTP 404 with the registry's own `MANIFEST_UNKNOWN` or `NAME_UNKNOWN`, or
+//!   `UNKNOWN` saying "not found" (Red Hat, Harbor), "deleted" or "expired" (Quay).
+//! - **unknown**: everything else: refused credentials (401/403, a token service that refused),
+//!   429, 5xx, a 404 without a registry error, TLS and network errors, too large, another manifest.
 //!
-//! - **available**: the manifest was served (and, when it can be checked, its digest is the one
-//!   asked for: a node verifies it and would refuse another).
-//! - **missing**: HTTP 404 with the registry's own error code `MANIFEST_UNKNOWN` or
-//!   `NAME_UNKNOWN`, or `UNKNOWN` whose message says "not found" (Red Hat registries, Harbor),
-//!   "deleted" or "expired" (Quay), from a host whose `/v2/` answered as a registry.
-//! - **unknown**: everything else: refused credentials (401/403, `UNAUTHORIZED`, `DENIED`, a
-//!   token service that refused), 429, 5xx, a 404 without a registry error, a host that is not a
-//!   registry, TLS and network errors, an answer too large, a different manifest.
-//!
-//! Over every place a node pulls from ([`combine`]): available when one serves it (the node
-//! takes the first that does), missing only when every place said missing, else unknown. So a
-//! mirror that lost the image while its source cannot be reached is unknown, never missing.
+//! Over every place a node pulls from ([`combine`]): available when one serves it, missing only
+//! when every place said missing, else unknown (a lost mirror beside an unreachable source is
+//! unknown, never missing).
 
 use serde::Serialize;
 

@@ -1,17 +1,11 @@
 //! What a node pulls its image with, as the ControllerConfig `machine-config-controller` gives it
-//! (MCO's daemon writes these files from it; `pkg/daemon/certificate_writer.go`, `pkg/operator/sync.go`):
+//! (MCO's daemon writes these files from it):
 //!
-//! - `spec.internalRegistryPullSecret`: the node's `/etc/mco/internal-registry-pull-secret.json`,
-//!   the auth file rpm-ostree pulls with ([`super::auth`]). Never the MachineOSConfig's push
-//!   secret: nodes do not have it.
-//! - `spec.imageRegistryBundleData` (the internal registry's service CA) and
-//!   `spec.imageRegistryBundleUserData` (image.config's `additionalTrustedCA`):
-//!   `/etc/docker/certs.d/<file>/ca.crt`, file names with `..` for `:` (`host..5000` is the CA of
-//!   `host:5000`), trusted for that host only; `spec.additionalTrustBundle` (the cluster's
-//!   user-ca-bundle) is in the node's system trust, so trusted for every host.
-//! - `spec.proxy` (`httpProxy`, `httpsProxy`, `noProxy`): `/etc/mco/proxy.env`. Which hosts skip
-//!   the proxy is Go's `NO_PROXY` rule ([`ProxySettings::proxy_for`]), since containers/image
-//!   reads it through `http.ProxyFromEnvironment`.
+//! - `spec.internalRegistryPullSecret`: the auth file rpm-ostree pulls with ([`super::auth`]);
+//!   never the MachineOSConfig's push secret, which nodes do not have.
+//! - `spec.imageRegistryBundleData` and `spec.imageRegistryBundleUserData`: per-host CAs
+//!   (`certs.d/<file>`, `..` for `:`); `spec.additionalTrustBundle` is trusted for every host.
+//! - `spec.proxy`: which hosts skip it is Go's `NO_PROXY` rule ([`ProxySettings::proxy_for`]).
 //!
 //! Byte fields arrive base64-encoded, as Kubernetes writes Go's `[]byte`.
 

@@ -1,22 +1,11 @@
-//! Where a node pulls an image from: the mirrors of the ImageDigestMirrorSets and
-//! ImageContentSourcePolicies, as MCO renders them into the node's
-//! `/etc/containers/registries.conf` and containers/image applies them to a pull by digest.
-//!
-//! - Each set's entry is a `[[registry]]` with `prefix = source`, its mirrors in order, used for
-//!   pulls by digest only (`mirror-by-digest-only` / `pull-from-mirror = "digest-only"`); an
-//!   ImageDigestMirrorSet entry with `mirrorSourcePolicy: NeverContactSource` blocks the source
-//!   itself (`blocked = true`: the mirrors only). Entries of several sets with the same source
-//!   are merged: their mirrors in the sets' order, without repeats, and the source blocked if
-//!   one says so.
-//! - The entry that applies is the one whose prefix matches the image's repository most
-//!   specifically (the longest; `host/ns` matches `host/ns/repo` but not `host/nsx`; a
-//!   `*.example.com` prefix matches any host below example.com).
-//! - The pull then tries each mirror with the rest of the repository appended
-//!   (`mirror.example/ns` for `source.example/ns/repo` is `mirror.example/ns/repo`), then the
-//!   source unless blocked. A pull by tag uses the source only.
-//!
-//! ImageTagMirrorSets apply to pulls by tag, which nodes never make for a layered image (MCO
-//! writes digests), so they are not read.
+//! Where a node pulls an image from: the ImageDigestMirrorSets' and ImageContentSourcePolicies'
+//! mirrors, as MCO renders them into the node's `registries.conf` and containers/image applies
+//! them to a pull by digest. Entries with the same source merge (mirrors in order, no repeats;
+//! `mirrorSourcePolicy: NeverContactSource` blocks the source). The entry whose prefix matches the
+//! repository most specifically applies (`host/ns` matches `host/ns/repo`, not `host/nsx`;
+//! `*.example.com` any host below it); the pull tries each mirror with the rest of the repository
+//! appended, then the source unless blocked. A pull by tag uses the source only, so
+//! ImageTagMirrorSets (tags, which nodes never pull for a layered image) are not read.
 
 use oci_spec::distribution::Reference;
 use serde::Serialize;
