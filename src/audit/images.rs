@@ -1,19 +1,10 @@
 //! The audit's count of deletable images (`mosc_guard_deletable_images{machineosconfig}`): what
-//! `mosc-guard prune --apply --images` would delete, counted with the nodes' pull secret,
-//! never the push secret (docs/security.md).
-//!
-//! Once per interval, on a task of its own (a large repository takes a while, and the needed
-//! images' checks must not wait for it): the repositories `prune` would list
-//! ([`crate::core::prune::images::sources`], from the caches), each listed and every tag
-//! resolved by [`TagReader`] with a session of the nodes' pull configuration (tag lists and
-//! manifest `GET`s need only `pull`), one repository at a time, with prune's bounds (pages,
-//! 10,000 tags, body sizes, timeouts, 4 tags at once) and at most [`Counter::bound`] per
-//! repository; then planned by prune's own pure code
-//! ([`crate::core::prune::images::plan_images`]) and counted per MachineOSConfig
-//! ([`per_config`]). A repository that could not be listed gives its configs no count and the
-//! unknown gauge. The internal registry is told by its host names only (the Services and Routes
-//! `prune` lists are beyond `serve`'s RBAC), and the repositories themselves are listed, not
-//! their mirrors (mirrors serve pulls by digest, not tag lists), as `prune` does.
+//! `prune --apply --images` would delete, counted with the nodes' pull secret, never the push
+//! secret (docs/security.md). Once per interval, on a task of its own: the repositories prune would
+//! list, each listed one at a time with prune's bounds and at most [`Counter::bound`], planned by
+//! prune's own code and counted per MachineOSConfig. A repository not listed gives its configs no
+//! count. The internal registry is told by host names only (its Services and Routes are beyond
+//! `serve`'s RBAC), and mirrors are not listed (they serve pulls by digest, not tag lists).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,10 +15,10 @@ use tokio::task::JoinHandle;
 use crate::access::registry::Limits;
 use crate::access::registry::session::Session;
 use crate::access::registry::tags::TagReader;
-use crate::core::prune::images::{
-    ConfigImages, ImagePlan, Listing, per_config, plan_images, sources,
-};
+use crate::core::prune::images::{ConfigImages, ImagePlan, per_config, plan_images, sources};
+use crate::core::registry::Verdict;
 use crate::core::registry::internal::Internal;
+use crate::core::registry::listing::Listing;
 use crate::core::registry::node_config::PullConfig;
 use crate::core::snapshot::Snapshot;
 use crate::telemetry::metrics::Metrics;
@@ -74,11 +65,12 @@ impl Counter {
     }
 
     /// Publishes a finished round, and starts the next when due: listing with the session, or,
-    /// while the pull configuration cannot be read (`config_error`), every config unknown.
+    /// while the pull configuration cannot be read (`unreadable`: the answer it gives), every
+    /// config unknown.
     pub(super) async fn tick(
         &mut self,
         snapshot: &Snapshot,
-        config_error: Option<&str>,
+        unreadable: Option<&Verdict>,
         metrics: &Metrics,
         interval: Duration,
     ) {
@@ -98,9 +90,9 @@ impl Counter {
             return;
         }
         self.next = Instant::now() + interval;
-        match (config_error, &self.session) {
-            (Some(e), _) => {
-                let plan = ImagePlan::skipped(format!("cannot read how nodes pull: {e}"));
+        match (unreadable, &self.session) {
+            (Some(unknown), _) => {
+                let plan = ImagePlan::skipped(unknown.why.clone());
                 self.publish(snapshot, &plan, metrics);
             }
             (None, Some(session)) => {

@@ -1,26 +1,12 @@
 //! `serve`'s registry audit: is every image a node needs still served, asked as the node pulls
-//! it, before the node tries (docs/design.md, "Registry truth").
-//!
-//! One task per replica, beside admission and never on its path: admission decides from the
-//! caches and a confirming read of the API server only; this task reads the same caches, asks
-//! registries through `access::registry`, and publishes what it found as gauges the `/metrics`
-//! scrape reads (`mosc_guard_needed_images{pool,need,status}`). No request waits for it.
-//!
-//! - Every tick (5 s) it takes the distinct images nodes and MachineOSConfigs need from the
-//!   caches (`core::registry::needed_images`): a handful, however many nodes there are. An
-//!   image it has not asked about yet (a node's new target, a new build) is asked at once;
-//!   an available one again every interval (`--registry-check-interval`); a missing or unknown
-//!   one after a backoff (30 s doubling, at most the interval), so a restored tag clears soon
-//!   and a failing registry is not hammered. Images nobody needs are forgotten.
-//! - The node's pull configuration (the ControllerConfig's pull secret, CAs and proxy, the
-//!   mirror sets) is read again every interval; while it cannot be read every needed image
-//!   counts as unknown, with the reason.
-//! - An image turning missing writes a `NeededImageMissing` Warning Event on the
-//!   MachineOSConfigs of the pools that need it (the Lease holder only, so two replicas write
-//!   one). The guard changes nothing on the cluster: what to do is a person's call
-//!   (docs/runbooks.md, MoscGuardNeededImageMissing).
-//! - Once per interval, on a task of its own, it counts the images `prune --apply --images`
-//!   would delete per MachineOSConfig, listed with the same pull configuration (`images.rs`).
+//! it, before the node tries (docs/design.md, "Registry truth"). One task per replica, never on
+//! admission's path: every tick (5 s) it takes the needed images from the caches, asks a new one
+//! at once, an available one every interval, a missing or unknown one after a backoff (30 s
+//! doubling, at most the interval), and publishes the gauge
+//! `mosc_guard_needed_images{pool,need,status}`. The pull configuration is read again every
+//! interval; while it cannot be, every image is unknown. An image turning missing writes a
+//! `NeededImageMissing` Event (the Lease holder only); the guard changes nothing. Once per
+//! interval it also counts what `prune --images` would delete (`images`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -103,7 +89,8 @@ pub async fn run<V: ClusterView>(
 ) {
     let mut known: HashMap<String, Known> = HashMap::new();
     let mut checker: Option<Arc<Checker>> = None;
-    let mut config_error: Option<String> = None;
+    // While the pull configuration cannot be read: the answer every image gets.
+    let mut unreadable: Option<Verdict> = None;
     // When the pull configuration is read next: every interval, or after `retry` while it fails.
     let mut next_read = Instant::now();
     let mut reported_requests = 0u64;
@@ -132,15 +119,15 @@ pub async fn run<V: ClusterView>(
                         deletable.configure(&config);
                         checker = Some(Arc::new(Checker::new(config, Limits::default())));
                     }
-                    config_error = None;
+                    unreadable = None;
                     next_read = Instant::now() + settings.interval;
                 }
                 Err(e) => {
-                    let e = e.to_string();
-                    if config_error.as_ref() != Some(&e) {
+                    let unknown = e.unknown();
+                    if unreadable.as_ref() != Some(&unknown) {
                         tracing::warn!(error = %e, "registry audit: cannot read how nodes pull");
                     }
-                    config_error = Some(e);
+                    unreadable = Some(unknown);
                     next_read = Instant::now() + settings.retry.min(settings.interval);
                 }
             }
@@ -148,12 +135,7 @@ pub async fn run<V: ClusterView>(
         let mut snapshot = view.objects();
         snapshot.nodes = view.nodes(None, PolicyMode::InFlight);
         deletable
-            .tick(
-                &snapshot,
-                config_error.as_deref(),
-                &metrics,
-                settings.interval,
-            )
+            .tick(&snapshot, unreadable.as_ref(), &metrics, settings.interval)
             .await;
         let needed: Vec<NeededImage> = needed_images(&snapshot)
             .into_iter()
@@ -167,25 +149,14 @@ pub async fn run<V: ClusterView>(
             .filter(|n| known.get(&n.image).is_none_or(|k| k.due(now, &settings)))
             .map(|n| n.image.clone())
             .collect();
-        let answers: Vec<(String, Verdict)> = match (&checker, &config_error) {
+        let answers: Vec<(String, Verdict)> = match (&checker, &unreadable) {
             (Some(c), None) => c
                 .check_all(&due)
                 .await
                 .into_iter()
                 .map(|a| (a.image, a.verdict))
                 .collect(),
-            (_, Some(e)) => due
-                .iter()
-                .map(|i| {
-                    (
-                        i.clone(),
-                        Verdict {
-                            status: Status::Unknown,
-                            why: format!("cannot read how nodes pull: {e}"),
-                        },
-                    )
-                })
-                .collect(),
+            (_, Some(unknown)) => due.iter().map(|i| (i.clone(), unknown.clone())).collect(),
             (None, None) => Vec::new(),
         };
         if let Some(c) = &checker {
@@ -257,36 +228,4 @@ async fn missing_events(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn known(status: Status, failures: u32, at: Instant) -> Known {
-        Known {
-            verdict: Verdict {
-                status,
-                why: String::new(),
-            },
-            at,
-            failures,
-        }
-    }
-
-    #[test]
-    fn when_an_image_is_asked_again() {
-        let settings = Settings::every(Duration::from_secs(300));
-        let t0 = Instant::now();
-        let after = |s: u64| t0 + Duration::from_secs(s);
-        // Available: every interval.
-        let ok = known(Status::Available, 0, t0);
-        assert!(!ok.due(after(299), &settings));
-        assert!(ok.due(after(300), &settings));
-        // Not available: 30 s, then doubling, never past the interval.
-        for (failures, wait) in [(1, 30), (2, 60), (3, 120), (4, 240), (5, 300), (30, 300)] {
-            for status in [Status::Missing, Status::Unknown] {
-                let k = known(status, failures, t0);
-                assert!(!k.due(after(wait - 1), &settings), "{failures} failures");
-                assert!(k.due(after(wait), &settings), "{failures} failures");
-            }
-        }
-    }
-}
+mod tests;

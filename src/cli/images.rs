@@ -13,9 +13,7 @@ use crate::cli::args::{ImagesArgs, Output};
 use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
 use crate::cli::notes;
-use crate::cli::pull;
-use crate::core::registry::auth::AuthFile;
-use crate::core::registry::node_config::{ControllerConfigSpec, PullConfig};
+use crate::core::registry::node_config::PullConfig;
 use crate::core::registry::report::{self, CheckedImage};
 use crate::core::registry::{NeededImage, needed_images, needed_images_of_all};
 
@@ -82,29 +80,23 @@ async fn gather(
                 "the images it lists may not be every image nodes need",
             )?;
             let mut notes = notes::of_dump(&loaded);
-            let spec = match pull::dump_controller_config(&loaded, dir)? {
-                Some(spec) => spec,
-                None => {
-                    notes.push(
-                        "the dump holds no ControllerConfig: per-host CAs and the proxy are not known, \
-                         so registries are asked with the system trust roots and no proxy"
-                            .to_string(),
-                    );
-                    ControllerConfigSpec::default()
-                }
-            };
-            let auths = match &args.authfile {
-                Some(path) => pull::read_authfile(path)?,
-                None => {
-                    notes.push(
-                        "no --authfile: registries are asked without credentials (a registry that \
-                         needs them answers unknown)"
-                            .to_string(),
-                    );
-                    AuthFile::default()
-                }
-            };
-            let pull = pull::dump_pull_config(&loaded, dir, &spec, auths)?;
+            let dump = registry::dump_pull_config(&loaded, dir, args.authfile.as_deref())
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            if !dump.controller_config {
+                notes.push(
+                    "the dump holds no ControllerConfig: per-host CAs and the proxy are not known, \
+                     so registries are asked with the system trust roots and no proxy"
+                        .to_string(),
+                );
+            }
+            if !dump.authfile {
+                notes.push(
+                    "no --authfile: registries are asked without credentials (a registry that \
+                     needs them answers unknown)"
+                        .to_string(),
+                );
+            }
+            let pull = dump.config.map_err(|e| CliError::Usage(e.to_string()))?;
             Ok((needed_images_of_all(loaded.snapshots()), pull, notes))
         }
     }

@@ -10,7 +10,6 @@ pub mod images;
 mod notes;
 mod progress;
 pub mod prune;
-mod pull;
 pub mod recover;
 pub mod serve;
 pub mod uninstall;

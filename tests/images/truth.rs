@@ -383,8 +383,8 @@ async fn prune_lists_and_deletes_with_the_push_secret_only_where_deletes_are_all
     use mosc_guard::access::registry::delete::ImageDeleter;
     use mosc_guard::access::registry::session::Session;
     use mosc_guard::access::registry::tags::TagReader;
-    use mosc_guard::core::prune::images::Resolved;
     use mosc_guard::core::registry::deletion::Deletion;
+    use mosc_guard::core::registry::listing::Resolved;
     use std::sync::Arc;
     use testkit::node_registry::{PUSH_PASSWORD, PUSH_USER};
 

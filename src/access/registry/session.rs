@@ -1,19 +1,10 @@
 //! One set of registry credentials in use: requests to any host and repository they cover,
-//! authorised as containers/image authorises them, bounded and redacted. The [`Checker`]
-//! (`check`, read-only, the node's pull secret), the [`tags`](super::tags) reader (`prune`'s
-//! with the push secret, the audit's with the node's pull secret) and `prune`'s
-//! [`delete`](super::delete) path (the push secret) all send through one.
-//!
-//! A request first goes with the token cached for its host, repository and actions, if any.
-//! A `401` with a `Bearer` challenge sends the session to the token service for
-//! `repository:<name>:<actions>` (with the credentials for that host and repository, when it
-//! has any), then the request goes again with the token; a `Basic` challenge takes the
-//! credentials directly. The actions are `pull` for reads and `*` for a delete, as
-//! containers/image asks (distribution wants `delete`, Quay refuses a scope naming `delete`
-//! but takes `*`, and both read `*` as everything).
-//!
-//! Every reason a session gives passes through its [`Redactor`], which knows every password
-//! and token it holds and the proxy's userinfo.
+//! authorised as containers/image authorises them, bounded and redacted; the [`Checker`], the
+//! [`tags`](super::tags) reader and the [`delete`](super::delete) path all send through one.
+//! A request goes with the token cached for its host, repository and actions; a `401` with a
+//! `Bearer` challenge fetches one for `repository:<name>:<actions>` (`pull` to read, `*` to delete,
+//! as containers/image asks: Quay refuses `delete` but takes `*`), a `Basic` challenge takes the
+//! credentials directly. Every reason passes through its [`Redactor`].
 //!
 //! [`Checker`]: super::Checker
 
@@ -379,17 +370,4 @@ pub fn registry_errors(body: &[u8]) -> Vec<crate::core::registry::answer::Regist
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn error_bodies() {
-        let e = registry_errors(
-            br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":{}}]}"#,
-        );
-        assert_eq!(e.len(), 1);
-        assert_eq!(e[0].code, "MANIFEST_UNKNOWN");
-        assert!(registry_errors(b"<html>404</html>").is_empty());
-        assert!(registry_errors(br#"{"errors":[{"message":"no code"}]}"#).is_empty());
-    }
-}
+mod tests;

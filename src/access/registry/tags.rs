@@ -1,18 +1,10 @@
-//! What a repository holds, asked with one session's credentials (`prune`: the push secret MCO
-//! itself uses there; `serve`'s audit: the nodes' pull secret, since reading needs only `pull`):
-//! its tags (`GET /v2/<name>/tags/list`, a page at a time, [`crate::core::registry::tags`]), and
-//! the digest each tag names (`GET` of its manifest, as MCO's image pruner and a node read one:
-//! the digest is the sha256 of the bytes served, checked against the registry's
-//! `Docker-Content-Digest` when it sends one). Read-only.
-//!
-//! Each answer is classified as registry truth classifies a node's pull
-//! ([`crate::core::registry::judge`]): a tag is gone only on the registry's own not-found
-//! answer from a host that answers as a registry; anything else could not be told.
-//!
-//! Bounds, besides the session's: pages of 1,000 tags, at most 100 pages and 10,000 tags per
-//! repository (more is an error: the repository is not listed), a page at most the manifest
-//! bound, the next page only on the same host, at most [`Limits::concurrency`] tags resolved at
-//! once.
+//! What a repository holds, read-only, with one session's credentials (`prune`: the push secret;
+//! `serve`'s audit: the nodes' pull secret): its tags (`GET /v2/<name>/tags/list`, a page at a
+//! time), and the digest each names (the sha256 of its manifest, checked against
+//! `Docker-Content-Digest`). A tag is gone only on the registry's own not-found answer
+//! ([`crate::core::registry::judge`]); anything else could not be told. Bounds, besides the
+//! session's: pages of 1,000 tags, at most 100 pages and 10,000 tags (more: not listed), the next
+//! page only on the same host, at most [`Limits::concurrency`] tags resolved at once.
 //!
 //! [`Limits::concurrency`]: super::Limits::concurrency
 
@@ -23,9 +15,9 @@ use futures::StreamExt as _;
 use reqwest::Method;
 
 use super::session::{ACCEPT_MANIFESTS, Actions, Request, Session, sha256_hex};
-use crate::core::prune::images::{Listing, Resolved, Source, TagAnswer};
 use crate::core::registry::answer::{Exchange, Reply, Status};
 use crate::core::registry::judge;
+use crate::core::registry::listing::{Listing, Resolved, Source, TagAnswer};
 use crate::core::registry::tags::{next_page, page_tags};
 
 /// Tags asked for per page.
@@ -230,22 +222,4 @@ fn same_host(host: &str, next: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn next_pages_stay_on_the_host() {
-        let h = "r.example:5000";
-        assert_eq!(
-            same_host(h, "/v2/x/tags/list?last=a").as_deref(),
-            Some("/v2/x/tags/list?last=a")
-        );
-        assert_eq!(
-            same_host(h, "https://R.example:5000/v2/x/tags/list?last=a").as_deref(),
-            Some("/v2/x/tags/list?last=a")
-        );
-        assert_eq!(same_host(h, "https://evil.example/v2/x/tags/list"), None);
-        assert_eq!(same_host(h, "http://r.example:5000/v2/x"), None);
-        assert_eq!(same_host(h, "v2/x"), None);
-    }
-}
+mod tests;

@@ -25,9 +25,9 @@ use crate::access::prune::{DeleteError, build_exists, delete_build};
 use crate::cli::args::PruneArgs;
 use crate::core::prune::{self, Options, Plan, words};
 
-use super::images::Registries;
 use super::images_apply::ImageTurn;
 use super::outcome::{Applied, Clock, Outcome, Step, set_step};
+use crate::access::registry::Registries;
 use crate::core::prune::images::DeletableImage;
 
 /// What the run did.

@@ -17,13 +17,14 @@
 
 use kube::Client;
 
-use super::images::Registries;
 use super::outcome::{Applied, Clock, Outcome, Step, set_step};
 use crate::access::live;
+use crate::access::registry::Registries;
 use crate::access::registry::delete::ImageDeleter;
 use crate::core::image::abbreviate;
-use crate::core::prune::images::{DeletableImage, Resolved, plan_images};
+use crate::core::prune::images::{DeletableImage, plan_images};
 use crate::core::registry::deletion::Deletion;
+use crate::core::registry::listing::Resolved;
 
 /// One image's turn: re-read, re-list, re-plan, delete, check.
 pub(super) struct ImageTurn<'a, 'b> {

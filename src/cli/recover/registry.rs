@@ -1,14 +1,8 @@
-//! What `recover` asks the registry: for each image a stuck node waits for, is it still served,
-//! asked where and as the node pulls it ([`crate::access::registry::Checker`]); the answers are
-//! an input of the plan ([`crate::core::recovery::loss`]).
-//!
-//! Live, the node's pull configuration is read from the cluster (the ControllerConfig and the
-//! mirror sets) the first time an image is to be asked, and kept for the run: `--apply` asks
-//! again for each node's image right before its patch. A ControllerConfig that cannot be read
-//! (not OpenShift, RBAC) makes every answer unknown, never missing, and says so. From a dump,
-//! the registry is asked only with `--authfile` and the dump's ControllerConfig (a dump holds no
-//! credentials, and without the ControllerConfig the node's CAs are not known); otherwise the
-//! plan says the loss was not verified.
+//! What `recover` asks the registry: is each image a stuck node waits for still served, asked
+//! as the node pulls it; the answers are an input of the plan ([`crate::core::recovery::loss`]).
+//! Live, the pull configuration is read once, when an image is first asked; one that cannot be
+//! read makes every answer unknown, never missing. From a dump, the registry is asked only with
+//! `--authfile` and the dump's ControllerConfig; otherwise the plan says the loss was not verified.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -16,10 +10,10 @@ use std::path::Path;
 use kube::Client;
 
 use crate::access::dump::Loaded;
-use crate::access::registry::{Checker, Limits, pull_config};
+use crate::access::registry::{Checker, Limits, dump_pull_config, pull_config};
 use crate::cli::error::CliError;
-use crate::cli::pull;
 use crate::core::recovery::{RegistryAnswers, Unverified};
+use crate::core::registry::node_config::PullConfig;
 use crate::core::registry::{Status, Verdict};
 
 /// How the registry is reached, and what an answer it cannot give comes to.
@@ -37,6 +31,12 @@ enum Reach {
     Unknown(String),
     /// Not asked (a dump without registry access), for this reason.
     NotAsked(String),
+}
+
+impl Reach {
+    fn ready(config: PullConfig) -> Self {
+        Reach::Ready(Box::new(Checker::new(config, Limits::default())))
+    }
 }
 
 impl RegistryAsk {
@@ -66,20 +66,20 @@ impl RegistryAsk {
         } else {
             Unverified::Preview
         };
-        let spec = pull::dump_controller_config(loaded, dir)?;
-        let auths = authfile.map(pull::read_authfile).transpose()?;
-        let reach = match (auths, spec) {
-            (None, _) => Reach::NotAsked(
+        let dump =
+            dump_pull_config(loaded, dir, authfile).map_err(|e| CliError::Usage(e.to_string()))?;
+        let reach = if !dump.authfile {
+            Reach::NotAsked(
                 "planned from a dump without --authfile (a dump holds no credentials)".to_string(),
-            ),
-            (Some(_), None) => Reach::NotAsked(
+            )
+        } else if !dump.controller_config {
+            Reach::NotAsked(
                 "the dump holds no ControllerConfig, so the node's CAs and proxy are not known"
                     .to_string(),
-            ),
-            (Some(auths), Some(spec)) => {
-                let config = pull::dump_pull_config(loaded, dir, &spec, auths)?;
-                Reach::Ready(Box::new(Checker::new(config, Limits::default())))
-            }
+            )
+        } else {
+            let config = dump.config.map_err(|e| CliError::Usage(e.to_string()))?;
+            Reach::ready(config)
         };
         Ok(RegistryAsk { reach, unverified })
     }
@@ -98,7 +98,7 @@ impl RegistryAsk {
         }
         if let Reach::Live(client) = &self.reach {
             self.reach = match pull_config(client).await {
-                Ok(config) => Reach::Ready(Box::new(Checker::new(config, Limits::default()))),
+                Ok(config) => Reach::ready(config),
                 Err(e) => Reach::Unknown(format!(
                     "the registry could not be asked as the nodes pull: {e}"
                 )),

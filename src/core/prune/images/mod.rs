@@ -30,48 +30,21 @@ mod report;
 mod sources;
 mod words;
 
-use crate::core::registry::internal::Internal;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 use crate::core::image::{RepoKey, abbreviate};
+use crate::core::registry::internal::Internal;
+use crate::core::registry::listing::{Listing, Resolved, Source, TagAnswer};
 use crate::core::snapshot::Snapshot;
 
 use super::{count, listed};
 pub use named::{Named, NodeUse};
 pub use per_config::{ConfigImages, per_config};
 pub use report::{ImageReport, RepositoryReport};
-pub use sources::{Source, sources};
+pub use sources::sources;
 pub use words::text;
-
-/// What a tag holds, as the registry answered.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Resolved {
-    /// The digest of the manifest it names (`sha256:...`).
-    Digest(String),
-    /// The registry says it is gone (its own not-found answer).
-    Gone(String),
-    /// Anything else: could not tell.
-    Unknown(String),
-}
-
-/// One tag of a listed repository.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TagAnswer {
-    pub tag: String,
-    pub resolved: Resolved,
-}
-
-/// One repository as the registry listed it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Listing {
-    pub source: Source,
-    /// Whether it is OpenShift's internal registry ([`crate::core::registry::internal`]).
-    pub internal: Internal,
-    /// Its tags, or why they could not be listed.
-    pub tags: Result<Vec<TagAnswer>, String>,
-}
 
 /// Why a tag is kept: stable names (`--output json`'s `images[].reasons[]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

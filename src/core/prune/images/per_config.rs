@@ -9,7 +9,7 @@
 //! there; one that nothing names a config for, to `""` (as the deletable builds' gauge counts
 //! builds naming none). A repository shared by several configs counts under each of them.
 //!
-//! [`Source::configs`]: super::Source::configs
+//! [`Source::configs`]: crate::core::registry::listing::Source::configs
 
 use std::collections::{BTreeMap, BTreeSet};
 

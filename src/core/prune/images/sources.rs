@@ -12,25 +12,8 @@
 use std::collections::BTreeMap;
 
 use crate::core::image::{ImageKey, RepoKey};
+use crate::core::registry::listing::Source;
 use crate::core::snapshot::Snapshot;
-
-/// One repository to list.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Source {
-    /// `host/path`, as a pull spec writes it (the host lower-cased).
-    pub repository: String,
-    /// The registry host (`host[:port]`).
-    pub host: String,
-    /// The repository on that host.
-    pub path: String,
-    /// The MachineOSConfigs pushing there now.
-    pub configs: Vec<String>,
-    /// How many MachineOSBuilds tag there.
-    pub builds: usize,
-    /// The push secret (in `openshift-machine-config-operator`) prune uses there, if any
-    /// object names one.
-    pub secret: Option<String>,
-}
 
 /// The repositories of the snapshot's MachineOSConfigs and MachineOSBuilds, by name.
 pub fn sources(snapshot: &Snapshot) -> Vec<Source> {

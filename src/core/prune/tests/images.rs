@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
 use crate::core::prune::images::{
-    ConfigImages, ImagePlan, Listing, Resolved, TagAnswer, TagKeep, per_config, plan_images,
-    sources,
+    ConfigImages, ImagePlan, TagKeep, per_config, plan_images, sources,
 };
 use crate::core::registry::internal::Internal;
+use crate::core::registry::listing::{Listing, Resolved, TagAnswer};
 
 const HOST: &str = "image-registry.openshift-image-registry.svc:5000";
 const PATH: &str = "openshift-machine-config-operator/ocb-image";
