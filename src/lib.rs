@@ -18,10 +18,13 @@
 //!   finalizers on uninstall.
 //! - [`audit`]: `serve`'s registry audit: is every image a node needs still served, asked as
 //!   the node pulls it, beside admission and never on its path.
+//! - [`apply`]: the one apply engine: `recover --apply` and `prune --apply` carry out their
+//!   plans through it, one item at a time.
 //! - [`telemetry`]: Prometheus metrics (every label set bounded) and Kubernetes Events.
 //! - [`cli`]: the command line, which wires the shells together.
 
 pub mod access;
+pub mod apply;
 pub mod audit;
 pub mod cli;
 pub mod core;

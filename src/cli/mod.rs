@@ -8,7 +8,6 @@ mod dump;
 pub mod error;
 pub mod images;
 mod notes;
-mod progress;
 pub mod prune;
 mod pull;
 pub mod recover;

@@ -8,27 +8,27 @@
 //! with `--images`, a repository could not be listed), 2 the input could not be read (as
 //! `check`; also a re-read during `--apply`), 130 interrupted (Ctrl-C).
 
-mod apply;
 mod images;
-mod images_apply;
-mod outcome;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use crate::access::dump::Want;
 use crate::access::live;
+use crate::access::registry::session::Session;
+use crate::apply::prune::{self as apply, Done, Entry, Settings};
 use crate::cli::args::{Output, PruneArgs};
 use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
 use crate::cli::notes;
-use crate::core::prune::images::ImagePlan;
+use crate::core::prune::images::{ImagePlan, Listing, Source};
 use crate::core::prune::{self, Options, Plan, Report, words};
 use crate::core::snapshot::Snapshot;
 
-use outcome::Applied;
+use images::Registries;
 
 /// Runs `prune`; returns the exit status.
 pub async fn prune(args: PruneArgs) -> ExitCode {
@@ -126,7 +126,12 @@ async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
         (Some(r), true) => Some((deletable.as_slice(), r)),
         _ => None,
     };
-    let done = apply::run(&client, &plan, images, args).await;
+    let settings = Settings {
+        options: options(args),
+        version: args.openshift_version.as_deref(),
+        timeout: args.timeout,
+    };
+    let done = apply::run(&client, &plan, images, settings).await;
     print(args.output, &plan, &image_plan, warnings, Some(&done))?;
     let status = done.exit_status();
     Ok(if unlisted && status == ExitCode::SUCCESS {
@@ -179,10 +184,10 @@ struct Printed<'a> {
     #[serde(flatten)]
     report: Report<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    applied: Option<&'a [Applied]>,
+    applied: Option<&'a [Entry]>,
     /// With `--apply --images`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    applied_images: Option<&'a [Applied]>,
+    applied_images: Option<&'a [Entry]>,
 }
 
 fn print(
@@ -190,7 +195,7 @@ fn print(
     plan: &Plan,
     image_plan: &ImagePlan,
     warnings: Vec<String>,
-    done: Option<&apply::Done>,
+    done: Option<&Done>,
 ) -> Result<(), CliError> {
     match output {
         Output::Json => {
@@ -205,8 +210,18 @@ fn print(
         }
         Output::Text => match done {
             None => print!("{}", words::text(plan, image_plan)),
-            Some(done) => print!("{}", apply::summary(done)),
+            Some(done) => print!("{}", done.summary()),
         },
     }
     Ok(())
+}
+
+impl crate::apply::images::Repositories for Registries {
+    fn session(&self, source: &Source) -> Option<Arc<Session>> {
+        Registries::session(self, source)
+    }
+
+    async fn listing(&self, source: &Source) -> Listing {
+        Registries::listing(self, source).await
+    }
 }

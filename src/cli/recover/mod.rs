@@ -7,27 +7,26 @@
 //! includes a node `--apply` stopped at), 2 the input could not be read (as `check`) or a write
 //! failed, 130 interrupted (Ctrl-C).
 
-mod apply;
-mod outcome;
 mod registry;
-mod wait;
 
 use std::process::ExitCode;
+
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 
 use crate::access::dump::Want;
 use crate::access::recovery as live;
+use crate::apply::recover::{self as apply, Ask, Done, Entry};
+use crate::apply::wait::PoolWait;
 use crate::cli::args::{Output, RecoverArgs};
 use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
 use crate::cli::notes;
 use crate::core::recovery::report::{Attention, Report};
-use crate::core::recovery::{self, Plan, RecoverySnapshot, words};
+use crate::core::recovery::{self, Plan, RecoverySnapshot, RegistryAnswers, words};
 
-use outcome::{Applied, Outcome};
 use registry::RegistryAsk;
-use wait::PoolWait;
 
 /// Runs `recover`; returns the exit status.
 pub async fn recover(args: RecoverArgs) -> ExitCode {
@@ -77,22 +76,18 @@ async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
                 "Nothing was written: run again with --apply to cancel the recoverable nodes' targets."
             );
         }
-        return Ok(exit_status(&report, false));
+        return Ok(exit_status(&report));
     }
     if matches!(args.output, Output::Text) {
         print!("{}", words::text(&plan));
     }
     let client = args.cluster.client().await?;
-    let done = apply::run(&client, &plan, args, &mut registry).await;
+    let done = apply::run(&client, &plan, args.timeout, args.wait, &mut registry).await;
     report
         .needs_attention
         .extend(done.nodes.iter().filter_map(stopped));
     print(args.output, &report, Some(&done), &plan)?;
-    Ok(match done.failed {
-        true => ExitCode::from(2),
-        false if done.interrupted => ExitCode::from(130),
-        false => exit_status(&report, done.pools.iter().any(|p| !p.finished)),
-    })
+    Ok(done.exit_status(!report.needs_attention.is_empty()))
 }
 
 /// The readings to plan from (one, or one per combination of a dump's disagreeing copies), the
@@ -167,7 +162,7 @@ struct Printed<'a> {
     #[serde(flatten)]
     report: &'a Report,
     #[serde(skip_serializing_if = "Option::is_none")]
-    applied: Option<&'a [Applied]>,
+    applied: Option<&'a [Entry]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pools: Option<&'a [PoolWait]>,
 }
@@ -175,7 +170,7 @@ struct Printed<'a> {
 fn print(
     output: Output,
     report: &Report,
-    done: Option<&apply::Done>,
+    done: Option<&Done>,
     plan: &Plan,
 ) -> Result<(), CliError> {
     match output {
@@ -189,32 +184,35 @@ fn print(
         }
         Output::Text => match done {
             None => print!("{}", words::text(plan)),
-            Some(done) => print!("{}", apply::summary(done)),
+            Some(done) => print!("{}", done.summary()),
         },
     }
     Ok(())
 }
 
 /// A node `--apply` stopped at, as a needsAttention entry.
-fn stopped(a: &Applied) -> Option<Attention> {
-    let Outcome::Stopped(problem) = a.outcome else {
-        return None;
-    };
+fn stopped(a: &Entry) -> Option<Attention> {
     Some(Attention {
-        node: a.node.clone(),
-        pool: a.pool.clone(),
+        node: a.subject.node.clone(),
+        pool: a.subject.pool.clone(),
         why: a.why.clone(),
         to_do: vec![a.to_do.clone()],
-        problems: vec![problem],
-        registry: a.registry.clone(),
+        problems: vec![a.problem?],
+        registry: a.found.registry.clone(),
     })
 }
 
-/// 1 when a person is needed (a node needs attention, or a pool did not finish), else 0.
-fn exit_status(report: &Report, pool_unfinished: bool) -> ExitCode {
-    if report.needs_attention.is_empty() && !pool_unfinished {
+/// 1 when a person is needed (a node needs attention), else 0.
+fn exit_status(report: &Report) -> ExitCode {
+    if report.needs_attention.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+impl Ask for RegistryAsk {
+    async fn answers(&mut self, images: &BTreeSet<String>) -> RegistryAnswers {
+        RegistryAsk::answers(self, images).await.0
     }
 }
