@@ -54,11 +54,15 @@ impl outcome::Subject for Subject {
 /// One build's (`applied[]`) or image's (`appliedImages[]`) result.
 pub(crate) type Entry = Applied<Subject>;
 
-/// What the run did.
+/// What the run did, as `--output json` prints it beside the plan.
+#[derive(Serialize)]
 pub(crate) struct Done {
+    #[serde(rename = "applied")]
     pub(crate) builds: Vec<Entry>,
     /// With `--images`: each deletable image (digest).
+    #[serde(rename = "appliedImages", skip_serializing_if = "Vec::is_empty")]
     pub(crate) images: Vec<Entry>,
+    #[serde(skip)]
     pub(crate) interrupted: bool,
 }
 

@@ -73,14 +73,18 @@ pub(crate) struct Found {
     pub(crate) registry: Option<RegistrySaid>,
 }
 
-/// What the run did.
+/// What the run did, as `--output json` prints it beside the plan.
+#[derive(Serialize)]
 pub(crate) struct Done {
+    #[serde(rename = "applied")]
     pub(crate) nodes: Vec<Entry>,
-    pub(crate) pools: Vec<PoolWait>,
-    /// `--wait` was given and reached.
-    pub(crate) waited: bool,
+    /// With `--wait`, once reached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pools: Option<Vec<PoolWait>>,
     /// A read or write failed (exit status 2).
+    #[serde(skip)]
     pub(crate) failed: bool,
+    #[serde(skip)]
     pub(crate) interrupted: bool,
 }
 
@@ -92,7 +96,7 @@ impl Done {
             ExitCode::from(2)
         } else if self.interrupted {
             ExitCode::from(130)
-        } else if attention || self.pools.iter().any(|p| !p.finished) {
+        } else if attention || self.pools.iter().flatten().any(|p| !p.finished) {
             ExitCode::from(1)
         } else {
             ExitCode::SUCCESS
@@ -102,7 +106,7 @@ impl Done {
     /// The text summary: each node, then each pool waited for.
     pub(crate) fn summary(&self) -> String {
         let mut out = outcome::summary(&self.nodes);
-        for p in &self.pools {
+        for p in self.pools.iter().flatten() {
             out.push_str(&format!("  pool {}: {}\n", p.pool, p.why));
         }
         out
@@ -140,16 +144,13 @@ pub(crate) async fn run(
     let mut done = Done {
         failed: ran.applied.iter().any(|a| a.outcome == Outcome::Failed),
         nodes: ran.applied,
-        pools: Vec::new(),
-        waited: false,
+        pools: None,
         interrupted: ran.interrupted,
     };
     if wait && ran.through {
-        done.waited = true;
-        match until_ctrl_c(wait::pools(client, &clock, &done.nodes, timeout)).await {
-            Some(pools) => done.pools = pools,
-            None => done.interrupted = true,
-        }
+        let pools = until_ctrl_c(wait::pools(client, &clock, &done.nodes, timeout)).await;
+        done.interrupted = pools.is_none();
+        done.pools = Some(pools.unwrap_or_default());
     }
     done
 }

@@ -8,6 +8,7 @@ mod dump;
 pub mod error;
 pub mod images;
 mod notes;
+mod output;
 pub mod prune;
 mod pull;
 pub mod recover;

@@ -14,16 +14,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
-use serde::Serialize;
 
 use crate::access::dump::Want;
 use crate::access::live;
 use crate::access::registry::session::Session;
-use crate::apply::prune::{self as apply, Done, Entry, Settings};
+use crate::apply::prune::{self as apply, Done, Settings};
 use crate::cli::args::{Output, PruneArgs};
-use crate::cli::dump::read_dump;
+use crate::cli::dump::{live_only, read_dump};
 use crate::cli::error::CliError;
 use crate::cli::notes;
+use crate::cli::output::{self, Printed};
 use crate::core::prune::images::{ImagePlan, Listing, Source};
 use crate::core::prune::{self, Options, Plan, Report, words};
 use crate::core::snapshot::Snapshot;
@@ -32,13 +32,7 @@ use images::Registries;
 
 /// Runs `prune`; returns the exit status.
 pub async fn prune(args: PruneArgs) -> ExitCode {
-    match run(&args).await {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    output::status(run(&args).await)
 }
 
 fn options(args: &PruneArgs) -> Options {
@@ -49,21 +43,19 @@ fn options(args: &PruneArgs) -> Options {
 }
 
 async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
-    if args.apply && args.dump.from_dir.is_some() {
-        return Err(CliError::Usage(
-            "--apply deletes on the live cluster, and --from-dir is a copy of one: plan from the \
-             dump, then run prune --apply against the cluster (it re-reads every build right \
-             before its delete)"
-                .to_string(),
-        ));
-    }
-    if args.images && args.dump.from_dir.is_some() {
-        return Err(CliError::Usage(
-            "--images asks the registries with the push secret MCO uses, and a dump holds no \
-             secret: run prune --images against the cluster"
-                .to_string(),
-        ));
-    }
+    live_only(
+        &args.dump,
+        args.apply,
+        "--apply deletes on the live cluster, and --from-dir is a copy of one: plan from the \
+         dump, then run prune --apply against the cluster (it re-reads every build right before \
+         its delete)",
+    )?;
+    live_only(
+        &args.dump,
+        args.images,
+        "--images asks the registries with the push secret MCO uses, and a dump holds no \
+         secret: run prune --images against the cluster",
+    )?;
     let client = match args.dump.from_dir {
         Some(_) => None,
         None => Some(args.cluster.client().await?),
@@ -177,43 +169,21 @@ async fn gather(
     Ok((snapshots, notes))
 }
 
-/// What `--output json` prints: the plan's report, and with `--apply` what was done.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Printed<'a> {
-    #[serde(flatten)]
-    report: Report<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    applied: Option<&'a [Entry]>,
-    /// With `--apply --images`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    applied_images: Option<&'a [Entry]>,
-}
-
 fn print(
-    output: Output,
+    out: Output,
     plan: &Plan,
     image_plan: &ImagePlan,
     warnings: Vec<String>,
     done: Option<&Done>,
 ) -> Result<(), CliError> {
-    match output {
-        Output::Json => {
-            let printed = Printed {
-                report: Report::new(plan, image_plan, warnings),
-                applied: done.map(|d| d.builds.as_slice()),
-                applied_images: done
-                    .filter(|d| !d.images.is_empty())
-                    .map(|d| d.images.as_slice()),
-            };
-            println!("{}", serde_json::to_string_pretty(&printed)?);
-        }
-        Output::Text => match done {
-            None => print!("{}", words::text(plan, image_plan)),
-            Some(done) => print!("{}", done.summary()),
-        },
-    }
-    Ok(())
+    let printed = Printed {
+        report: Report::new(plan, image_plan, warnings),
+        done,
+    };
+    output::print(out, &printed, || match done {
+        None => words::text(plan, image_plan),
+        Some(done) => done.summary(),
+    })
 }
 
 impl crate::apply::images::Repositories for Registries {

@@ -13,16 +13,14 @@ use std::process::ExitCode;
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
-
 use crate::access::dump::Want;
 use crate::access::recovery as live;
 use crate::apply::recover::{self as apply, Ask, Done, Entry};
-use crate::apply::wait::PoolWait;
 use crate::cli::args::{Output, RecoverArgs};
-use crate::cli::dump::read_dump;
+use crate::cli::dump::{live_only, read_dump};
 use crate::cli::error::CliError;
 use crate::cli::notes;
+use crate::cli::output::{self, Printed};
 use crate::core::recovery::report::{Attention, Report};
 use crate::core::recovery::{self, Plan, RecoverySnapshot, RegistryAnswers, words};
 
@@ -30,24 +28,17 @@ use registry::RegistryAsk;
 
 /// Runs `recover`; returns the exit status.
 pub async fn recover(args: RecoverArgs) -> ExitCode {
-    match run(&args).await {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    output::status(run(&args).await)
 }
 
 async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
-    if args.apply && args.dump.from_dir.is_some() {
-        return Err(CliError::Usage(
-            "--apply writes to the live cluster, and --from-dir is a copy of one: plan from the \
-             dump, then run recover --apply against the cluster (it re-reads every node right \
-             before its patch)"
-                .to_string(),
-        ));
-    }
+    live_only(
+        &args.dump,
+        args.apply,
+        "--apply writes to the live cluster, and --from-dir is a copy of one: plan from the dump, \
+         then run recover --apply against the cluster (it re-reads every node right before its \
+         patch)",
+    )?;
     let (snapshots, mut warnings, place, mut registry) = gather(args).await?;
     if let Some(pool) = &args.pool {
         check_pool(&snapshots, pool, place)?;
@@ -156,38 +147,12 @@ fn check_pool(snapshots: &[RecoverySnapshot], pool: &str, place: String) -> Resu
     })
 }
 
-/// What `--output json` prints: the plan's report, and with `--apply` what was done.
-#[derive(Serialize)]
-struct Printed<'a> {
-    #[serde(flatten)]
-    report: &'a Report,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    applied: Option<&'a [Entry]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pools: Option<&'a [PoolWait]>,
-}
-
-fn print(
-    output: Output,
-    report: &Report,
-    done: Option<&Done>,
-    plan: &Plan,
-) -> Result<(), CliError> {
-    match output {
-        Output::Json => {
-            let printed = Printed {
-                report,
-                applied: done.map(|d| d.nodes.as_slice()),
-                pools: done.filter(|d| d.waited).map(|d| d.pools.as_slice()),
-            };
-            println!("{}", serde_json::to_string_pretty(&printed)?);
-        }
-        Output::Text => match done {
-            None => print!("{}", words::text(plan)),
-            Some(done) => print!("{}", done.summary()),
-        },
-    }
-    Ok(())
+fn print(out: Output, report: &Report, done: Option<&Done>, plan: &Plan) -> Result<(), CliError> {
+    let printed = Printed { report, done };
+    output::print(out, &printed, || match done {
+        None => words::text(plan),
+        Some(done) => done.summary(),
+    })
 }
 
 /// A node `--apply` stopped at, as a needsAttention entry.
