@@ -1,17 +1,12 @@
-//! `recover --apply`'s step: one node's turn, in the steps a reader can name: [`reread`] it and
-//! what its plan rests on; [`replan`] it, the registry asked again whether its image is gone (an
-//! image served again stops the cancel); [`record`] its annotations (a progress line, an Event on
-//! the node); [`patch`] it, conditionally; then [`super::wait`] for its daemon's no-op update.
+//! `recover --apply`'s step: one node's turn, in the steps a reader can name: `reread` it and
+//! what its plan rests on; `replan` it, the registry asked again whether its image is gone (an
+//! image served again stops the cancel); `record` its annotations (a progress line, an Event on
+//! the node); `patch` it, conditionally; then [`super::wait`] for its daemon's no-op update.
 //! Anything unexpected stops the run with a report; nothing is ever escalated (no force file,
 //! no uncordon, no write of `state`, `reason`, `currentConfig`, `currentImage` or the drain
 //! annotations). A patch is one request that carries its own marker, so Ctrl-C leaves a node
 //! untouched or cancelled, and the next run recognises which. An Event that cannot be written
 //! is said and passed: the durable record is the marker.
-//!
-//! [`reread`]: NodeStep::reread
-//! [`replan`]: NodeStep::replan
-//! [`record`]: NodeStep::record
-//! [`patch`]: NodeStep::patch
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -155,6 +150,11 @@ pub(crate) async fn run(
     done
 }
 
+/// Stopped where `stop` says.
+pub(super) fn halt(a: Entry, clock: &Clock, stop: words::Stop) -> Entry {
+    a.stop(clock, stop.problem, stop.why, stop.to_do)
+}
+
 struct NodeStep<'a, A> {
     client: &'a Client,
     clock: &'a Clock,
@@ -198,8 +198,7 @@ impl<'a, A: Ask> Step for NodeStep<'a, A> {
                 r.marker
             }
             Some(other) => {
-                let stop = words::changed(node, &other);
-                return a.stop(clock, stop.problem, stop.why, stop.to_do);
+                return halt(a, clock, words::changed(node, &other));
             }
         };
         wait::node(self.client, clock, a, &marker, self.timeout).await
@@ -279,8 +278,7 @@ impl<A: Ask> NodeStep<'_, A> {
                 Ok(a)
             }
             Err(PatchError::Refused(message)) => {
-                let stop = words::patch_refused(&message);
-                Err(a.stop(clock, stop.problem, stop.why, stop.to_do))
+                Err(halt(a, clock, words::patch_refused(&message)))
             }
             Err(PatchError::Rejected { code: 404, .. }) => {
                 let why = words::DELETED_BEFORE_PATCH.to_string();

@@ -18,7 +18,7 @@ use crate::core::recovery::{Marker, progress};
 
 use super::Clock;
 use super::outcome::Outcome;
-use super::recover::Entry;
+use super::recover::{Entry, halt};
 
 /// How often a node is re-read while its daemon works.
 const NODE_POLL: Duration = Duration::from_secs(1);
@@ -49,18 +49,14 @@ pub(super) async fn node(
                     };
                     return a.end(clock, outcome, why);
                 }
-                Seen::Stop(stop) => return a.stop(clock, stop.problem, stop.why, stop.to_do),
+                Seen::Stop(stop) => return halt(a, clock, stop),
                 Seen::Waiting(what) => what,
             },
-            Ok((None, _)) => {
-                let stop = words::node_gone();
-                return a.stop(clock, stop.problem, stop.why, stop.to_do);
-            }
+            Ok((None, _)) => return halt(a, clock, words::node_gone()),
             Err(e) => words::unread(e),
         };
         if !watch.again(seen).await {
-            let stop = words::node_timed_out(timeout, &watch.last);
-            return a.stop(clock, stop.problem, stop.why, stop.to_do);
+            return halt(a, clock, words::node_timed_out(timeout, &watch.last));
         }
     }
 }

@@ -20,27 +20,17 @@ use super::{remedy, short, verdict};
 /// What a person does after most stops.
 pub const RERUN: &str = "run recover again: it re-reads and re-plans every node";
 
-/// Said when there is no node to work on.
+// What a turn ends with where nothing else needs saying.
 pub const NOTHING_TO_APPLY: &str =
     "nothing to apply: no node is recoverable or waiting for its daemon";
-
-/// Why a node Ctrl-C came on is as it is.
 pub const INTERRUPTED: &str = "interrupted (Ctrl-C): nothing is half-done (a patch is one request \
      with its marker, or none); run recover --apply again: it recognises a node it cancelled and \
      waits for it instead of patching it twice";
-
-/// A node gone when re-read.
 pub const GONE_WHEN_REREAD: &str = "gone when re-read (the node was deleted since the plan): \
      nothing to recover, nothing written";
-
-/// A node re-planned as no longer stuck.
 pub const NO_LONGER_STUCK: &str = "no longer stuck on a lost image: nothing written";
-
-/// A node deleted between its re-read and its patch.
 pub const DELETED_BEFORE_PATCH: &str = "the node was deleted between its re-read and the patch: \
      nothing to recover, nothing written";
-
-/// A pool deleted while `--wait` followed it.
 pub const POOL_GONE: &str = "the pool was deleted";
 
 /// Where a node's turn stopped: its problem's stable name, why, and what a person does.
@@ -59,7 +49,6 @@ fn stop(problem: &'static str, why: String, to_do: &str) -> Stop {
     }
 }
 
-/// The re-read, before anything else.
 pub fn rereading(node: &str) -> String {
     format!(
         "node {node}: re-reading it and what its plan rests on (MachineOSConfigs, \
@@ -71,7 +60,6 @@ pub fn reread_failed(e: impl Display) -> String {
     format!("could not re-read it: {e}")
 }
 
-/// The registry asked again about `image`.
 pub fn asking(node: &str, image: &str) -> String {
     format!(
         "node {node}: asking the registry again, as the node pulls, whether {} is gone",
@@ -167,7 +155,6 @@ pub fn patched(node: &str, timeout: Duration) -> String {
     )
 }
 
-/// The API server refused the patch's tests.
 pub fn patch_refused(message: &str) -> Stop {
     let why = format!(
         "the API server refused the patch: the node changed between the read and the patch \
@@ -176,7 +163,6 @@ pub fn patch_refused(message: &str) -> Stop {
     stop("patchRefused", why, RERUN)
 }
 
-/// The API server rejected the patch for another reason.
 pub fn patch_rejected(e: impl Display) -> String {
     format!("{e}; nothing was written")
 }
@@ -289,13 +275,11 @@ pub fn seen(progress: &Progress) -> Seen {
     }
 }
 
-/// The node was deleted while the wait followed it.
 pub fn node_gone() -> Stop {
     let why = "the node was deleted while waiting for it".to_string();
     stop("nodeGone", why, "nothing to recover on a deleted node")
 }
 
-/// A wait's read failed; it reads again.
 pub fn unread(e: impl Display) -> String {
     format!("could not read it ({e}); retrying")
 }
