@@ -21,7 +21,6 @@ use crate::core::registry::deletion::Deletion;
 use super::Clock;
 use super::Stage;
 use super::outcome::Outcome;
-use super::prune::Entry;
 
 /// How a run reaches the registries its images plan was made from (`prune`'s sessions, one per
 /// push secret): every request of the run uses the credentials its plan was made with.
@@ -32,7 +31,8 @@ pub(crate) trait Repositories {
     async fn listing(&self, source: &Source) -> Listing;
 }
 
-/// One image's turn: re-read, re-list, re-plan, delete, check.
+/// One image's turn: re-read, re-list, re-plan, delete, check; what it came to, and why (said
+/// on the clock by the caller).
 pub(super) struct ImageTurn<'a, R> {
     pub(super) client: &'a Client,
     pub(super) clock: &'a Clock,
@@ -41,12 +41,16 @@ pub(super) struct ImageTurn<'a, R> {
 }
 
 impl<R: Repositories> ImageTurn<'_, R> {
-    pub(super) async fn one(&self, image: &DeletableImage, a: Entry, stage: &Cell<Stage>) -> Entry {
+    pub(super) async fn one(
+        &self,
+        image: &DeletableImage,
+        stage: &Cell<Stage>,
+    ) -> (Outcome, String) {
         let clock = self.clock;
         let source = &image.source;
         let Some(registries) = self.registries else {
             let why = "no registry session: nothing was deleted".to_string();
-            return a.end(clock, Outcome::Failed, why);
+            return (Outcome::Failed, why);
         };
         clock.line(format!(
             "image {}: re-reading the cluster and listing {} again, then re-planning it",
@@ -57,20 +61,18 @@ impl<R: Repositories> ImageTurn<'_, R> {
             Ok((snapshot, _)) => snapshot.with_release_override(self.version),
             Err(e) => {
                 let why = format!("could not re-read the cluster: {e}; nothing was deleted");
-                return a.end(clock, Outcome::ReadFailed, why);
+                return (Outcome::ReadFailed, why);
             }
         };
         let Some(session) = registries.session(source) else {
             let why = "its push secret could not be used: nothing was deleted".to_string();
-            return a.end(clock, Outcome::Failed, why);
+            return (Outcome::Failed, why);
         };
         let listing = registries.listing(source).await;
         match relisted(image, &fresh, &listing) {
             Relisted::Same => {}
-            gone @ Relisted::Gone => return a.end(clock, Outcome::NothingToDo, gone.why()),
-            changed => {
-                return a.end(clock, Outcome::Stopped("changedSincePlan"), changed.why());
-            }
+            gone @ Relisted::Gone => return (Outcome::NothingToDo, gone.why()),
+            changed => return (Outcome::Stopped("changedSincePlan"), changed.why()),
         }
         clock.line(format!(
             "image {}: still deletable (tags {}); deleting it from the registry with push secret {}",
@@ -80,13 +82,13 @@ impl<R: Repositories> ImageTurn<'_, R> {
         ));
         stage.set(Stage::Writing);
         let deleter = ImageDeleter::with_push_secret(Arc::clone(&session));
-        let (outcome, why) = match deleter
+        match deleter
             .delete(&source.host, &source.path, &image.digest)
             .await
         {
             Deletion::Deleted => {
                 stage.set(Stage::Waiting);
-                return self.check_gone(image, session, a).await;
+                self.check_gone(image, session).await
             }
             Deletion::Gone(why) => (
                 Outcome::NothingToDo,
@@ -113,15 +115,14 @@ impl<R: Repositories> ImageTurn<'_, R> {
                      prune again, which lists every tag again"
                 ),
             ),
-        };
-        a.end(clock, outcome, why)
+        }
     }
 
     /// Whether the registry still serves the digest after its delete was accepted.
-    async fn check_gone(&self, image: &DeletableImage, session: Arc<Session>, a: Entry) -> Entry {
+    async fn check_gone(&self, image: &DeletableImage, session: Arc<Session>) -> (Outcome, String) {
         let source = &image.source;
         let reader = TagReader::new(session);
-        let (outcome, why) = match reader
+        match reader
             .resolve(&source.host, &source.path, &image.digest)
             .await
         {
@@ -146,7 +147,6 @@ impl<R: Repositories> ImageTurn<'_, R> {
                      checked: {why}"
                 ),
             ),
-        };
-        a.end(self.clock, outcome, why)
+        }
     }
 }

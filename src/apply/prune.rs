@@ -164,14 +164,14 @@ impl<'a, R: Repositories> Step for PruneStep<'a, R> {
         match *item {
             Todo::Build(name) => self.build(name, a, stage).await,
             Todo::Image(image) => {
-                ImageTurn {
+                let turn = ImageTurn {
                     client: self.client,
                     clock: self.clock,
                     registries: self.registries,
                     version: self.settings.version,
-                }
-                .one(image, a, stage)
-                .await
+                };
+                let (outcome, why) = turn.one(image, stage).await;
+                a.end(self.clock, outcome, why)
             }
         }
     }

@@ -143,7 +143,12 @@ pub(crate) async fn run(
         interrupted: ran.interrupted,
     };
     if wait && ran.through {
-        let pools = until_ctrl_c(wait::pools(client, &clock, &done.nodes, timeout)).await;
+        // Every pool a node was recovered in.
+        let pools: BTreeSet<&str> = (done.nodes.iter())
+            .filter(|a| matches!(a.outcome, Outcome::Recovered | Outcome::MovedOn))
+            .filter_map(|a| a.subject.pool.as_deref())
+            .collect();
+        let pools = until_ctrl_c(wait::pools(client, &clock, pools, timeout)).await;
         done.interrupted = pools.is_none();
         done.pools = Some(pools.unwrap_or_default());
     }
@@ -151,7 +156,7 @@ pub(crate) async fn run(
 }
 
 /// Stopped where `stop` says.
-pub(super) fn halt(a: Entry, clock: &Clock, stop: words::Stop) -> Entry {
+fn halt(a: Entry, clock: &Clock, stop: words::Stop) -> Entry {
     a.stop(clock, stop.problem, stop.why, stop.to_do)
 }
 
@@ -201,7 +206,10 @@ impl<'a, A: Ask> Step for NodeStep<'a, A> {
                 return halt(a, clock, words::changed(node, &other));
             }
         };
-        wait::node(self.client, clock, a, &marker, self.timeout).await
+        match wait::node(self.client, clock, node, &marker, self.timeout).await {
+            Ok((outcome, why)) => a.end(clock, outcome, why),
+            Err(stop) => halt(a, clock, stop),
+        }
     }
 
     fn interrupted(&self, _: &&NodePlan, _: Stage) -> String {

@@ -13,33 +13,31 @@ use serde::Serialize;
 use crate::access::live;
 use crate::access::recovery::get_node;
 use crate::core::recovery::pool::{PoolState, pool_state};
-use crate::core::recovery::words::apply::{self as words, Seen};
+use crate::core::recovery::words::apply::{self as words, Seen, Stop};
 use crate::core::recovery::{Marker, progress};
 
 use super::Clock;
 use super::outcome::Outcome;
-use super::recover::{Entry, halt};
 
 /// How often a node is re-read while its daemon works.
 const NODE_POLL: Duration = Duration::from_secs(1);
 /// How often a pool is re-read while MCO rolls it.
 const POOL_POLL: Duration = Duration::from_secs(5);
 
-/// Waits until the node of `a`, cancelled as `marker` records, has finished its no-op update,
-/// or MCO moved it on. Each poll reads the node and the pools, MachineOSConfigs and
+/// Waits until node `name`, cancelled as `marker` records, has finished its no-op update, or
+/// MCO moved it on (how, and why); or where it stopped. Each poll reads the node and the pools, MachineOSConfigs and
 /// MachineOSBuilds: a new target on a node still Degraded is MCO's only if it is what MCO's node
 /// controller sends its pool now.
 pub(super) async fn node(
     client: &Client,
     clock: &Clock,
-    a: Entry,
+    name: &str,
     marker: &Marker,
     timeout: Duration,
-) -> Entry {
-    let name = a.subject.node.clone();
+) -> Result<(Outcome, String), Stop> {
     let mut watch = Watch::new(clock, format!("node {name}"), timeout, NODE_POLL);
     loop {
-        let read = tokio::try_join!(get_node(client, &name), live::decision_objects(client));
+        let read = tokio::try_join!(get_node(client, name), live::decision_objects(client));
         let seen = match read {
             Ok((Some(node), objects)) => match words::seen(&progress(&node, marker, &objects)) {
                 Seen::Recovered { moved_on, why } => {
@@ -47,16 +45,16 @@ pub(super) async fn node(
                         true => Outcome::MovedOn,
                         false => Outcome::Recovered,
                     };
-                    return a.end(clock, outcome, why);
+                    return Ok((outcome, why));
                 }
-                Seen::Stop(stop) => return halt(a, clock, stop),
+                Seen::Stop(stop) => return Err(stop),
                 Seen::Waiting(what) => what,
             },
-            Ok((None, _)) => return halt(a, clock, words::node_gone()),
+            Ok((None, _)) => return Err(words::node_gone()),
             Err(e) => words::unread(e),
         };
         if !watch.again(seen).await {
-            return halt(a, clock, words::node_timed_out(timeout, &watch.last));
+            return Err(words::node_timed_out(timeout, &watch.last));
         }
     }
 }
@@ -109,18 +107,13 @@ pub(crate) struct PoolWait {
     pub(crate) why: String,
 }
 
-/// `--wait`: every pool a node was recovered in, one after the other.
+/// `--wait`: each of `pools`, one after the other.
 pub(super) async fn pools(
     client: &Client,
     clock: &Clock,
-    nodes: &[Entry],
+    pools: BTreeSet<&str>,
     timeout: Duration,
 ) -> Vec<PoolWait> {
-    let pools: BTreeSet<&str> = nodes
-        .iter()
-        .filter(|a| matches!(a.outcome, Outcome::Recovered | Outcome::MovedOn))
-        .filter_map(|a| a.subject.pool.as_deref())
-        .collect();
     let mut out = Vec::new();
     for pool in pools {
         out.push(one_pool(client, clock, pool, timeout).await);

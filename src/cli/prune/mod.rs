@@ -1,7 +1,7 @@
 //! `prune`: the plan ([`crate::core::prune`]) for every MachineOSBuild from the live cluster or
 //! a must-gather, and (live) for the images no build names ([`images`]), as text or JSON; with
-//! `--apply` ([`apply`]) the deletable builds deleted on the live cluster one at a time, and
-//! with `--images` too the deletable images, one digest at a time ([`images_apply`]).
+//! `--apply` the deletable builds deleted on the live cluster one at a time, and with
+//! `--images` too the deletable images, one digest at a time ([`crate::apply::prune`]).
 //!
 //! Exit status: 0 the plan was made (with `--apply`: and carried out), 1 something could not be
 //! done (`--apply` stopped: a build or image changed, a delete was refused, a build did not go;

@@ -1,7 +1,7 @@
 //! `recover [POOL]`: the recovery plan ([`crate::core::recovery`]) from the live cluster or a
 //! must-gather and what the registry says of each stuck node's image ([`registry`]), as text or
-//! JSON; with `--apply` ([`apply`]) the plan carried out on the live cluster one node at a time,
-//! and with `--wait` ([`wait`]) the pools followed to the end.
+//! JSON; with `--apply` the plan carried out on the live cluster one node at a time, and with
+//! `--wait` the pools followed to the end ([`crate::apply::recover`]).
 //!
 //! Exit status: 0 nothing needs a person, 1 some node does (`needsAttention` is not empty, which
 //! includes a node `--apply` stopped at), 2 the input could not be read (as `check`) or a write
