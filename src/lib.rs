@@ -7,9 +7,11 @@
 //! - [`decision`]: the cached verdict, confirmed by a fresh read; [`telemetry`]: metrics, Events.
 //! - [`server`]: the TLS transport; [`webhook`]: the admission review over it; [`defer`]: the
 //!   finalizer controller and its Lease; [`audit`]: serve's registry audit, off the admission path.
+//! - [`apply`]: the one apply engine that `recover --apply` and `prune --apply` carry plans out with.
 //! - [`cli`]: the command line, which wires the shells together.
 
 pub mod access;
+pub mod apply;
 pub mod audit;
 pub mod cli;
 pub mod core;

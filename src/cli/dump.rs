@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::access::dump::{self, Want};
+use crate::cli::args::DumpArgs;
 use crate::cli::error::CliError;
 use crate::core::snapshot::Snapshot;
 
@@ -24,6 +25,15 @@ pub(super) fn read_dump(
         missing: loaded.incomplete,
         trust,
     })
+}
+
+/// A flag that works on the live cluster only: given with `--from-dir`, a usage error saying
+/// `why`.
+pub(super) fn live_only(dump: &DumpArgs, given: bool, why: &str) -> Result<(), CliError> {
+    match given && dump.from_dir.is_some() {
+        true => Err(CliError::Usage(why.to_string())),
+        false => Ok(()),
+    }
 }
 
 /// What an incomplete dump leaves untrusted in a verdict.

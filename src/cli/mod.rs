@@ -8,7 +8,7 @@ mod dump;
 pub mod error;
 pub mod images;
 mod notes;
-mod progress;
+mod output;
 pub mod prune;
 pub mod recover;
 pub mod serve;

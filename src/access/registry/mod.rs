@@ -7,6 +7,7 @@
 //! redaction): [`Checker`] reads as a node pulls, [`tags`] lists a repository, and [`delete`]
 //! is the one write. Why hand-written on reqwest, and the bounds: docs/design.md.
 
+pub mod ask;
 pub mod check;
 pub mod delete;
 pub mod http;
@@ -16,6 +17,7 @@ pub mod session;
 pub mod tags;
 pub mod token;
 
+pub use ask::RegistryAsk;
 pub use check::{Checker, ImageAnswer};
 pub use pull::{DumpPull, PullConfigError, dump_pull_config, pull_config};
 pub use push::Registries;

@@ -1,44 +1,34 @@
 //! `prune`: the plan ([`crate::core::prune`]) for every MachineOSBuild from the live cluster or
 //! a must-gather, and (live) for the images no build names ([`images`]), as text or JSON; with
-//! `--apply` ([`apply`]) the deletable builds deleted on the live cluster one at a time, and
-//! with `--images` too the deletable images, one digest at a time ([`images_apply`]).
+//! `--apply` the deletable builds deleted on the live cluster one at a time, and with
+//! `--images` too the deletable images, one digest at a time ([`crate::apply::prune`]).
 //!
 //! Exit status: 0 the plan was made (with `--apply`: and carried out), 1 something could not be
 //! done (`--apply` stopped: a build or image changed, a delete was refused, a build did not go;
 //! with `--images`, a repository could not be listed), 2 the input could not be read (as
 //! `check`; also a re-read during `--apply`), 130 interrupted (Ctrl-C).
 
-mod apply;
 mod images;
-mod images_apply;
-mod outcome;
 
 use std::process::ExitCode;
 
 use k8s_openapi::jiff::Timestamp;
-use serde::Serialize;
 
 use crate::access::dump::Want;
 use crate::access::live;
+use crate::apply::prune::{self as apply, Done, Settings};
 use crate::cli::args::{Output, PruneArgs};
-use crate::cli::dump::read_dump;
+use crate::cli::dump::{live_only, read_dump};
 use crate::cli::error::CliError;
 use crate::cli::notes;
+use crate::cli::output::{self, Printed};
 use crate::core::prune::images::ImagePlan;
 use crate::core::prune::{self, Options, Plan, Report, words};
 use crate::core::snapshot::Snapshot;
 
-use outcome::Applied;
-
 /// Runs `prune`; returns the exit status.
 pub async fn prune(args: PruneArgs) -> ExitCode {
-    match run(&args).await {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    output::status(run(&args).await)
 }
 
 fn options(args: &PruneArgs) -> Options {
@@ -49,21 +39,19 @@ fn options(args: &PruneArgs) -> Options {
 }
 
 async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
-    if args.apply && args.dump.from_dir.is_some() {
-        return Err(CliError::Usage(
-            "--apply deletes on the live cluster, and --from-dir is a copy of one: plan from the \
-             dump, then run prune --apply against the cluster (it re-reads every build right \
-             before its delete)"
-                .to_string(),
-        ));
-    }
-    if args.images && args.dump.from_dir.is_some() {
-        return Err(CliError::Usage(
-            "--images asks the registries with the push secret MCO uses, and a dump holds no \
-             secret: run prune --images against the cluster"
-                .to_string(),
-        ));
-    }
+    live_only(
+        &args.dump,
+        args.apply,
+        "--apply deletes on the live cluster, and --from-dir is a copy of one: plan from the \
+         dump, then run prune --apply against the cluster (it re-reads every build right before \
+         its delete)",
+    )?;
+    live_only(
+        &args.dump,
+        args.images,
+        "--images asks the registries with the push secret MCO uses, and a dump holds no \
+         secret: run prune --images against the cluster",
+    )?;
     let client = match args.dump.from_dir {
         Some(_) => None,
         None => Some(args.cluster.client().await?),
@@ -126,7 +114,12 @@ async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
         (Some(r), true) => Some((deletable.as_slice(), r)),
         _ => None,
     };
-    let done = apply::run(&client, &plan, images, args).await;
+    let settings = Settings {
+        options: options(args),
+        version: args.openshift_version.as_deref(),
+        timeout: args.timeout,
+    };
+    let done = apply::run(&client, &plan, images, settings).await;
     print(args.output, &plan, &image_plan, warnings, Some(&done))?;
     let status = done.exit_status();
     Ok(if unlisted && status == ExitCode::SUCCESS {
@@ -172,41 +165,19 @@ async fn gather(
     Ok((snapshots, notes))
 }
 
-/// What `--output json` prints: the plan's report, and with `--apply` what was done.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Printed<'a> {
-    #[serde(flatten)]
-    report: Report<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    applied: Option<&'a [Applied]>,
-    /// With `--apply --images`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    applied_images: Option<&'a [Applied]>,
-}
-
 fn print(
-    output: Output,
+    out: Output,
     plan: &Plan,
     image_plan: &ImagePlan,
     warnings: Vec<String>,
-    done: Option<&apply::Done>,
+    done: Option<&Done>,
 ) -> Result<(), CliError> {
-    match output {
-        Output::Json => {
-            let printed = Printed {
-                report: Report::new(plan, image_plan, warnings),
-                applied: done.map(|d| d.builds.as_slice()),
-                applied_images: done
-                    .filter(|d| !d.images.is_empty())
-                    .map(|d| d.images.as_slice()),
-            };
-            println!("{}", serde_json::to_string_pretty(&printed)?);
-        }
-        Output::Text => match done {
-            None => print!("{}", words::text(plan, image_plan)),
-            Some(done) => print!("{}", apply::summary(done)),
-        },
-    }
-    Ok(())
+    let printed = Printed {
+        report: Report::new(plan, image_plan, warnings),
+        done,
+    };
+    output::print(out, &printed, || match done {
+        None => words::text(plan, image_plan),
+        Some(done) => done.summary(),
+    })
 }

@@ -1,54 +1,40 @@
 //! `recover [POOL]`: the recovery plan ([`crate::core::recovery`]) from the live cluster or a
 //! must-gather and what the registry says of each stuck node's image ([`registry`]), as text or
-//! JSON; with `--apply` ([`apply`]) the plan carried out on the live cluster one node at a time,
-//! and with `--wait` ([`wait`]) the pools followed to the end.
+//! JSON; with `--apply` the plan carried out on the live cluster one node at a time, and with
+//! `--wait` the pools followed to the end ([`crate::apply::recover`]).
 //!
 //! Exit status: 0 nothing needs a person, 1 some node does (`needsAttention` is not empty, which
 //! includes a node `--apply` stopped at), 2 the input could not be read (as `check`) or a write
 //! failed, 130 interrupted (Ctrl-C).
 
-mod apply;
-mod outcome;
-mod registry;
-mod wait;
-
 use std::process::ExitCode;
-
-use serde::Serialize;
 
 use crate::access::dump::Want;
 use crate::access::recovery as live;
+use crate::apply::recover::{self as apply, Done, Entry};
 use crate::cli::args::{Output, RecoverArgs};
-use crate::cli::dump::read_dump;
+use crate::cli::dump::{live_only, read_dump};
 use crate::cli::error::CliError;
 use crate::cli::notes;
+use crate::cli::output::{self, Printed};
 use crate::core::recovery::report::{Attention, Report};
 use crate::core::recovery::{self, Plan, RecoverySnapshot, words};
 
-use outcome::{Applied, Outcome};
-use registry::RegistryAsk;
-use wait::PoolWait;
+use crate::access::registry::RegistryAsk;
 
 /// Runs `recover`; returns the exit status.
 pub async fn recover(args: RecoverArgs) -> ExitCode {
-    match run(&args).await {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    output::status(run(&args).await)
 }
 
 async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
-    if args.apply && args.dump.from_dir.is_some() {
-        return Err(CliError::Usage(
-            "--apply writes to the live cluster, and --from-dir is a copy of one: plan from the \
-             dump, then run recover --apply against the cluster (it re-reads every node right \
-             before its patch)"
-                .to_string(),
-        ));
-    }
+    live_only(
+        &args.dump,
+        args.apply,
+        "--apply writes to the live cluster, and --from-dir is a copy of one: plan from the dump, \
+         then run recover --apply against the cluster (it re-reads every node right before its \
+         patch)",
+    )?;
     let (snapshots, mut warnings, place, mut registry) = gather(args).await?;
     if let Some(pool) = &args.pool {
         check_pool(&snapshots, pool, place)?;
@@ -77,22 +63,18 @@ async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
                 "Nothing was written: run again with --apply to cancel the recoverable nodes' targets."
             );
         }
-        return Ok(exit_status(&report, false));
+        return Ok(exit_status(&report));
     }
     if matches!(args.output, Output::Text) {
         print!("{}", words::text(&plan));
     }
     let client = args.cluster.client().await?;
-    let done = apply::run(&client, &plan, args, &mut registry).await;
+    let done = apply::run(&client, &plan, args.timeout, args.wait, &mut registry).await;
     report
         .needs_attention
         .extend(done.nodes.iter().filter_map(stopped));
     print(args.output, &report, Some(&done), &plan)?;
-    Ok(match done.failed {
-        true => ExitCode::from(2),
-        false if done.interrupted => ExitCode::from(130),
-        false => exit_status(&report, done.pools.iter().any(|p| !p.finished)),
-    })
+    Ok(done.exit_status(!report.needs_attention.is_empty()))
 }
 
 /// The readings to plan from (one, or one per combination of a dump's disagreeing copies), the
@@ -121,7 +103,8 @@ async fn gather(
                 })
                 .collect();
             let authfile = args.authfile.as_deref();
-            let registry = RegistryAsk::dump(&loaded, dir, authfile, verified)?;
+            let registry = RegistryAsk::dump(&loaded, dir, authfile, verified)
+                .map_err(|e| CliError::Usage(e.to_string()))?;
             (snapshots, notes, dir.display().to_string(), registry)
         }
         None => {
@@ -161,58 +144,29 @@ fn check_pool(snapshots: &[RecoverySnapshot], pool: &str, place: String) -> Resu
     })
 }
 
-/// What `--output json` prints: the plan's report, and with `--apply` what was done.
-#[derive(Serialize)]
-struct Printed<'a> {
-    #[serde(flatten)]
-    report: &'a Report,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    applied: Option<&'a [Applied]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pools: Option<&'a [PoolWait]>,
-}
-
-fn print(
-    output: Output,
-    report: &Report,
-    done: Option<&apply::Done>,
-    plan: &Plan,
-) -> Result<(), CliError> {
-    match output {
-        Output::Json => {
-            let printed = Printed {
-                report,
-                applied: done.map(|d| d.nodes.as_slice()),
-                pools: done.filter(|d| d.waited).map(|d| d.pools.as_slice()),
-            };
-            println!("{}", serde_json::to_string_pretty(&printed)?);
-        }
-        Output::Text => match done {
-            None => print!("{}", words::text(plan)),
-            Some(done) => print!("{}", apply::summary(done)),
-        },
-    }
-    Ok(())
-}
-
-/// A node `--apply` stopped at, as a needsAttention entry.
-fn stopped(a: &Applied) -> Option<Attention> {
-    let Outcome::Stopped(problem) = a.outcome else {
-        return None;
-    };
-    Some(Attention {
-        node: a.node.clone(),
-        pool: a.pool.clone(),
-        why: a.why.clone(),
-        to_do: vec![a.to_do.clone()],
-        problems: vec![problem],
-        registry: a.registry.clone(),
+fn print(out: Output, report: &Report, done: Option<&Done>, plan: &Plan) -> Result<(), CliError> {
+    let printed = Printed { report, done };
+    output::print(out, &printed, || match done {
+        None => words::text(plan),
+        Some(done) => done.summary(),
     })
 }
 
-/// 1 when a person is needed (a node needs attention, or a pool did not finish), else 0.
-fn exit_status(report: &Report, pool_unfinished: bool) -> ExitCode {
-    if report.needs_attention.is_empty() && !pool_unfinished {
+/// A node `--apply` stopped at, as a needsAttention entry.
+fn stopped(a: &Entry) -> Option<Attention> {
+    Some(Attention {
+        node: a.subject.node.clone(),
+        pool: a.subject.pool.clone(),
+        why: a.why.clone(),
+        to_do: vec![a.to_do.clone()],
+        problems: vec![a.problem?],
+        registry: a.found.registry.clone(),
+    })
+}
+
+/// 1 when a person is needed (a node needs attention), else 0.
+fn exit_status(report: &Report) -> ExitCode {
+    if report.needs_attention.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

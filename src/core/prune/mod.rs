@@ -8,6 +8,7 @@
 
 pub mod images;
 mod needs;
+mod recheck;
 mod report;
 mod reuse;
 mod revisions;
@@ -26,6 +27,7 @@ use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
 use crate::core::release::Rules;
 use crate::core::snapshot::Snapshot;
 
+pub use recheck::{Recheck, recheck};
 pub use report::{Deletable, Kept, Report};
 
 /// `--keep` and `--keep-younger-than`.

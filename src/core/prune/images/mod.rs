@@ -26,6 +26,7 @@
 
 mod named;
 mod per_config;
+mod relisted;
 mod report;
 mod sources;
 mod words;
@@ -42,6 +43,7 @@ use crate::core::snapshot::Snapshot;
 use super::{count, listed};
 pub use named::{Named, NodeUse};
 pub use per_config::{ConfigImages, per_config};
+pub use relisted::{Relisted, relisted};
 pub use report::{ImageReport, RepositoryReport};
 pub use sources::sources;
 pub use words::text;

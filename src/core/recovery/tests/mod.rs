@@ -6,6 +6,7 @@ mod loss;
 mod patch;
 mod pools;
 mod rules;
+mod seen;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -9,15 +9,14 @@ use std::path::Path;
 
 use kube::Client;
 
+use super::{Checker, Limits, PullConfigError, dump_pull_config, pull_config};
 use crate::access::dump::Loaded;
-use crate::access::registry::{Checker, Limits, dump_pull_config, pull_config};
-use crate::cli::error::CliError;
 use crate::core::recovery::{RegistryAnswers, Unverified};
 use crate::core::registry::node_config::PullConfig;
 use crate::core::registry::{Status, Verdict};
 
 /// How the registry is reached, and what an answer it cannot give comes to.
-pub(super) struct RegistryAsk {
+pub struct RegistryAsk {
     reach: Reach,
     unverified: Unverified,
 }
@@ -42,7 +41,7 @@ impl Reach {
 impl RegistryAsk {
     /// Live: asked with what the cluster's nodes pull with; unknown needs a person unless
     /// `admin_verified` (`--image-loss-verified`).
-    pub(super) fn live(client: Client, admin_verified: bool) -> Self {
+    pub fn live(client: Client, admin_verified: bool) -> Self {
         RegistryAsk {
             reach: Reach::Live(client),
             unverified: if admin_verified {
@@ -55,19 +54,18 @@ impl RegistryAsk {
 
     /// From a dump: asked only with `authfile` and the dump's ControllerConfig. The plan is a
     /// preview either way (`--apply` needs the live cluster and asks again).
-    pub(super) fn dump(
+    pub fn dump(
         loaded: &Loaded,
         dir: &Path,
         authfile: Option<&Path>,
         admin_verified: bool,
-    ) -> Result<Self, CliError> {
+    ) -> Result<Self, PullConfigError> {
         let unverified = if admin_verified {
             Unverified::AdminVerified
         } else {
             Unverified::Preview
         };
-        let dump =
-            dump_pull_config(loaded, dir, authfile).map_err(|e| CliError::Usage(e.to_string()))?;
+        let dump = dump_pull_config(loaded, dir, authfile)?;
         let reach = if !dump.authfile {
             Reach::NotAsked(
                 "planned from a dump without --authfile (a dump holds no credentials)".to_string(),
@@ -78,14 +76,14 @@ impl RegistryAsk {
                     .to_string(),
             )
         } else {
-            let config = dump.config.map_err(|e| CliError::Usage(e.to_string()))?;
+            let config = dump.config?;
             Reach::ready(config)
         };
         Ok(RegistryAsk { reach, unverified })
     }
 
     /// Asks about `images`; with a note for the report when the registry could not be asked.
-    pub(super) async fn answers(
+    pub async fn answers(
         &mut self,
         images: &BTreeSet<String>,
     ) -> (RegistryAnswers, Option<String>) {

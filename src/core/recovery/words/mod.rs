@@ -1,5 +1,10 @@
 //! The words of a recovery plan: why a node qualifies, what a person must do instead, why a
-//! node is not this tool's; and the plan as text. [`super::report`] puts the same words in JSON.
+//! node is not this tool's; and the plan as text. [`super::report`] puts the same words in JSON;
+//! [`apply`] words `recover --apply`'s progress.
+
+pub mod apply;
+
+pub use apply::event_note;
 
 use std::fmt::Write as _;
 
@@ -365,35 +370,6 @@ pub fn text(plan: &Plan) -> String {
         };
     }
     out
-}
-
-/// The note of the Event `recover --apply` records on a node right before its patch.
-pub fn event_note(node: &str, r: &Recovery) -> String {
-    let back = match &r.current_image {
-        Some(c) => format!("back to currentImage {}", abbreviate(c)),
-        None => "removed (no currentImage)".to_string(),
-    };
-    let before: Vec<String> = r
-        .marker
-        .annotations
-        .iter()
-        .map(|(k, v)| format!("{}={v}", short(k)))
-        .collect();
-    let registry = match &r.loss {
-        Loss::Verified(_) => "its registry says it is gone",
-        Loss::AdminVerified(_) => "the registry could not tell; the admin verified the loss",
-        Loss::Unverified(_) => "the registry did not verify the loss",
-    };
-    format!(
-        "mosc-guard recover is about to cancel the failed target of node {node}: desiredImage {} (no \
-         MachineOSBuild carries it; {registry}) {back}, desiredConfig {} back to {}. Before the \
-         patch (also in annotation mosc-guard.dev/recovery): bootID={}; {}",
-        abbreviate(&r.image),
-        r.desired_config,
-        r.current_config,
-        r.marker.boot_id.as_deref().unwrap_or("<none>"),
-        before.join("; ")
-    )
 }
 
 /// `check --all`'s list of nodes stuck on a lost image (empty when there is none).
