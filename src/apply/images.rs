@@ -17,7 +17,7 @@ use crate::access::registry::session::Session;
 use crate::access::registry::tags::TagReader;
 use crate::core::image::abbreviate;
 use crate::core::prune::images::{DeletableImage, Relisted, relisted};
-use crate::core::registry::deletion::Deletion;
+use crate::core::registry::deletion::DeleteAnswer;
 use crate::core::registry::listing::Resolved;
 
 use super::Clock;
@@ -79,29 +79,29 @@ impl ImageTurn<'_> {
             .delete(&source.host, &source.path, &image.digest)
             .await
         {
-            Deletion::Deleted => {
+            DeleteAnswer::Deleted => {
                 stage.set(Stage::Waiting);
                 self.check_gone(image, session).await
             }
-            Deletion::Gone(why) => (
+            DeleteAnswer::Missing(why) => (
                 Outcome::NothingToDo,
                 format!("gone before its delete ({why}): nothing to delete"),
             ),
-            Deletion::Unsupported(why) => (
+            DeleteAnswer::Unsupported(why) => (
                 Outcome::Stopped("deletesUnsupported"),
                 format!(
                     "nothing was deleted: {why}; allow deletes there, or delete it with the \
                      registry's own tools"
                 ),
             ),
-            Deletion::Refused(why) => (
+            DeleteAnswer::Refused(why) => (
                 Outcome::Stopped("refused"),
                 format!(
                     "the registry refused the delete, so nothing was deleted, and prune does not \
                      try another way: {why}"
                 ),
             ),
-            Deletion::Failed(why) => (
+            DeleteAnswer::Failed(why) => (
                 Outcome::Failed,
                 format!(
                     "the delete failed ({why}): the registry may or may not have applied it; run \
@@ -119,14 +119,14 @@ impl ImageTurn<'_> {
             .resolve(&source.host, &source.path, &image.digest)
             .await
         {
-            Resolved::Gone(_) => (
+            Resolved::Missing(_) => (
                 Outcome::Deleted,
                 format!(
                     "deleted from the registry, with its tags {}",
                     image.tags.join(", ")
                 ),
             ),
-            Resolved::Digest(_) => (
+            Resolved::Available(_) => (
                 Outcome::Stopped("stillServed"),
                 format!(
                     "the registry accepted the delete but still serves {}",

@@ -21,7 +21,7 @@ use crate::access::recovery::{self as live, PatchError};
 use crate::access::registry::RegistryAsk;
 use crate::core::recovery::words::apply as words;
 use crate::core::recovery::{
-    self, NodePlan, Plan, Recovery, RecoverySnapshot, RegistrySaid, Verdict,
+    self, Diagnosis, NodePlan, Plan, Recovery, RecoverySnapshot, RegistrySaid,
 };
 use crate::telemetry::events::{self, REASON_RECOVERY};
 
@@ -118,8 +118,8 @@ pub(crate) async fn run(
         .iter()
         .filter(|n| {
             matches!(
-                n.verdict,
-                Verdict::Recoverable(_) | Verdict::Cancelled { .. }
+                n.diagnosis,
+                Diagnosis::Recoverable(_) | Diagnosis::Cancelled { .. }
             )
         })
         .collect();
@@ -185,11 +185,11 @@ impl<'a> Step for NodeStep<'a> {
         let (replanned, mut a) = self.replan(&fresh, node, a).await;
         let marker = match replanned {
             None => return a.end(clock, Outcome::NothingToDo, words::NO_LONGER_STUCK.into()),
-            Some(Verdict::Cancelled { marker, .. }) => {
+            Some(Diagnosis::Cancelled { marker, .. }) => {
                 clock.line(words::already_cancelled(node));
                 marker
             }
-            Some(Verdict::Recoverable(r)) => {
+            Some(Diagnosis::Recoverable(r)) => {
                 self.record(node, uid.as_deref(), &r, &mut a).await;
                 a = match self.patch(node, &r, a).await {
                     Ok(a) => a,
@@ -236,7 +236,7 @@ impl NodeStep<'_> {
         fresh: &RecoverySnapshot,
         node: &str,
         mut a: Entry,
-    ) -> (Option<Verdict>, Entry) {
+    ) -> (Option<Diagnosis>, Entry) {
         let images = recovery::images_to_ask(fresh, None);
         for image in &images {
             self.clock.line(words::asking(node, image));
@@ -247,7 +247,7 @@ impl NodeStep<'_> {
         if let Some(said) = &a.found.registry {
             self.clock.line(words::registry_says(node, said));
         }
-        (replanned.map(|p| p.verdict), a)
+        (replanned.map(|p| p.diagnosis), a)
     }
 
     /// What the patch is about to change, said and kept (the entry, an Event on the node).

@@ -15,8 +15,10 @@ use tokio::task::JoinHandle;
 use crate::access::registry::Limits;
 use crate::access::registry::session::Session;
 use crate::access::registry::tags::TagReader;
-use crate::core::prune::images::{ConfigImages, ImagePlan, per_config, plan_images, sources};
-use crate::core::registry::Verdict;
+use crate::core::prune::images::{
+    ConfigImages, ImagePlan, per_config, plan_images, push_repositories,
+};
+use crate::core::registry::Answer;
 use crate::core::registry::internal::Internal;
 use crate::core::registry::listing::Listing;
 use crate::core::registry::node_config::PullConfig;
@@ -70,7 +72,7 @@ impl Counter {
     pub(super) async fn tick(
         &mut self,
         snapshot: &Snapshot,
-        unreadable: Option<&Verdict>,
+        unreadable: Option<&Answer>,
         metrics: &Metrics,
         interval: Duration,
     ) {
@@ -141,7 +143,7 @@ async fn round(session: Arc<Session>, snapshot: Snapshot, bound: Duration) -> Ro
     let before = session.requests();
     let reader = TagReader::new(Arc::clone(&session));
     let mut listings = Vec::new();
-    for source in sources(&snapshot) {
+    for source in push_repositories(&snapshot) {
         // serve has no right to openshift-image-registry's Services and Routes: the host's form
         // alone tells (a Route with a host of its own counts as deletable here, not in prune).
         let internal = Internal::of(&source.host, Ok(&[]));

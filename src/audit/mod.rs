@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::access::registry::{self, Checker, Limits};
 use crate::access::view::ClusterView;
 use crate::core::policy::{PolicyMode, TargetKind};
-use crate::core::registry::answer::{Status, Verdict};
+use crate::core::registry::answer::{Answer, Status};
 use crate::core::registry::needed::NeededImage;
 use crate::core::registry::needed_images;
 use crate::core::registry::report::{one_line, pool_counts};
@@ -52,7 +52,7 @@ impl Settings {
 
 /// What the audit knows of one image.
 struct Known {
-    verdict: Verdict,
+    verdict: Answer,
     at: Instant,
     /// Answers in a row that were not available.
     failures: u32,
@@ -90,7 +90,7 @@ pub async fn run<V: ClusterView>(
     let mut known: HashMap<String, Known> = HashMap::new();
     let mut checker: Option<Arc<Checker>> = None;
     // While the pull configuration cannot be read: the answer every image gets.
-    let mut unreadable: Option<Verdict> = None;
+    let mut unreadable: Option<Answer> = None;
     // When the pull configuration is read next: every interval, or after `retry` while it fails.
     let mut next_read = Instant::now();
     let mut reported_requests = 0u64;
@@ -149,7 +149,7 @@ pub async fn run<V: ClusterView>(
             .filter(|n| known.get(&n.image).is_none_or(|k| k.due(now, &settings)))
             .map(|n| n.image.clone())
             .collect();
-        let answers: Vec<(String, Verdict)> = match (&checker, &unreadable) {
+        let answers: Vec<(String, Answer)> = match (&checker, &unreadable) {
             (Some(c), None) => c
                 .check_all(&due)
                 .await
@@ -203,7 +203,7 @@ async fn missing_events(
     events: &Events,
     snapshot: &crate::core::snapshot::Snapshot,
     needed: &NeededImage,
-    verdict: &Verdict,
+    verdict: &Answer,
 ) {
     let pools = needed.pools();
     for mosc in &snapshot.machine_os_configs {

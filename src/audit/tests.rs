@@ -2,7 +2,7 @@ use super::*;
 
 fn known(status: Status, failures: u32, at: Instant) -> Known {
     Known {
-        verdict: Verdict {
+        verdict: Answer {
             status,
             why: String::new(),
         },

@@ -13,7 +13,7 @@ use crate::cli::notes;
 use crate::core::policy::{self, Deletion, PolicyMode, TargetKind};
 use crate::core::recovery::{self, stuck::stuck_nodes};
 use crate::core::registry::Status;
-use crate::core::registry::report::{Served, already_gone};
+use crate::core::registry::report::{ProtectedImage, already_missing};
 use crate::core::report::{self, Report};
 use crate::core::snapshot::Snapshot;
 
@@ -84,7 +84,7 @@ async fn run_check(args: &CheckArgs) -> Result<bool, CliError> {
                 .flatten()
                 .filter(|s| s.status == Status::Missing)
             {
-                println!("Note: {}", already_gone(s));
+                println!("Note: {}", already_missing(s));
             }
         }
         Output::Json => {
@@ -103,7 +103,10 @@ async fn run_check(args: &CheckArgs) -> Result<bool, CliError> {
 /// asked as a node pulls. `None` when not asked: a dump (no credentials), no guarded image, or
 /// a cluster that does not serve the ControllerConfig (not OpenShift); a ControllerConfig that
 /// cannot be read is a warning. The exit status never depends on it: deleting is the question.
-async fn registry_answers(args: &CheckArgs, verdict: &policy::Verdict) -> Option<Vec<Served>> {
+async fn registry_answers(
+    args: &CheckArgs,
+    verdict: &policy::Verdict,
+) -> Option<Vec<ProtectedImage>> {
     if args.no_registry || args.source.dump.from_dir.is_some() || verdict.images.is_empty() {
         return None;
     }
@@ -127,7 +130,7 @@ async fn registry_answers(args: &CheckArgs, verdict: &policy::Verdict) -> Option
     Some(
         answers
             .into_iter()
-            .map(|a| Served {
+            .map(|a| ProtectedImage {
                 image: a.image,
                 status: a.verdict.status,
                 why: a.verdict.why,

@@ -9,7 +9,7 @@ pub enum Outcome {
     Denied,
     Overridden,
     /// Denied because a would-be allow could not be confirmed with a fresh read.
-    Unverified,
+    Unconfirmed,
     /// Not a deletion the guard decides on (other resource or operation).
     Ignored,
     /// Allowed in defer mode while nodes still need its images: the finalizer holds it.
@@ -29,7 +29,7 @@ impl Outcome {
             Outcome::Allowed => "allowed",
             Outcome::Denied => "denied",
             Outcome::Overridden => "overridden",
-            Outcome::Unverified => "unverified",
+            Outcome::Unconfirmed => "unverified",
             Outcome::Ignored => "ignored",
             Outcome::Deferred => "deferred",
             Outcome::WouldDeny => "would-deny",
@@ -39,7 +39,7 @@ impl Outcome {
 
     /// Whether it refuses, before warn mode or MCO's exemption turn a refusal into an allow.
     pub fn refuses(self) -> bool {
-        matches!(self, Outcome::Denied | Outcome::Unverified)
+        matches!(self, Outcome::Denied | Outcome::Unconfirmed)
     }
 }
 

@@ -25,7 +25,7 @@ pub struct Report<'a> {
     /// What the registry answered for each guarded image, asked as a node pulls (live `check`
     /// only; absent when the registry was not asked).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub registry: Option<Vec<crate::core::registry::report::Served>>,
+    pub registry: Option<Vec<crate::core::registry::report::ProtectedImage>>,
 }
 
 /// The release(s) whose rules decided.
@@ -86,12 +86,15 @@ impl<'a> Report<'a> {
     }
 
     /// The registry's answers for the guarded images; an image already gone adds a warning.
-    pub fn with_registry(mut self, served: Vec<crate::core::registry::report::Served>) -> Self {
+    pub fn with_registry(
+        mut self,
+        served: Vec<crate::core::registry::report::ProtectedImage>,
+    ) -> Self {
         self.warnings.extend(
             served
                 .iter()
                 .filter(|s| s.status == crate::core::registry::Status::Missing)
-                .map(crate::core::registry::report::already_gone),
+                .map(crate::core::registry::report::already_missing),
         );
         self.registry = Some(served);
         self

@@ -38,7 +38,7 @@ pub enum Checked {
     /// refuses it and the read failed.
     Decided(Verdict),
     /// A would-be allow that the fresh read could not confirm.
-    Unverified { cached: Verdict, why: FreshError },
+    Unconfirmed { cached: Verdict, why: FreshError },
 }
 
 /// A verdict from the caches, and what it was decided on (`None` where the view cannot tell).
@@ -228,7 +228,7 @@ impl<V: ClusterView> Engine<V> {
                     Ok(Err(e)) => e.clone(),
                     _ => FreshError::Timeout(confirm_timeout),
                 };
-                Checked::Unverified { cached, why }
+                Checked::Unconfirmed { cached, why }
             }
         }
     }

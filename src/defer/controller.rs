@@ -222,7 +222,7 @@ async fn reconcile<V: ClusterView>(
     };
     let verdict = match &checked {
         Some(Checked::Decided(v)) => Some(v),
-        Some(Checked::Unverified { why, .. }) => {
+        Some(Checked::Unconfirmed { why, .. }) => {
             tracing::warn!(%name, %why, "cannot verify a deferred deletion; keeping the finalizer");
             None
         }

@@ -144,7 +144,7 @@ impl Answers {
         view: &dyn ClusterView,
     ) -> Option<Refusal> {
         let reason = match answer.outcome {
-            Outcome::Denied | Outcome::Unverified => events::REASON_BLOCKED,
+            Outcome::Denied | Outcome::Unconfirmed => events::REASON_BLOCKED,
             Outcome::WouldDeny => events::REASON_WOULD_BLOCK,
             Outcome::McoWouldDeny => events::REASON_MCO_ADMITTED,
             _ => return None,
@@ -226,7 +226,7 @@ impl Answer {
     fn of(kind: TargetKind, name: &str, ruling: Ruling) -> Self {
         match ruling {
             Ruling::Unreadable(why) => Self::deny(
-                Outcome::Unverified,
+                Outcome::Unconfirmed,
                 message::unverified(kind, name, &why.to_string()),
             ),
             Ruling::Deferred(verdict) => Self::deferred(&verdict),
@@ -236,7 +236,7 @@ impl Answer {
             } => {
                 let answer = match checked {
                     Checked::Decided(verdict) => Self::from_verdict(&verdict),
-                    Checked::Unverified { cached, why } => {
+                    Checked::Unconfirmed { cached, why } => {
                         let why = why.to_string();
                         if let Some(reason) = cached.override_reason.as_deref() {
                             tracing::warn!(name = %Printable(name), %why, "could not confirm an allow; allowed by override");
@@ -244,7 +244,7 @@ impl Answer {
                             Self::allow(Outcome::Overridden, vec![warning])
                         } else {
                             tracing::warn!(name = %Printable(name), reason = %why, "could not confirm an allow; denying");
-                            Self::deny(Outcome::Unverified, message::unverified(kind, name, &why))
+                            Self::deny(Outcome::Unconfirmed, message::unverified(kind, name, &why))
                         }
                     }
                 };

@@ -383,7 +383,7 @@ async fn prune_lists_and_deletes_with_the_push_secret_only_where_deletes_are_all
     use mosc_guard::access::registry::delete::ImageDeleter;
     use mosc_guard::access::registry::session::Session;
     use mosc_guard::access::registry::tags::TagReader;
-    use mosc_guard::core::registry::deletion::Deletion;
+    use mosc_guard::core::registry::deletion::DeleteAnswer;
     use mosc_guard::core::registry::listing::Resolved;
     use std::sync::Arc;
     use testkit::node_registry::{PUSH_PASSWORD, PUSH_USER};
@@ -435,11 +435,15 @@ async fn prune_lists_and_deletes_with_the_push_secret_only_where_deletes_are_all
         assert_eq!(&answer.tag, tag);
         if tag == "b" {
             assert!(
-                matches!(&answer.resolved, Resolved::Gone(why) if why.contains("MANIFEST_UNKNOWN")),
+                matches!(&answer.resolved, Resolved::Missing(why) if why.contains("MANIFEST_UNKNOWN")),
                 "{answer:?}"
             );
         } else {
-            assert_eq!(answer.resolved, Resolved::Digest(digest.clone()), "{tag}");
+            assert_eq!(
+                answer.resolved,
+                Resolved::Available(digest.clone()),
+                "{tag}"
+            );
         }
     }
 
@@ -459,7 +463,7 @@ async fn prune_lists_and_deletes_with_the_push_secret_only_where_deletes_are_all
             .delete(host, repo, &a)
             .await;
         assert!(
-            matches!(&refused, Deletion::Refused(_)),
+            matches!(&refused, DeleteAnswer::Refused(_)),
             "{who}: {refused:?}"
         );
         assert!(
@@ -469,7 +473,7 @@ async fn prune_lists_and_deletes_with_the_push_secret_only_where_deletes_are_all
     }
     assert_eq!(
         reader.resolve(host, repo, &a).await,
-        Resolved::Digest(a.clone())
+        Resolved::Available(a.clone())
     );
 
     // A registry with deletes disabled: unsupported, nothing deleted.
@@ -478,28 +482,28 @@ async fn prune_lists_and_deletes_with_the_push_secret_only_where_deletes_are_all
         .delete(off, repo, &a)
         .await;
     assert!(
-        matches!(&unsupported, Deletion::Unsupported(why) if why.contains("UNSUPPORTED")),
+        matches!(&unsupported, DeleteAnswer::Unsupported(why) if why.contains("UNSUPPORTED")),
         "{unsupported:?}"
     );
     assert_eq!(
         reader.resolve(host, repo, &a).await,
-        Resolved::Digest(a.clone())
+        Resolved::Available(a.clone())
     );
 
     // The push secret deletes, by digest; then it is gone, and a second delete finds nothing.
     let deleter = ImageDeleter::with_push_secret(Arc::clone(&push));
-    assert_eq!(deleter.delete(host, repo, &a).await, Deletion::Deleted);
+    assert_eq!(deleter.delete(host, repo, &a).await, DeleteAnswer::Deleted);
     assert!(matches!(
         reader.resolve(host, repo, &a).await,
-        Resolved::Gone(_)
+        Resolved::Missing(_)
     ));
     assert!(
-        matches!(reader.resolve(host, repo, "a").await, Resolved::Gone(_)),
+        matches!(reader.resolve(host, repo, "a").await, Resolved::Missing(_)),
         "its tag went with it"
     );
     assert!(matches!(
         deleter.delete(host, repo, &a).await,
-        Deletion::Gone(_)
+        DeleteAnswer::Missing(_)
     ));
     let mut left = reader.list(host, repo).await.expect("listed");
     left.sort();

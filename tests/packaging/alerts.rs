@@ -163,7 +163,7 @@ fn every_alert_is_tested_firing_and_quiet() {
 /// them first).
 fn exported_metrics() -> BTreeSet<String> {
     let metrics = Metrics::default();
-    metrics.decision("machineosconfigs", Outcome::Unverified, 0.001);
+    metrics.decision("machineosconfigs", Outcome::Unconfirmed, 0.001);
     for result in ["confirmed", "overturned", "failed"] {
         metrics.confirmation(result);
     }

@@ -11,14 +11,14 @@ use kube::Client;
 
 use super::{Checker, Limits, PullConfigError, dump_pull_config, pull_config};
 use crate::access::dump::Loaded;
-use crate::core::recovery::{RegistryAnswers, Unverified};
+use crate::core::recovery::{RegistryAnswers, WhenUnverified};
 use crate::core::registry::node_config::PullConfig;
-use crate::core::registry::{Status, Verdict};
+use crate::core::registry::{Answer, Status};
 
 /// How the registry is reached, and what an answer it cannot give comes to.
 pub struct RegistryAsk {
     reach: Reach,
-    unverified: Unverified,
+    unverified: WhenUnverified,
 }
 
 enum Reach {
@@ -45,9 +45,9 @@ impl RegistryAsk {
         RegistryAsk {
             reach: Reach::Live(client),
             unverified: if admin_verified {
-                Unverified::AdminVerified
+                WhenUnverified::AdminVerified
             } else {
-                Unverified::Ask
+                WhenUnverified::Ask
             },
         }
     }
@@ -61,9 +61,9 @@ impl RegistryAsk {
         admin_verified: bool,
     ) -> Result<Self, PullConfigError> {
         let unverified = if admin_verified {
-            Unverified::AdminVerified
+            WhenUnverified::AdminVerified
         } else {
-            Unverified::Preview
+            WhenUnverified::Preview
         };
         let dump = dump_pull_config(loaded, dir, authfile)?;
         let reach = if !dump.authfile {
@@ -113,7 +113,7 @@ impl RegistryAsk {
             }
             Reach::Unknown(why) => {
                 for image in images {
-                    let verdict = Verdict {
+                    let verdict = Answer {
                         status: Status::Unknown,
                         why: why.clone(),
                     };

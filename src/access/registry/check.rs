@@ -4,7 +4,7 @@ use reqwest::Method;
 use tokio::sync::Semaphore;
 
 use super::session::{ACCEPT_MANIFESTS, Actions, Limits, Request, Session, sha256_hex};
-use crate::core::registry::answer::{Exchange, Reply, Status, Verdict};
+use crate::core::registry::answer::{Answer, Exchange, Reply, Status};
 use crate::core::registry::node_config::PullConfig;
 use crate::core::registry::sources::{PullSource, pull_sources};
 use crate::core::registry::{combine, judge};
@@ -14,10 +14,10 @@ use crate::core::registry::{combine, judge};
 pub struct ImageAnswer {
     pub image: String,
     /// The places together.
-    pub verdict: Verdict,
+    pub verdict: Answer,
     /// Each place asked (`host/repository@digest`), in order, and its answer. The places after
     /// one that served the image are not asked (the node would not ask them either).
-    pub places: Vec<(String, Verdict)>,
+    pub places: Vec<(String, Answer)>,
 }
 
 impl ImageAnswer {
@@ -64,7 +64,7 @@ impl Checker {
         let answer = tokio::time::timeout(limit, self.check_places(image)).await;
         let mut answer = answer.unwrap_or_else(|_| ImageAnswer {
             image: image.to_string(),
-            verdict: Verdict {
+            verdict: Answer {
                 status: Status::Unknown,
                 why: format!("no answer within {} s", limit.as_secs()),
             },
@@ -83,7 +83,7 @@ impl Checker {
             Err(e) => {
                 return ImageAnswer {
                     image: image.to_string(),
-                    verdict: Verdict {
+                    verdict: Answer {
                         status: Status::Unknown,
                         why: e,
                     },
@@ -91,7 +91,7 @@ impl Checker {
                 };
             }
         };
-        let mut answered: Vec<(String, Verdict)> = Vec::new();
+        let mut answered: Vec<(String, Answer)> = Vec::new();
         for place in &places {
             let exchange = self.ask(place).await;
             let verdict = judge(&exchange);

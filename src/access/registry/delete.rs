@@ -13,7 +13,7 @@ use std::sync::Arc;
 use reqwest::Method;
 
 use super::session::{ACCEPT_MANIFESTS, Actions, Request, Session};
-use crate::core::registry::deletion::{Deletion, judge_delete};
+use crate::core::registry::deletion::{DeleteAnswer, judge_delete};
 
 /// Deletes manifests by digest, with the session's credentials (the push secret MCO deletes
 /// with).
@@ -29,7 +29,7 @@ impl ImageDeleter {
     }
 
     /// Deletes `digest` (`sha256:...`) from `repository` on `host`.
-    pub async fn delete(&self, host: &str, repository: &str, digest: &str) -> Deletion {
+    pub async fn delete(&self, host: &str, repository: &str, digest: &str) -> DeleteAnswer {
         let path = format!("/v2/{repository}/manifests/{digest}");
         let request = Request {
             method: Method::DELETE,
@@ -49,11 +49,11 @@ impl ImageDeleter {
             Err(reply) => reply,
         };
         match judge_delete(&reply) {
-            Deletion::Deleted => Deletion::Deleted,
-            Deletion::Gone(w) => Deletion::Gone(self.session.clean(&w)),
-            Deletion::Unsupported(w) => Deletion::Unsupported(self.session.clean(&w)),
-            Deletion::Refused(w) => Deletion::Refused(self.session.clean(&w)),
-            Deletion::Failed(w) => Deletion::Failed(self.session.clean(&w)),
+            DeleteAnswer::Deleted => DeleteAnswer::Deleted,
+            DeleteAnswer::Missing(w) => DeleteAnswer::Missing(self.session.clean(&w)),
+            DeleteAnswer::Unsupported(w) => DeleteAnswer::Unsupported(self.session.clean(&w)),
+            DeleteAnswer::Refused(w) => DeleteAnswer::Refused(self.session.clean(&w)),
+            DeleteAnswer::Failed(w) => DeleteAnswer::Failed(self.session.clean(&w)),
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::access::dump::Loaded;
 use crate::core::registry::auth::AuthFile;
 use crate::core::registry::node_config::{ControllerConfigSpec, NodeConfigError, PullConfig};
 use crate::core::registry::sources::{MirrorRule, merge};
-use crate::core::registry::{Status, Verdict};
+use crate::core::registry::{Answer, Status};
 
 /// The ControllerConfig MCO keeps.
 pub const CONTROLLER_CONFIG: &str = "machine-config-controller";
@@ -50,8 +50,8 @@ pub enum PullConfigError {
 
 impl PullConfigError {
     /// What the registry's answer is for any image while the pull configuration cannot be had.
-    pub fn unknown(&self) -> Verdict {
-        Verdict {
+    pub fn unknown(&self) -> Answer {
+        Answer {
             status: Status::Unknown,
             why: format!("cannot read how nodes pull: {self}"),
         }

@@ -21,7 +21,7 @@ use super::session::Session;
 use super::tags::TagReader;
 use crate::core::registry::auth::AuthFile;
 use crate::core::registry::internal::{self, Internal};
-use crate::core::registry::listing::{Listing, Source};
+use crate::core::registry::listing::{Listing, PushRepository};
 use crate::core::registry::node_config::PullConfig;
 
 /// How prune reaches the registries of one run: a session per push secret (or why there is
@@ -37,7 +37,10 @@ impl Registries {
     /// of `sources`. Without a usable ControllerConfig no repository can be reached (MCO's
     /// CAs and proxy are its); a push secret or host list that cannot be read leaves only the
     /// repositories it concerns unreached, with the reason.
-    pub async fn read(client: &kube::Client, sources: &[Source]) -> Result<Self, PullConfigError> {
+    pub async fn read(
+        client: &kube::Client,
+        sources: &[PushRepository],
+    ) -> Result<Self, PullConfigError> {
         let spec = controller_config(client).await?;
         let trust = spec.trust()?;
         let internal = internal_registry_hosts(client).await;
@@ -69,7 +72,7 @@ impl Registries {
     }
 
     /// The reader for `source`, or why its repository cannot be listed.
-    fn reader(&self, source: &Source) -> Result<TagReader, String> {
+    fn reader(&self, source: &PushRepository) -> Result<TagReader, String> {
         let Some(secret) = &source.secret else {
             return Err(
                 "no MachineOSConfig or MachineOSBuild names a push secret for it, so MCO could not \
@@ -85,18 +88,18 @@ impl Registries {
     }
 
     /// The session of `source`'s push secret (what `--apply --images` deletes with).
-    pub fn session(&self, source: &Source) -> Option<Arc<Session>> {
+    pub fn session(&self, source: &PushRepository) -> Option<Arc<Session>> {
         let secret = source.secret.as_ref()?;
         self.sessions.get(secret)?.as_ref().ok().cloned()
     }
 
-    fn internal(&self, source: &Source) -> Internal {
+    fn internal(&self, source: &PushRepository) -> Internal {
         let known = self.internal.as_deref().map_err(String::as_str);
         Internal::of(&source.host, known)
     }
 
     /// Lists `source` now.
-    pub async fn listing(&self, source: &Source) -> Listing {
+    pub async fn listing(&self, source: &PushRepository) -> Listing {
         let internal = self.internal(source);
         match self.reader(source) {
             Ok(reader) => reader.listing(source, internal).await,

@@ -17,7 +17,7 @@ use reqwest::Method;
 use super::session::{ACCEPT_MANIFESTS, Actions, Request, Session, sha256_hex};
 use crate::core::registry::answer::{Exchange, Reply, Status};
 use crate::core::registry::judge;
-use crate::core::registry::listing::{Listing, Resolved, Source, TagAnswer};
+use crate::core::registry::listing::{Listing, PushRepository, Resolved, TagAnswer};
 use crate::core::registry::tags::{next_page, page_tags};
 
 /// Tags asked for per page.
@@ -51,7 +51,7 @@ impl TagReader {
     }
 
     /// Lists `source` and resolves every tag: the listing prune plans from.
-    pub async fn listing(&self, source: &Source, internal: Internal) -> Listing {
+    pub async fn listing(&self, source: &PushRepository, internal: Internal) -> Listing {
         let tags = match self.list(&source.host, &source.path).await {
             Ok(tags) => Ok(self.resolve_all(&source.host, &source.path, &tags).await),
             Err(why) => Err(why),
@@ -177,14 +177,14 @@ impl TagReader {
                             "the registry names it {n}, but the manifest it served is {digest}"
                         ))
                     }
-                    _ => Resolved::Digest(digest),
+                    _ => Resolved::Available(digest),
                 }
             }
             (reply, _) => {
                 let verdict = self.judged(host, reply).await;
                 let why = self.session.clean(&verdict.why);
                 match verdict.status {
-                    Status::Missing => Resolved::Gone(why),
+                    Status::Missing => Resolved::Missing(why),
                     _ => Resolved::Unknown(why),
                 }
             }
@@ -192,7 +192,7 @@ impl TagReader {
     }
 
     /// What a reply that is not a success comes to, asking `/v2/` as a node's pull would.
-    async fn judged(&self, host: &str, reply: Reply) -> crate::core::registry::Verdict {
+    async fn judged(&self, host: &str, reply: Reply) -> crate::core::registry::Answer {
         let ping = match reply {
             Reply::Failed(_) => None,
             _ => Some(self.session.ping(host).await),

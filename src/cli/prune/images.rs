@@ -1,5 +1,5 @@
 //! `prune`'s images, live: the repositories the MachineOSConfigs and MachineOSBuilds name
-//! ([`crate::core::prune::images::sources`]), each listed and resolved as MCO reaches it
+//! ([`crate::core::prune::images::push_repositories`]), each listed and resolved as MCO reaches it
 //! ([`Registries`]: the push secret, the ControllerConfig's CAs and proxy), then planned
 //! ([`crate::core::prune::images::plan_images`]). Anything that cannot be read leaves the
 //! repositories it concerns unlisted, with the reason; the builds' plan goes on.
@@ -7,7 +7,7 @@
 use kube::Client;
 
 use crate::access::registry::{PullConfigError, Registries};
-use crate::core::prune::images::{ImagePlan, plan_images, sources};
+use crate::core::prune::images::{ImagePlan, plan_images, push_repositories};
 use crate::core::snapshot::Snapshot;
 
 /// The images plan for `snapshot` from the live cluster, how its registries were reached, and
@@ -16,7 +16,7 @@ pub(super) async fn plan_live(
     client: &Client,
     snapshot: &Snapshot,
 ) -> (ImagePlan, Option<Registries>, Vec<String>) {
-    let sources = sources(snapshot);
+    let sources = push_repositories(snapshot);
     if sources.is_empty() {
         return (ImagePlan::default(), None, Vec::new());
     }

@@ -18,7 +18,7 @@ pub(super) fn add(build: &mut Planned, verdict: &Verdict) {
             .map(|n| n.node.as_str())
             .collect()
     };
-    let (running, wanting) = (by(BlockReason::InUse), by(BlockReason::InFlight));
+    let (running, pending) = (by(BlockReason::InUse), by(BlockReason::InFlight));
     if !running.is_empty() {
         build.keep(Why::new(
             Keep::NodeNeedsImage,
@@ -30,14 +30,14 @@ pub(super) fn add(build: &mut Planned, verdict: &Verdict) {
             ),
         ));
     }
-    if !wanting.is_empty() {
+    if !pending.is_empty() {
         build.keep(Why::new(
             Keep::NodeNeedsImage,
             format!(
                 "{} {} updating to its image (desiredImage, not reached yet): {}",
-                count(wanting.len(), "node"),
-                if wanting.len() == 1 { "is" } else { "are" },
-                listed(wanting)
+                count(pending.len(), "node"),
+                if pending.len() == 1 { "is" } else { "are" },
+                listed(pending)
             ),
         ));
     }

@@ -3,7 +3,7 @@
 //! carrying it says MCO cannot serve it, not that the registry lost it: if the registry still
 //! serves it the daemon's retry can succeed, and a cancel landing during that retry makes the
 //! node worse (it reboots into the image, then is drained back). So only **missing** qualifies;
-//! **unknown** or not asked is for a person unless the loss is verified ([`Unverified`]).
+//! **unknown** or not asked is for a person unless the loss is verified ([`WhenUnverified`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::core::node::NodeImages;
 use crate::core::policy::Membership;
-use crate::core::registry::{Status, Verdict as Answer};
+use crate::core::registry::{Answer, Status};
 
 use super::RecoverySnapshot;
 use super::node::RecoveryNode;
@@ -25,13 +25,13 @@ pub struct RegistryAnswers {
     pub answers: BTreeMap<String, Answer>,
     /// Why an image not in `answers` was not asked (no registry access).
     pub not_asked: String,
-    pub unverified: Unverified,
+    pub unverified: WhenUnverified,
 }
 
 /// What a stuck node whose image the registry could not tell about (unknown, or not asked)
 /// comes to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Unverified {
+pub enum WhenUnverified {
     /// A person decides: `imageLossUnverified` (a live plan, by default).
     #[default]
     Ask,
@@ -81,10 +81,10 @@ impl Loss {
 /// What rule 3b makes of the registry's word on a node's image.
 pub(super) enum Judged {
     /// The registry still serves it: do not cancel.
-    Served(RegistrySaid),
+    Available(RegistrySaid),
     /// Lost as far as the plan may act on it.
     Lost(Loss),
-    /// A person decides (unknown, or not asked, with [`Unverified::Ask`]).
+    /// A person decides (unknown, or not asked, with [`WhenUnverified::Ask`]).
     Unverified(RegistrySaid),
 }
 
@@ -106,11 +106,11 @@ impl RegistryAnswers {
     pub(super) fn judge(&self, image: &str) -> Judged {
         let said = self.said(image);
         match (said.status, self.unverified) {
-            (Some(Status::Available), _) => Judged::Served(said),
+            (Some(Status::Available), _) => Judged::Available(said),
             (Some(Status::Missing), _) => Judged::Lost(Loss::Verified(said)),
-            (_, Unverified::Ask) => Judged::Unverified(said),
-            (_, Unverified::AdminVerified) => Judged::Lost(Loss::AdminVerified(said)),
-            (_, Unverified::Preview) => Judged::Lost(Loss::Unverified(said)),
+            (_, WhenUnverified::Ask) => Judged::Unverified(said),
+            (_, WhenUnverified::AdminVerified) => Judged::Lost(Loss::AdminVerified(said)),
+            (_, WhenUnverified::Preview) => Judged::Lost(Loss::Unverified(said)),
         }
     }
 }

@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use crate::core::policy::Membership;
 use crate::core::snapshot::Snapshot;
 
-pub use loss::{Loss, RegistryAnswers, RegistrySaid, Unverified, images_to_ask};
+pub use loss::{Loss, RegistryAnswers, RegistrySaid, WhenUnverified, images_to_ask};
 pub use marker::Marker;
 pub use node::MARKER;
 pub use node::RecoveryNode;
@@ -58,7 +58,7 @@ pub struct NodePlan {
     pub node: String,
     /// The node's pool as MCO places it (`None`: in no pool).
     pub pool: Option<String>,
-    pub verdict: Verdict,
+    pub diagnosis: Diagnosis,
     /// What the registry said of the image the node is stuck on (`None` when the plan had no
     /// question for it: not stuck on an image no build carries, or not a node to patch).
     pub registry: Option<RegistrySaid>,
@@ -66,7 +66,7 @@ pub struct NodePlan {
 
 /// What to do with one node.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Verdict {
+pub enum Diagnosis {
     /// Stuck on a lost image, and cancelling its target is safe: the patch does it.
     Recoverable(Box<Recovery>),
     /// Cancelled by an earlier run (its marker matches); its daemon has not finished the no-op
@@ -101,15 +101,15 @@ pub struct Recovery {
 
 impl Plan {
     pub fn recoverable(&self) -> impl Iterator<Item = (&NodePlan, &Recovery)> {
-        self.nodes.iter().filter_map(|n| match &n.verdict {
-            Verdict::Recoverable(r) => Some((n, r.as_ref())),
+        self.nodes.iter().filter_map(|n| match &n.diagnosis {
+            Diagnosis::Recoverable(r) => Some((n, r.as_ref())),
             _ => None,
         })
     }
 
     pub fn cancelled(&self) -> impl Iterator<Item = (&NodePlan, &Marker)> {
-        self.nodes.iter().filter_map(|n| match &n.verdict {
-            Verdict::Cancelled { marker, .. } => Some((n, marker)),
+        self.nodes.iter().filter_map(|n| match &n.diagnosis {
+            Diagnosis::Cancelled { marker, .. } => Some((n, marker)),
             _ => None,
         })
     }
@@ -118,7 +118,7 @@ impl Plan {
     pub fn needs_attention(&self) -> bool {
         self.nodes
             .iter()
-            .any(|n| matches!(n.verdict, Verdict::NeedsAttention(_)))
+            .any(|n| matches!(n.diagnosis, Diagnosis::NeedsAttention(_)))
     }
 }
 
@@ -160,10 +160,10 @@ fn node_plan(
     pool: Option<&str>,
     registry: &RegistryAnswers,
 ) -> Option<NodePlan> {
-    let verdict = rules::verdict(snapshot, node, pool, registry)?;
+    let diagnosis = rules::diagnose(snapshot, node, pool, registry)?;
     let asked = matches!(
-        verdict,
-        Verdict::Recoverable(_) | Verdict::NeedsAttention(_)
+        diagnosis,
+        Diagnosis::Recoverable(_) | Diagnosis::NeedsAttention(_)
     );
     let registry = asked
         .then(|| loss::lost(node, snapshot))
@@ -172,7 +172,7 @@ fn node_plan(
     Some(NodePlan {
         node: node.name.clone(),
         pool: pool.map(str::to_string),
-        verdict,
+        diagnosis,
         registry,
     })
 }
@@ -192,15 +192,18 @@ pub fn most_cautious(plans: Vec<Plan>) -> Plan {
             unseen.remove(&theirs.node);
             match merged.nodes.iter_mut().find(|n| n.node == theirs.node) {
                 Some(ours) if *ours == theirs => {}
-                Some(ours) => ours.verdict = cautious(&ours.verdict, Some(theirs.verdict)),
+                Some(ours) => ours.diagnosis = cautious(&ours.diagnosis, Some(theirs.diagnosis)),
                 None => {
-                    let verdict = cautious(&theirs.verdict, None);
-                    merged.nodes.push(NodePlan { verdict, ..theirs });
+                    let diagnosis = cautious(&theirs.diagnosis, None);
+                    merged.nodes.push(NodePlan {
+                        diagnosis,
+                        ..theirs
+                    });
                 }
             }
         }
         for ours in merged.nodes.iter_mut().filter(|n| unseen.contains(&n.node)) {
-            ours.verdict = cautious(&ours.verdict, None);
+            ours.diagnosis = cautious(&ours.diagnosis, None);
         }
     }
     merged
@@ -211,10 +214,10 @@ pub fn most_cautious(plans: Vec<Plan>) -> Plan {
 
 /// Of two readings of a node that differ (`None`: the other reading has nothing to say about
 /// it), the one to keep: a reading that needs a person, else "the copies disagree".
-fn cautious(ours: &Verdict, theirs: Option<Verdict>) -> Verdict {
+fn cautious(ours: &Diagnosis, theirs: Option<Diagnosis>) -> Diagnosis {
     match (ours, theirs) {
-        (Verdict::NeedsAttention(_), _) => ours.clone(),
-        (_, Some(Verdict::NeedsAttention(p))) => Verdict::NeedsAttention(p),
-        _ => Verdict::NeedsAttention(vec![Problem::CopiesDisagree]),
+        (Diagnosis::NeedsAttention(_), _) => ours.clone(),
+        (_, Some(Diagnosis::NeedsAttention(p))) => Diagnosis::NeedsAttention(p),
+        _ => Diagnosis::NeedsAttention(vec![Problem::CopiesDisagree]),
     }
 }

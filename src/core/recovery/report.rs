@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::words;
-use super::{Plan, RegistrySaid, Verdict};
+use super::{Diagnosis, Plan, RegistrySaid};
 
 #[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -96,8 +96,8 @@ impl Report {
             ..Default::default()
         };
         for n in &plan.nodes {
-            match &n.verdict {
-                Verdict::Recoverable(r) => report.recoverable.push(Recoverable {
+            match &n.diagnosis {
+                Diagnosis::Recoverable(r) => report.recoverable.push(Recoverable {
                     node: n.node.clone(),
                     pool: n.pool.clone().unwrap_or_default(),
                     image: r.image.clone(),
@@ -108,14 +108,14 @@ impl Report {
                     recorded: r.marker.annotations.clone(),
                     boot_id: r.marker.boot_id.clone(),
                 }),
-                Verdict::Cancelled { marker, waiting } => report.cancelled.push(Cancelled {
+                Diagnosis::Cancelled { marker, waiting } => report.cancelled.push(Cancelled {
                     node: n.node.clone(),
                     pool: n.pool.clone(),
                     why: words::cancelled(waiting),
                     waiting_for: waiting.clone(),
                     recorded: marker.annotations.clone(),
                 }),
-                Verdict::NeedsAttention(problems) => report.needs_attention.push(Attention {
+                Diagnosis::NeedsAttention(problems) => report.needs_attention.push(Attention {
                     node: n.node.clone(),
                     pool: n.pool.clone(),
                     why: problems
@@ -127,7 +127,7 @@ impl Report {
                     problems: problems.iter().map(words::problem_code).collect(),
                     registry: n.registry.clone(),
                 }),
-                Verdict::OutOfScope(s) => report.out_of_scope.push(OutOfScope {
+                Diagnosis::OutOfScope(s) => report.out_of_scope.push(OutOfScope {
                     node: n.node.clone(),
                     pool: n.pool.clone(),
                     why: words::scope(s),

@@ -23,7 +23,7 @@ use super::node::RecoveryNode;
 use super::patch::NodePatch;
 use super::progress::{Progress, cancel_holds, progress};
 use super::stuck::carrier;
-use super::{Recovery, RecoverySnapshot, Verdict};
+use super::{Diagnosis, Recovery, RecoverySnapshot};
 
 /// How the drain rule was met.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,17 +97,17 @@ pub enum Scope {
 }
 
 /// The verdict for `node` in `pool`, or `None` when there is nothing to say about it.
-pub(super) fn verdict(
+pub(super) fn diagnose(
     snapshot: &RecoverySnapshot,
     node: &RecoveryNode,
     pool: Option<&str>,
     registry: &RegistryAnswers,
-) -> Option<Verdict> {
+) -> Option<Diagnosis> {
     let builds = &snapshot.objects.machine_os_builds;
     let marker = Marker::read(node);
     if let Some(marker) = marker.as_ref().filter(|m| cancel_holds(node, m)) {
         return match progress(node, marker, &snapshot.objects) {
-            Progress::Waiting(waiting) => Some(Verdict::Cancelled {
+            Progress::Waiting(waiting) => Some(Diagnosis::Cancelled {
                 marker: marker.clone(),
                 waiting,
             }),
@@ -126,14 +126,14 @@ pub(super) fn verdict(
     // MCO manages no node it places in no pool: only one that looks stuck is worth a word.
     let Some(pool) = pool else {
         let stuck = node.state() == Some("Degraded") && lost.is_some();
-        return stuck.then_some(Verdict::OutOfScope(Scope::NoPool));
+        return stuck.then_some(Diagnosis::OutOfScope(Scope::NoPool));
     };
     match node.state() {
         Some("Degraded") => {}
-        Some("Unreconcilable") => return Some(Verdict::OutOfScope(Scope::Unreconcilable)),
+        Some("Unreconcilable") => return Some(Diagnosis::OutOfScope(Scope::Unreconcilable)),
         state => {
             return lost.map(|image| {
-                Verdict::OutOfScope(Scope::StillTrying {
+                Diagnosis::OutOfScope(Scope::StillTrying {
                     state: state.map(str::to_string),
                     image: image.to_string(),
                 })
@@ -141,20 +141,20 @@ pub(super) fn verdict(
         }
     }
     let Some(desired) = images.desired.filter(|d| images.current != Some(*d)) else {
-        return Some(Verdict::OutOfScope(Scope::NoImageDifference {
+        return Some(Diagnosis::OutOfScope(Scope::NoImageDifference {
             earlier_recovery: marker.is_some(),
         }));
     };
     if let Some(build) = carrier(desired, builds) {
-        return Some(Verdict::NeedsAttention(vec![Problem::ImageCarried {
+        return Some(Diagnosis::NeedsAttention(vec![Problem::ImageCarried {
             image: desired.to_string(),
             build: build.name().to_string(),
         }]));
     }
     let image = desired.to_string();
     let (loss, mut problems) = match registry.judge(desired) {
-        Judged::Served(said) => {
-            return Some(Verdict::NeedsAttention(vec![Problem::ImageStillServed {
+        Judged::Available(said) => {
+            return Some(Diagnosis::NeedsAttention(vec![Problem::ImageStillServed {
                 image,
                 said,
             }]));
@@ -162,7 +162,7 @@ pub(super) fn verdict(
         Judged::Lost(loss) => (Some(loss), Vec::new()),
         Judged::Unverified(said) => (None, vec![Problem::ImageLossUnverified { image, said }]),
     };
-    Some(lost_image_verdict(
+    Some(lost_image_diagnosis(
         snapshot,
         node,
         pool,
@@ -174,14 +174,14 @@ pub(super) fn verdict(
 
 /// Rules 4 to 7 for a node stuck on `image` (rules 1 to 3 hold; `loss` is how rule 3b holds,
 /// `None` with its problem in `problems` when it does not).
-fn lost_image_verdict(
+fn lost_image_diagnosis(
     snapshot: &RecoverySnapshot,
     node: &RecoveryNode,
     pool: &str,
     image: &str,
     loss: Option<Loss>,
     problems: &mut Vec<Problem>,
-) -> Verdict {
+) -> Diagnosis {
     let pool_config = pool_config(snapshot, pool);
     if let PoolConfig::SendsImage { config } = &pool_config {
         problems.push(Problem::PoolTargeted {
@@ -199,7 +199,7 @@ fn lost_image_verdict(
             if problems.is_empty() =>
         {
             let marker = Marker::for_node(node);
-            Verdict::Recoverable(Box::new(Recovery {
+            Diagnosis::Recoverable(Box::new(Recovery {
                 image: image.to_string(),
                 loss,
                 current_image: node.current_image().map(str::to_string),
@@ -211,7 +211,7 @@ fn lost_image_verdict(
                 marker,
             }))
         }
-        _ => Verdict::NeedsAttention(std::mem::take(problems)),
+        _ => Diagnosis::NeedsAttention(std::mem::take(problems)),
     }
 }
 

@@ -114,14 +114,14 @@ pub struct Exchange {
 
 /// An answer with its reason, in words a person can act on (never a credential).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Verdict {
+pub struct Answer {
     pub status: Status,
     pub why: String,
 }
 
-impl Verdict {
+impl Answer {
     fn new(status: Status, why: impl Into<String>) -> Self {
-        Verdict {
+        Answer {
             status,
             why: why.into(),
         }
@@ -161,7 +161,7 @@ pub(super) fn first_error(errors: &[RegistryError]) -> String {
 }
 
 /// What one place's answers come to.
-pub fn judge(exchange: &Exchange) -> Verdict {
+pub fn judge(exchange: &Exchange) -> Answer {
     use Status::{Available, Missing, Unknown};
     match &exchange.manifest {
         Some(Reply::Answered {
@@ -170,24 +170,24 @@ pub fn judge(exchange: &Exchange) -> Verdict {
             ..
         }) => {
             return match digest_matches {
-                Some(false) => Verdict::new(
+                Some(false) => Answer::new(
                     Unknown,
                     "served a manifest whose digest is not the one asked for (a node would refuse it)",
                 ),
-                _ => Verdict::new(Available, "served"),
+                _ => Answer::new(Available, "served"),
             };
         }
         Some(Reply::Failed(reason)) => {
-            return Verdict::new(Unknown, format!("unreachable: {reason}"));
+            return Answer::new(Unknown, format!("unreachable: {reason}"));
         }
         Some(Reply::TokenRefused(reason)) => {
-            return Verdict::new(
+            return Answer::new(
                 Unknown,
                 format!("the registry's token service refused the credentials: {reason}"),
             );
         }
         Some(Reply::TooLarge { limit }) => {
-            return Verdict::new(
+            return Answer::new(
                 Unknown,
                 format!("the answer was larger than {limit} bytes: not a manifest"),
             );
@@ -195,15 +195,15 @@ pub fn judge(exchange: &Exchange) -> Verdict {
         _ => {}
     }
     let ping_words = match &exchange.ping {
-        None => return Verdict::new(Unknown, "GET /v2/ was not asked"),
+        None => return Answer::new(Unknown, "GET /v2/ was not asked"),
         Some(Ping::Failed(reason)) => {
-            return Verdict::new(Unknown, format!("unreachable: {reason}"));
+            return Answer::new(Unknown, format!("unreachable: {reason}"));
         }
         Some(Ping::Answered { status, .. }) => format!("GET /v2/ answered HTTP {status}"),
     };
     let registry = exchange.ping.as_ref().is_some_and(Ping::is_registry);
     let Some(Reply::Answered { status, errors, .. }) = &exchange.manifest else {
-        return Verdict::new(Unknown, format!("not a registry: {ping_words}"));
+        return Answer::new(Unknown, format!("not a registry: {ping_words}"));
     };
     let status = *status;
     let detail = match first_error(errors) {
@@ -211,7 +211,7 @@ pub fn judge(exchange: &Exchange) -> Verdict {
         e => format!(" ({e})"),
     };
     if status == 401 || status == 403 || errors.iter().any(says_denied) {
-        return Verdict::new(
+        return Answer::new(
             Unknown,
             format!(
                 "access denied: HTTP {status}{detail}; the node's pull secret has no working credentials for it"
@@ -220,9 +220,9 @@ pub fn judge(exchange: &Exchange) -> Verdict {
     }
     if status == 404 && errors.iter().any(says_not_found) {
         return if registry {
-            Verdict::new(Missing, format!("the registry says it is gone{detail}"))
+            Answer::new(Missing, format!("the registry says it is gone{detail}"))
         } else {
-            Verdict::new(
+            Answer::new(
                 Unknown,
                 format!(
                     "HTTP 404{detail} from a host that does not answer as a registry ({ping_words})"
@@ -236,28 +236,28 @@ pub fn judge(exchange: &Exchange) -> Verdict {
         500..=599 => "the registry failed",
         _ => "an unexpected answer",
     };
-    Verdict::new(Unknown, format!("{what} (HTTP {status}){detail}"))
+    Answer::new(Unknown, format!("{what} (HTTP {status}){detail}"))
 }
 
 /// What every place a node pulls from comes to, in the node's order (mirrors, then the
 /// source): available when one served it, missing when every one said missing, else unknown.
 /// Each verdict is named by its place in the reason.
-pub fn combine<'a>(places: impl IntoIterator<Item = (&'a str, &'a Verdict)>) -> Verdict {
-    let places: Vec<(&str, &Verdict)> = places.into_iter().collect();
+pub fn combine<'a>(places: impl IntoIterator<Item = (&'a str, &'a Answer)>) -> Answer {
+    let places: Vec<(&str, &Answer)> = places.into_iter().collect();
     if let Some((place, _)) = places.iter().find(|(_, v)| v.status == Status::Available) {
-        return Verdict::new(Status::Available, format!("served by {place}"));
+        return Answer::new(Status::Available, format!("served by {place}"));
     }
     let words: Vec<String> = places
         .iter()
         .map(|(place, v)| format!("{place}: {}", v.why))
         .collect();
     if places.is_empty() {
-        return Verdict::new(Status::Unknown, "no place to pull it from");
+        return Answer::new(Status::Unknown, "no place to pull it from");
     }
     if places.iter().all(|(_, v)| v.status == Status::Missing) {
-        return Verdict::new(Status::Missing, words.join("; "));
+        return Answer::new(Status::Missing, words.join("; "));
     }
-    Verdict::new(Status::Unknown, words.join("; "))
+    Answer::new(Status::Unknown, words.join("; "))
 }
 
 #[cfg(test)]

@@ -17,11 +17,11 @@ use super::answer::{RegistryError, Reply, first_error, says_denied, says_not_fou
 
 /// What one delete came to, with the reason in words (never a credential).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Deletion {
+pub enum DeleteAnswer {
     /// 202 (or another 2xx): the registry deleted the manifest, with every tag on it.
     Deleted,
     /// The registry says it does not have it: nothing was deleted, nothing is left to delete.
-    Gone(String),
+    Missing(String),
     /// The registry does not allow deletes: nothing was deleted.
     Unsupported(String),
     /// The credentials may not delete (or were refused): nothing was deleted.
@@ -38,41 +38,41 @@ fn detail(errors: &[RegistryError]) -> String {
 }
 
 /// What the answer to a manifest `DELETE` means.
-pub fn judge_delete(reply: &Reply) -> Deletion {
+pub fn judge_delete(reply: &Reply) -> DeleteAnswer {
     let (status, errors) = match reply {
         Reply::Answered { status, errors, .. } => (*status, errors.as_slice()),
         Reply::TokenRefused(reason) => {
-            return Deletion::Refused(format!(
+            return DeleteAnswer::Refused(format!(
                 "the registry's token service refused the push secret's credentials: {reason}"
             ));
         }
-        Reply::Failed(reason) => return Deletion::Failed(format!("no answer: {reason}")),
+        Reply::Failed(reason) => return DeleteAnswer::Failed(format!("no answer: {reason}")),
         Reply::TooLarge { limit } => {
-            return Deletion::Failed(format!("an answer larger than {limit} bytes"));
+            return DeleteAnswer::Failed(format!("an answer larger than {limit} bytes"));
         }
     };
     let detail = detail(errors);
     if (200..300).contains(&status) {
-        return Deletion::Deleted;
+        return DeleteAnswer::Deleted;
     }
     let unsupported = errors
         .iter()
         .any(|e| e.code.eq_ignore_ascii_case("UNSUPPORTED"));
     if status == 405 || unsupported {
-        return Deletion::Unsupported(format!(
+        return DeleteAnswer::Unsupported(format!(
             "HTTP {status}{detail}: the registry does not allow deletes (distribution: \
              storage.delete.enabled is false)"
         ));
     }
     if status == 401 || status == 403 || errors.iter().any(says_denied) {
-        return Deletion::Refused(format!(
+        return DeleteAnswer::Refused(format!(
             "HTTP {status}{detail}: the push secret's credentials may not delete here"
         ));
     }
     if status == 404 && errors.iter().any(says_not_found) {
-        return Deletion::Gone(format!("HTTP 404{detail}: the registry does not have it"));
+        return DeleteAnswer::Missing(format!("HTTP 404{detail}: the registry does not have it"));
     }
-    Deletion::Failed(format!(
+    DeleteAnswer::Failed(format!(
         "HTTP {status}{detail}: the registry may or may not have deleted it"
     ))
 }

@@ -43,7 +43,7 @@ pub enum Internal {
     No,
     /// The host's form does not say, and the lists could not be read (why): it may be the
     /// internal registry on a Route with a host of its own.
-    Unsure(String),
+    Unknown(String),
 }
 
 impl Internal {
@@ -54,7 +54,7 @@ impl Internal {
             Ok(known) if is_internal(host, known) => Internal::Yes,
             Ok(_) => Internal::No,
             Err(_) if is_internal(host, &[]) => Internal::Yes,
-            Err(why) => Internal::Unsure(why.to_string()),
+            Err(why) => Internal::Unknown(why.to_string()),
         }
     }
 

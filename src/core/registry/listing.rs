@@ -6,7 +6,7 @@ use crate::core::registry::internal::Internal;
 
 /// One repository to list.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Source {
+pub struct PushRepository {
     /// `host/path`, as a pull spec writes it (the host lower-cased).
     pub repository: String,
     /// The registry host (`host[:port]`).
@@ -25,10 +25,10 @@ pub struct Source {
 /// What a tag holds, as the registry answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Resolved {
-    /// The digest of the manifest it names (`sha256:...`).
-    Digest(String),
-    /// The registry says it is gone (its own not-found answer).
-    Gone(String),
+    /// Available: the digest of the manifest it names (`sha256:...`).
+    Available(String),
+    /// The registry says it is missing (its own not-found answer), why.
+    Missing(String),
     /// Anything else: could not tell.
     Unknown(String),
 }
@@ -43,7 +43,7 @@ pub struct TagAnswer {
 /// One repository as the registry listed it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listing {
-    pub source: Source,
+    pub source: PushRepository,
     /// Whether it is OpenShift's internal registry ([`crate::core::registry::internal`]).
     pub internal: Internal,
     /// Its tags, or why they could not be listed.

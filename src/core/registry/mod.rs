@@ -17,5 +17,5 @@ pub mod report;
 pub mod sources;
 pub mod tags;
 
-pub use answer::{Exchange, Ping, Reply, Status, Verdict, combine, judge};
-pub use needed::{Holder, NeededImage, needed_images, needed_images_of_all};
+pub use answer::{Answer, Exchange, Ping, Reply, Status, combine, judge};
+pub use needed::{Holder, Need, NeededImage, needed_images, needed_images_of_all};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::answer::{Status, Verdict};
+use super::answer::{Answer, Status};
 use super::needed::{Holder, Need, NeededImage};
 use crate::core::image::abbreviate;
 
@@ -14,9 +14,9 @@ use crate::core::image::abbreviate;
 pub struct CheckedImage {
     pub needed: NeededImage,
     /// What the places together came to.
-    pub verdict: Verdict,
+    pub verdict: Answer,
     /// Each place asked (`host/repository@digest`), in the node's order, and its answer.
-    pub places: Vec<(String, Verdict)>,
+    pub places: Vec<(String, Answer)>,
 }
 
 /// Whether `images` passes: every image a node or a MachineOSConfig needs is available.
@@ -154,14 +154,14 @@ pub fn pool_counts<'a>(
 
 /// What the registry answered for one image `check` protects.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Served {
+pub struct ProtectedImage {
     pub image: String,
     pub status: Status,
     pub why: String,
 }
 
 /// `check`'s words for a protected image the registry says is already gone.
-pub fn already_gone(served: &Served) -> String {
+pub fn already_missing(served: &ProtectedImage) -> String {
     format!(
         "image {} is already gone from its registry ({}): deleting cannot lose it any more, \
          and a node that still needs it will fail; `mosc-guard images` names who needs it, \
@@ -172,7 +172,7 @@ pub fn already_gone(served: &Served) -> String {
 }
 
 /// A short line for an Event or a log: `image .../os@sha256:0123... is missing (why)`.
-pub fn one_line(image: &str, verdict: &Verdict) -> String {
+pub fn one_line(image: &str, verdict: &Answer) -> String {
     format!(
         "image {} is {}: {}",
         abbreviate(image),

@@ -28,7 +28,7 @@ mod named;
 mod per_config;
 mod relisted;
 mod report;
-mod sources;
+mod repositories;
 mod words;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,16 +36,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::core::image::{RepoKey, abbreviate};
+use crate::core::registry::Need;
 use crate::core::registry::internal::Internal;
-use crate::core::registry::listing::{Listing, Resolved, Source, TagAnswer};
+use crate::core::registry::listing::{Listing, PushRepository, Resolved, TagAnswer};
 use crate::core::snapshot::Snapshot;
 
 use super::{count, listed};
-pub use named::{Named, NodeUse};
+pub use named::Named;
 pub use per_config::{ConfigImages, per_config};
 pub use relisted::{Relisted, relisted};
 pub use report::{ImageReport, RepositoryReport};
-pub use sources::sources;
+pub use repositories::push_repositories;
 pub use words::text;
 
 /// Why a tag is kept: stable names (`--output json`'s `images[].reasons[]`).
@@ -146,7 +147,7 @@ impl PlannedTag {
 /// One repository, planned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RepositoryPlan {
-    pub source: Source,
+    pub source: PushRepository,
     pub internal: Internal,
     /// Why its tags could not be listed (none: listed).
     pub not_listed: Option<String>,
@@ -160,7 +161,7 @@ pub struct RepositoryPlan {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeletableImage {
     /// Its repository, as planned (the push secret prune reaches it with among it).
-    pub source: Source,
+    pub source: PushRepository,
     pub digest: String,
     pub tags: Vec<String>,
 }
@@ -272,7 +273,7 @@ fn plan_repository(listing: &Listing, named: &Named) -> (RepositoryPlan, Vec<Pla
             unclear.get_or_insert(answer);
         }
         let digest = match &answer.resolved {
-            Resolved::Digest(d) => Some(d.to_ascii_lowercase()),
+            Resolved::Available(d) => Some(d.to_ascii_lowercase()),
             _ => None,
         };
         let by_tag = named.build_tags.get(&(key.clone(), answer.tag.clone()));
@@ -293,7 +294,7 @@ fn plan_repository(listing: &Listing, named: &Named) -> (RepositoryPlan, Vec<Pla
             why: Vec::new(),
         };
         match &answer.resolved {
-            Resolved::Gone(why) => tag.keep(
+            Resolved::Missing(why) => tag.keep(
                 TagKeep::Gone,
                 format!("the registry no longer has it ({why}): nothing to delete"),
             ),
@@ -301,7 +302,7 @@ fn plan_repository(listing: &Listing, named: &Named) -> (RepositoryPlan, Vec<Pla
                 TagKeep::DigestUnknown,
                 format!("what it holds could not be told ({why}): kept until the registry says"),
             ),
-            Resolved::Digest(d) => needed(&mut tag, &d.to_ascii_lowercase(), &key, named),
+            Resolved::Available(d) => needed(&mut tag, &d.to_ascii_lowercase(), &key, named),
         }
         match &listing.internal {
             Internal::Yes => tag.keep(
@@ -313,7 +314,7 @@ fn plan_repository(listing: &Listing, named: &Named) -> (RepositoryPlan, Vec<Pla
                     istag(&source.path, &answer.tag)
                 ),
             ),
-            Internal::Unsure(why) => tag.keep(
+            Internal::Unknown(why) => tag.keep(
                 TagKeep::InternalRegistryUnknown,
                 format!(
                     "which hosts are OpenShift's internal registry could not be read ({why}), and \
@@ -355,9 +356,9 @@ fn istag(path: &str, tag: &str) -> String {
 fn needed(tag: &mut PlannedTag, digest: &str, repo: &RepoKey, named: &Named) {
     if let Some(nodes) = named.node_digests.get(digest) {
         for (how, verb_one, verb_many, what) in [
-            (NodeUse::Runs, "runs", "run", "it (currentImage)"),
+            (Need::Running, "runs", "run", "it (currentImage)"),
             (
-                NodeUse::Wants,
+                Need::Pending,
                 "is updating to",
                 "are updating to",
                 "it (desiredImage, not reached yet)",

@@ -9,16 +9,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::core::image::{ImageKey, RepoKey, digests_in};
+use crate::core::registry::Need;
 use crate::core::snapshot::Snapshot;
-
-/// Whether a node wants an image or runs it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum NodeUse {
-    /// `currentImage`.
-    Runs,
-    /// `desiredImage`, not reached yet.
-    Wants,
-}
 
 /// Everything the snapshot names.
 #[derive(Debug, Default)]
@@ -28,7 +20,7 @@ pub struct Named {
     /// digest -> a build carrying it (`status.digestedImagePushSpec`).
     pub build_digests: HashMap<String, String>,
     /// digest -> the nodes wanting or running it, by name.
-    pub node_digests: HashMap<String, BTreeMap<String, NodeUse>>,
+    pub node_digests: HashMap<String, BTreeMap<String, Need>>,
     /// digest -> the MachineOSConfigs naming it (current image, annotations).
     pub config_digests: HashMap<String, Vec<String>>,
     /// `(repository, tag)` -> the MachineOSConfigs whose push spec it is.
@@ -61,13 +53,13 @@ impl Named {
         let mut digests_of: HashMap<&str, Vec<String>> = HashMap::new();
         for node in &snapshot.nodes {
             let uses = [
-                (node.current_image(), NodeUse::Runs),
-                (node.desired_image(), NodeUse::Wants),
+                (node.current_image(), Need::Running),
+                (node.desired_image(), Need::Pending),
             ];
             for (image, how) in uses {
                 let Some(image) = image else { continue };
-                let how = if how == NodeUse::Wants && node.current_image() == Some(image) {
-                    NodeUse::Runs
+                let how = if how == Need::Pending && node.current_image() == Some(image) {
+                    Need::Running
                 } else {
                     how
                 };

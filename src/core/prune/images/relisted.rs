@@ -51,7 +51,7 @@ pub fn relisted(image: &DeletableImage, snapshot: &Snapshot, listing: &Listing) 
     let holders: Vec<&str> = tags
         .iter()
         .filter(
-            |t| matches!(&t.resolved, Resolved::Digest(d) if d.eq_ignore_ascii_case(&image.digest)),
+            |t| matches!(&t.resolved, Resolved::Available(d) if d.eq_ignore_ascii_case(&image.digest)),
         )
         .map(|t| t.tag.as_str())
         .collect();

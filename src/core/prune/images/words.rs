@@ -70,7 +70,7 @@ fn heading(r: &RepositoryPlan) -> String {
     );
     let internal = match r.internal {
         Internal::Yes => "; OpenShift's internal registry",
-        Internal::Unsure(_) => {
+        Internal::Unknown(_) => {
             "; maybe OpenShift's internal registry (its hosts could not be read)"
         }
         Internal::No => "",

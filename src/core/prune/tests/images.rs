@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
 use crate::core::prune::images::{
-    ConfigImages, ImagePlan, TagKeep, per_config, plan_images, sources,
+    ConfigImages, ImagePlan, TagKeep, per_config, plan_images, push_repositories,
 };
 use crate::core::registry::internal::Internal;
 use crate::core::registry::listing::{Listing, Resolved, TagAnswer};
@@ -23,7 +23,7 @@ fn digest(n: u8) -> String {
 fn tag(tag: &str, n: u8) -> TagAnswer {
     TagAnswer {
         tag: tag.to_string(),
-        resolved: Resolved::Digest(digest(n)),
+        resolved: Resolved::Available(digest(n)),
     }
 }
 
@@ -33,7 +33,7 @@ fn tags_of(ns: &[u8], extra: Vec<TagAnswer>) -> Vec<TagAnswer> {
 }
 
 fn listing(snapshot: &Snapshot, internal: Internal, tags: Vec<TagAnswer>) -> Listing {
-    let source = sources(snapshot)
+    let source = push_repositories(snapshot)
         .into_iter()
         .find(|s| s.repository == REPO)
         .expect("the config's repository");
@@ -95,8 +95,7 @@ fn never_needed(snapshot: &Snapshot, tags: &[TagAnswer], plan: &ImagePlan) {
             image.image()
         );
         for t in tags {
-            let holds =
-                matches!(&t.resolved, Resolved::Digest(d) if d.eq_ignore_ascii_case(&image.digest));
+            let holds = matches!(&t.resolved, Resolved::Available(d) if d.eq_ignore_ascii_case(&image.digest));
             assert!(
                 !holds || image.tags.contains(&t.tag),
                 "deleting {} deletes tag {}, which stays",
@@ -241,7 +240,7 @@ fn could_not_tell_means_keep() {
     };
     let gone = TagAnswer {
         tag: "gone".into(),
-        resolved: Resolved::Gone("MANIFEST_UNKNOWN".into()),
+        resolved: Resolved::Missing("MANIFEST_UNKNOWN".into()),
     };
     let plan = images(
         &c,
@@ -307,7 +306,7 @@ fn prune_does_not_delete_in_the_internal_registry() {
 #[test]
 fn a_host_that_may_be_the_internal_registry_is_not_deleted_from() {
     let c = Cluster::settled(2);
-    let unsure = Internal::Unsure("routes are forbidden".into());
+    let unsure = Internal::Unknown("routes are forbidden".into());
     let plan = images_in(&c, unsure, tags_of(&[1, 2], vec![tag("stray", 0x50)]));
     assert_eq!(
         tag_reasons(&plan, "stray"),
@@ -358,7 +357,7 @@ fn the_repositories_and_the_secrets_mco_uses() {
     b["metadata"]["annotations"] =
         json!({"machineconfiguration.openshift.io/rendered-image-push-secret": "push-then"});
     let snapshot = c.snapshot();
-    let got: Vec<(String, Vec<String>, usize, Option<String>)> = sources(&snapshot)
+    let got: Vec<(String, Vec<String>, usize, Option<String>)> = push_repositories(&snapshot)
         .into_iter()
         .map(|s| (s.repository, s.configs, s.builds, s.secret))
         .collect();
@@ -380,10 +379,10 @@ fn the_repositories_and_the_secrets_mco_uses() {
     }
     let snapshot = c.snapshot();
     assert_eq!(
-        sources(&snapshot)[0].secret.as_deref(),
+        push_repositories(&snapshot)[0].secret.as_deref(),
         Some("push-now"),
         "{:?}",
-        sources(&snapshot)
+        push_repositories(&snapshot)
     );
 }
 
@@ -518,7 +517,7 @@ fn the_gauge_counts_what_prune_lists_as_deletable() {
     };
     let gone = |t: &str| TagAnswer {
         tag: t.into(),
-        resolved: Resolved::Gone("MANIFEST_UNKNOWN".into()),
+        resolved: Resolved::Missing("MANIFEST_UNKNOWN".into()),
     };
     let needed = {
         let mut c = Cluster::settled(3);
@@ -661,7 +660,7 @@ fn the_gauge_counts_every_repository_of_a_config_under_each_config_there() {
     infra["spec"]["renderedImagePushSpec"] = json!(format!("{REPO}:infra"));
     c.moscs.push(infra);
     let snapshot = c.snapshot();
-    let sources = sources(&snapshot);
+    let sources = push_repositories(&snapshot);
     let source = |repository: &str| {
         sources
             .iter()

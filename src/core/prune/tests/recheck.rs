@@ -3,7 +3,9 @@
 //! ([`crate::core::prune::images::relisted`]): still the same, gone, or changed with every reason.
 
 use super::*;
-use crate::core::prune::images::{DeletableImage, Relisted, plan_images, relisted, sources};
+use crate::core::prune::images::{
+    DeletableImage, Relisted, plan_images, push_repositories, relisted,
+};
 use crate::core::registry::internal::Internal;
 use crate::core::registry::listing::{Listing, Resolved, TagAnswer};
 
@@ -13,13 +15,13 @@ type Tags = &'static [(&'static str, u8)];
 fn tag(tag: &str, n: u8) -> TagAnswer {
     TagAnswer {
         tag: tag.to_string(),
-        resolved: Resolved::Digest(format!("sha256:{}", format!("{n:02x}").repeat(32))),
+        resolved: Resolved::Available(format!("sha256:{}", format!("{n:02x}").repeat(32))),
     }
 }
 
 /// The repository of `c`'s config listed with the tags of builds 1 and 2 and `extra`.
 fn listed(c: &Cluster, extra: &[(&str, u8)]) -> Listing {
-    let source = sources(&c.snapshot())
+    let source = push_repositories(&c.snapshot())
         .into_iter()
         .find(|s| s.repository == REPO)
         .expect("the config's repository");

@@ -8,7 +8,7 @@ use super::*;
 fn cancelled() -> (Cluster, Marker) {
     let mut c = Cluster::report();
     let plan = c.plan(None);
-    let r = recovery(&plan.nodes[0].verdict);
+    let r = recovery(&plan.nodes[0].diagnosis);
     let marker = r.marker.clone();
     c.nodes[0] = patched(&c.nodes[0], &r.patch).expect("applies");
     (c, marker)
@@ -30,8 +30,8 @@ fn a_cancelled_node_is_waited_for_not_patched_again() {
     let plan = c.plan(None);
     assert_eq!(plan.recoverable().count(), 0, "{plan:#?}");
     assert!(!plan.needs_attention());
-    match &c.verdict_of(NODE) {
-        Verdict::Cancelled { marker, waiting } => {
+    match &c.diagnosis_of(NODE) {
+        Diagnosis::Cancelled { marker, waiting } => {
             assert_eq!(marker.annotations[DESIRED_IMAGE], img(LOST));
             assert_eq!(
                 *waiting,
@@ -109,7 +109,7 @@ fn a_target_changed_while_still_degraded_is_not_a_recovery() {
         "a re-run plans it as it is now"
     );
     assert!(
-        !matches!(c.verdict_of(NODE), Verdict::Cancelled { .. }),
+        !matches!(c.diagnosis_of(NODE), Diagnosis::Cancelled { .. }),
         "not waited for as a cancelled node"
     );
 }
@@ -127,8 +127,8 @@ fn a_reboot_since_the_cancel_ends_the_match() {
     );
     // Still Degraded, and the target it had is not recorded anywhere MCO reads: not this tool's.
     assert_eq!(
-        c.verdict_of(NODE),
-        Verdict::OutOfScope(Scope::NoImageDifference {
+        c.diagnosis_of(NODE),
+        Diagnosis::OutOfScope(Scope::NoImageDifference {
             earlier_recovery: true
         })
     );
@@ -150,7 +150,7 @@ fn a_node_degraded_again_on_a_new_lost_image_is_planned_afresh() {
         Some(&format!("drain-{NEW_CONFIG}")),
     );
     node["spec"]["unschedulable"] = json!(true);
-    assert_eq!(summary(&c.verdict_of(NODE)), ["recoverable"]);
+    assert_eq!(summary(&c.diagnosis_of(NODE)), ["recoverable"]);
 }
 
 #[test]
@@ -158,8 +158,8 @@ fn a_broken_marker_counts_as_none() {
     let (mut c, _) = cancelled();
     annotate(&mut c.nodes[0], MARKER, Some("{not json"));
     assert_eq!(
-        c.verdict_of(NODE),
-        Verdict::OutOfScope(Scope::NoImageDifference {
+        c.diagnosis_of(NODE),
+        Diagnosis::OutOfScope(Scope::NoImageDifference {
             earlier_recovery: false
         })
     );

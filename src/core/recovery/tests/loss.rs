@@ -7,7 +7,7 @@ use super::*;
 
 type Edit = fn(&mut Cluster);
 
-fn unverified(c: &mut Cluster, how: Unverified) {
+fn unverified(c: &mut Cluster, how: WhenUnverified) {
     c.registry.unverified = how;
 }
 
@@ -29,7 +29,7 @@ fn only_a_missing_image_is_cancelled() {
             "available, with the admin's flag: served is never cancelled",
             |c| {
                 c.registry_says(&img(LOST), Status::Available);
-                unverified(c, Unverified::AdminVerified);
+                unverified(c, WhenUnverified::AdminVerified);
             },
             &["imageStillServed"],
         ),
@@ -37,7 +37,7 @@ fn only_a_missing_image_is_cancelled() {
             "available, in a dump's preview: served is never cancelled",
             |c| {
                 c.registry_says(&img(LOST), Status::Available);
-                unverified(c, Unverified::Preview);
+                unverified(c, WhenUnverified::Preview);
             },
             &["imageStillServed"],
         ),
@@ -67,7 +67,7 @@ fn only_a_missing_image_is_cancelled() {
             "unknown, the admin verified the loss",
             |c| {
                 c.registry_says(&img(LOST), Status::Unknown);
-                unverified(c, Unverified::AdminVerified);
+                unverified(c, WhenUnverified::AdminVerified);
             },
             &["recoverable"],
         ),
@@ -75,7 +75,7 @@ fn only_a_missing_image_is_cancelled() {
             "unknown, the admin verified the loss, another problem remains",
             |c| {
                 c.registry_says(&img(LOST), Status::Unknown);
-                unverified(c, Unverified::AdminVerified);
+                unverified(c, WhenUnverified::AdminVerified);
                 c.machine_configs = Some(vec![NEW_CONFIG.to_string()]);
             },
             &["machineConfigGone"],
@@ -84,7 +84,7 @@ fn only_a_missing_image_is_cancelled() {
             "unknown, in a dump's preview",
             |c| {
                 c.registry_says(&img(LOST), Status::Unknown);
-                unverified(c, Unverified::Preview);
+                unverified(c, WhenUnverified::Preview);
             },
             &["recoverable"],
         ),
@@ -97,7 +97,7 @@ fn only_a_missing_image_is_cancelled() {
             "not asked, in a dump's preview: planned as before the registry was asked",
             |c| {
                 not_asked(c);
-                unverified(c, Unverified::Preview);
+                unverified(c, WhenUnverified::Preview);
             },
             &["recoverable"],
         ),
@@ -121,7 +121,7 @@ fn only_a_missing_image_is_cancelled() {
     for (what, edit, want) in rows {
         let mut c = Cluster::report();
         edit(&mut c);
-        assert_eq!(summary(&c.verdict_of(NODE)), *want, "{what}");
+        assert_eq!(summary(&c.diagnosis_of(NODE)), *want, "{what}");
     }
 }
 
@@ -135,7 +135,10 @@ fn the_plan_carries_what_the_registry_said_of_each_node_it_asked_about() {
     let plan = c.plan(None);
     let said = plan.nodes[0].registry.clone().expect("asked");
     assert_eq!(said.status, Some(Status::Missing));
-    assert_eq!(recovery(&plan.nodes[0].verdict).loss, Loss::Verified(said));
+    assert_eq!(
+        recovery(&plan.nodes[0].diagnosis).loss,
+        Loss::Verified(said)
+    );
 
     // Needs attention for another reason: what the registry said is still reported.
     let mut drained = Cluster::report();
@@ -159,7 +162,7 @@ fn the_plan_carries_what_the_registry_said_of_each_node_it_asked_about() {
     // Not asked: no status, and why.
     let mut dump = Cluster::report();
     not_asked(&mut dump);
-    unverified(&mut dump, Unverified::Preview);
+    unverified(&mut dump, WhenUnverified::Preview);
     let plan = dump.plan(None);
     let said = plan.nodes[0]
         .registry
@@ -174,7 +177,7 @@ fn the_plan_carries_what_the_registry_said_of_each_node_it_asked_about() {
 fn the_words_say_how_the_loss_is_known() {
     let why_of = |c: &Cluster| {
         let plan = c.plan(None);
-        words::why_recoverable(&plan.nodes[0], recovery(&plan.nodes[0].verdict)).join("\n")
+        words::why_recoverable(&plan.nodes[0], recovery(&plan.nodes[0].diagnosis)).join("\n")
     };
     let verified = why_of(&Cluster::report());
     assert!(
@@ -188,7 +191,7 @@ fn the_words_say_how_the_loss_is_known() {
 
     let mut admin = Cluster::report();
     admin.registry_says(&img(LOST), Status::Unknown);
-    unverified(&mut admin, Unverified::AdminVerified);
+    unverified(&mut admin, WhenUnverified::AdminVerified);
     let text = why_of(&admin);
     assert!(
         text.contains("the loss was not verified by the registry (the registry could not tell:")
@@ -196,7 +199,7 @@ fn the_words_say_how_the_loss_is_known() {
         "{text}"
     );
     let plan = admin.plan(None);
-    let note = words::event_note(NODE, recovery(&plan.nodes[0].verdict));
+    let note = words::event_note(NODE, recovery(&plan.nodes[0].diagnosis));
     assert!(
         note.contains("the registry could not tell; the admin verified the loss"),
         "{note}"
@@ -204,7 +207,7 @@ fn the_words_say_how_the_loss_is_known() {
 
     let mut dump = Cluster::report();
     not_asked(&mut dump);
-    unverified(&mut dump, Unverified::Preview);
+    unverified(&mut dump, WhenUnverified::Preview);
     let text = why_of(&dump);
     assert!(
         text.contains(
@@ -257,7 +260,7 @@ fn each_registry_problem_says_why_and_what_to_do() {
     assert!(registry["why"].as_str().is_some(), "{json:#}");
     let mut dump = Cluster::report();
     not_asked(&mut dump);
-    unverified(&mut dump, Unverified::Preview);
+    unverified(&mut dump, WhenUnverified::Preview);
     let json = serde_json::to_value(report::Report::new(&dump.plan(None), None, Vec::new()))
         .expect("JSON");
     assert_eq!(

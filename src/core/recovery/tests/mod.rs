@@ -19,7 +19,7 @@ use crate::core::model::node_annotations::{
     CONTROL_PLANE_TOPOLOGY, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_DRAIN,
     DESIRED_IMAGE, LAST_APPLIED_DRAIN, REASON, STATE,
 };
-use crate::core::registry::{Status, Verdict as Answer};
+use crate::core::registry::{Answer, Status};
 
 const REPO: &str =
     "image-registry.openshift-image-registry.svc:5000/openshift-machine-config-operator/ocb-image";
@@ -170,11 +170,11 @@ impl Cluster {
     }
 
     /// The one node's verdict (panics unless the plan lists exactly that node).
-    fn verdict_of(&self, node: &str) -> Verdict {
+    fn diagnosis_of(&self, node: &str) -> Diagnosis {
         let plan = self.plan(None);
         let found: Vec<&NodePlan> = plan.nodes.iter().filter(|n| n.node == node).collect();
         assert_eq!(found.len(), 1, "{node} listed once in {plan:#?}");
-        found[0].verdict.clone()
+        found[0].diagnosis.clone()
     }
 }
 
@@ -187,17 +187,17 @@ fn answer(status: Status) -> Answer {
 }
 
 /// The problems' codes, or the verdict's kind for the others.
-fn summary(v: &Verdict) -> Vec<&'static str> {
+fn summary(v: &Diagnosis) -> Vec<&'static str> {
     match v {
-        Verdict::Recoverable(_) => vec!["recoverable"],
-        Verdict::Cancelled { .. } => vec!["cancelled"],
-        Verdict::NeedsAttention(problems) => problems.iter().map(words::problem_code).collect(),
-        Verdict::OutOfScope(Scope::Unreconcilable) => vec!["outOfScope:unreconcilable"],
-        Verdict::OutOfScope(Scope::NoImageDifference { .. }) => {
+        Diagnosis::Recoverable(_) => vec!["recoverable"],
+        Diagnosis::Cancelled { .. } => vec!["cancelled"],
+        Diagnosis::NeedsAttention(problems) => problems.iter().map(words::problem_code).collect(),
+        Diagnosis::OutOfScope(Scope::Unreconcilable) => vec!["outOfScope:unreconcilable"],
+        Diagnosis::OutOfScope(Scope::NoImageDifference { .. }) => {
             vec!["outOfScope:noImageDifference"]
         }
-        Verdict::OutOfScope(Scope::StillTrying { .. }) => vec!["outOfScope:stillTrying"],
-        Verdict::OutOfScope(Scope::NoPool) => vec!["outOfScope:noPool"],
+        Diagnosis::OutOfScope(Scope::StillTrying { .. }) => vec!["outOfScope:stillTrying"],
+        Diagnosis::OutOfScope(Scope::NoPool) => vec!["outOfScope:noPool"],
     }
 }
 
@@ -211,9 +211,9 @@ fn patched(node: &Value, patch: &NodePatch) -> Result<Value, String> {
     Ok(doc)
 }
 
-fn recovery(v: &Verdict) -> &Recovery {
+fn recovery(v: &Diagnosis) -> &Recovery {
     match v {
-        Verdict::Recoverable(r) => r,
+        Diagnosis::Recoverable(r) => r,
         other => panic!("not recoverable: {other:#?}"),
     }
 }

@@ -10,7 +10,7 @@ fn pointer(key: &str) -> String {
 fn tests_what_was_read_then_cancels_the_target_and_records_it() {
     let c = Cluster::report();
     let plan = c.plan(None);
-    let r = recovery(&plan.nodes[0].verdict);
+    let r = recovery(&plan.nodes[0].diagnosis);
     let marker = Marker::for_node(&c.snapshot().nodes[0]).encode();
     let drain = format!("drain-{NEW_CONFIG}");
     let want = json!([
@@ -63,7 +63,7 @@ fn a_node_without_current_image_loses_desired_image_never_gets_an_empty_one() {
     let mut c = Cluster::report();
     annotate(&mut c.nodes[0], CURRENT_IMAGE, None);
     let plan = c.plan(None);
-    let r = recovery(&plan.nodes[0].verdict);
+    let r = recovery(&plan.nodes[0].diagnosis);
     assert!(
         r.patch
             .ops
@@ -94,7 +94,7 @@ fn a_single_node_patch_does_not_test_the_cordon() {
     );
     c.nodes[0]["spec"] = json!({});
     let plan = c.plan(None);
-    let r = recovery(&plan.nodes[0].verdict);
+    let r = recovery(&plan.nodes[0].diagnosis);
     assert!(!r.patch.to_json().contains("/spec/unschedulable"));
     patched(&c.nodes[0], &r.patch).expect("applies to a schedulable single node");
 }
@@ -103,7 +103,7 @@ fn a_single_node_patch_does_not_test_the_cordon() {
 fn the_patch_fails_if_anything_it_read_moved() {
     let c = Cluster::report();
     let plan = c.plan(None);
-    let patch = &recovery(&plan.nodes[0].verdict).patch;
+    let patch = &recovery(&plan.nodes[0].diagnosis).patch;
     type Move = (&'static str, fn(&mut Value));
     let moves: &[Move] = &[
         ("the daemon reports Done", |n| {
@@ -148,7 +148,7 @@ fn the_patch_fails_if_anything_it_read_moved() {
 fn the_command_is_the_patch_shell_quoted_whatever_the_name_holds() {
     let c = Cluster::report();
     let plan = c.plan(None);
-    let patch = &recovery(&plan.nodes[0].verdict).patch;
+    let patch = &recovery(&plan.nodes[0].diagnosis).patch;
     for name in [NODE, "it's a node; rm -rf / $(x) `y` \"z\""] {
         let command = patch.command(name);
         let args = command.strip_prefix("oc ").expect("starts with oc");

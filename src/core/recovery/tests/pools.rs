@@ -41,8 +41,8 @@ fn a_mosc_on_one_pool_holds_that_pool_only() {
     let mut c = two_pools();
     c.moscs.push(mosc("infra"));
     let plan = c.plan(None);
-    assert_eq!(summary(&plan.nodes[0].verdict), ["poolTargetedNotPaused"]);
-    assert_eq!(summary(&plan.nodes[1].verdict), ["recoverable"]);
+    assert_eq!(summary(&plan.nodes[0].diagnosis), ["poolTargetedNotPaused"]);
+    assert_eq!(summary(&plan.nodes[1].diagnosis), ["recoverable"]);
 }
 
 #[test]
@@ -51,7 +51,7 @@ fn plan_node_re_plans_one_node_from_a_fresh_read() {
     let snap = c.snapshot();
     let one = plan_node(&snap, "infra-0", &c.registry).expect("listed");
     assert_eq!(one.pool.as_deref(), Some("infra"));
-    assert_eq!(summary(&one.verdict), ["recoverable"]);
+    assert_eq!(summary(&one.diagnosis), ["recoverable"]);
     assert!(plan_node(&snap, "absent", &c.registry).is_none());
 }
 
@@ -65,20 +65,23 @@ fn disagreeing_readings_give_the_most_cautious_plan() {
     let mut targeted = two_pools();
     targeted.moscs.push(mosc("infra"));
     let merged = most_cautious(vec![plain.clone(), targeted.plan(None)]);
-    assert_eq!(summary(&merged.nodes[0].verdict), ["poolTargetedNotPaused"]);
-    assert_eq!(summary(&merged.nodes[1].verdict), ["recoverable"]);
+    assert_eq!(
+        summary(&merged.nodes[0].diagnosis),
+        ["poolTargetedNotPaused"]
+    );
+    assert_eq!(summary(&merged.nodes[1].diagnosis), ["recoverable"]);
 
     // Recoverable in one reading, something else in another: the copies cannot tell.
     let mut drifted = two_pools();
     annotate(&mut drifted.nodes[0], DESIRED_IMAGE, Some(&img(RAN)));
     let merged = most_cautious(vec![plain.clone(), drifted.plan(None)]);
-    assert_eq!(summary(&merged.nodes[1].verdict), ["copiesDisagree"]);
+    assert_eq!(summary(&merged.nodes[1].diagnosis), ["copiesDisagree"]);
 
     // Listed in one reading only.
     let mut healthy = two_pools();
     annotate(&mut healthy.nodes[0], STATE, Some("Done"));
     annotate(&mut healthy.nodes[0], DESIRED_IMAGE, Some(&img(RAN)));
     let merged = most_cautious(vec![healthy.plan(None), plain]);
-    assert_eq!(summary(&merged.nodes[1].verdict), ["copiesDisagree"]);
+    assert_eq!(summary(&merged.nodes[1].diagnosis), ["copiesDisagree"]);
     assert_eq!(merged.nodes[1].node, NODE);
 }

@@ -238,7 +238,7 @@ fn every_rule_and_every_case_a_person_must_see() {
     for (what, edit, want) in rows {
         let mut c = Cluster::report();
         edit(&mut c);
-        assert_eq!(summary(&c.verdict_of(NODE)), *want, "{what}");
+        assert_eq!(summary(&c.diagnosis_of(NODE)), *want, "{what}");
     }
 }
 
@@ -261,7 +261,7 @@ fn healthy_and_windows_nodes_are_not_listed() {
 fn the_plan_says_what_it_decided_and_why() {
     let c = Cluster::report();
     let plan = c.plan(None);
-    let r = recovery(&plan.nodes[0].verdict);
+    let r = recovery(&plan.nodes[0].diagnosis);
     assert_eq!(r.drain, Drain::Drained(format!("drain-{NEW_CONFIG}")));
     let why = words::why_recoverable(&plan.nodes[0], r).join("\n");
     for part in [
@@ -281,7 +281,7 @@ fn the_plan_says_what_it_decided_and_why() {
         Some("SingleReplica"),
     );
     let plan = single.plan(None);
-    let r = recovery(&plan.nodes[0].verdict);
+    let r = recovery(&plan.nodes[0].diagnosis);
     assert_eq!(r.drain, Drain::SingleNode);
     let why = words::why_recoverable(&plan.nodes[0], r).join("\n");
     assert!(

@@ -14,8 +14,8 @@ use crate::core::model::node_annotations::{
 use super::super::loss::{Loss, RegistrySaid};
 use super::super::patch::NodePatch;
 use super::super::progress::Progress;
-use super::super::{Recovery, Verdict};
-use super::{remedy, short, verdict};
+use super::super::{Diagnosis, Recovery};
+use super::{diagnosis, remedy, short};
 
 /// What a person does after most stops.
 pub const RERUN: &str = "run recover again: it re-reads and re-plans every node";
@@ -177,13 +177,13 @@ pub fn patch_failed(e: impl Display) -> String {
 }
 
 /// The node re-planned as `now`, neither recoverable nor cancelled: not patched.
-pub fn changed(node: &str, now: &Verdict) -> Stop {
+pub fn changed(node: &str, now: &Diagnosis) -> Stop {
     let why = format!(
         "changed since the plan, so not patched: now {}",
-        verdict(now)
+        diagnosis(now)
     );
     match now {
-        Verdict::NeedsAttention(problems) => {
+        Diagnosis::NeedsAttention(problems) => {
             let to_do: Vec<String> = problems.iter().map(|p| remedy(p, node)).collect();
             stop("changedSincePlan", why, &to_do.join("; "))
         }

@@ -18,7 +18,7 @@ use crate::core::node_controller::PoolBuild;
 
 use super::loss::{Loss, RegistrySaid};
 use super::rules::{Drain, PoolConfig, Problem, Scope};
-use super::{NodePlan, Plan, Recovery, Verdict};
+use super::{Diagnosis, NodePlan, Plan, Recovery};
 
 /// Why a recoverable node qualifies, one line per rule, then what the patch does.
 pub fn why_recoverable(plan: &NodePlan, r: &Recovery) -> Vec<String> {
@@ -258,16 +258,16 @@ pub fn scope(s: &Scope) -> String {
     }
 }
 
-/// A verdict in one line (what `--apply` says of a node that changed since the plan).
-pub fn verdict(v: &Verdict) -> String {
+/// A diagnosis in one line (what `--apply` says of a node that changed since the plan).
+pub fn diagnosis(v: &Diagnosis) -> String {
     match v {
-        Verdict::Recoverable(_) => "recoverable".to_string(),
-        Verdict::Cancelled { waiting, .. } => cancelled(waiting),
-        Verdict::NeedsAttention(problems) => format!(
+        Diagnosis::Recoverable(_) => "recoverable".to_string(),
+        Diagnosis::Cancelled { waiting, .. } => cancelled(waiting),
+        Diagnosis::NeedsAttention(problems) => format!(
             "it needs attention: {}",
             problems.iter().map(problem).collect::<Vec<_>>().join("; ")
         ),
-        Verdict::OutOfScope(s) => format!("not this tool's: {}", scope(s)),
+        Diagnosis::OutOfScope(s) => format!("not this tool's: {}", scope(s)),
     }
 }
 
@@ -340,28 +340,28 @@ pub fn text(plan: &Plan) -> String {
     }
     for n in &plan.nodes {
         let pool = n.pool.as_deref().unwrap_or("<no pool>");
-        let _ = match &n.verdict {
-            Verdict::Recoverable(r) => {
+        let _ = match &n.diagnosis {
+            Diagnosis::Recoverable(r) => {
                 let _ = writeln!(out, "RECOVERABLE node {} (pool {pool})", n.node);
                 for line in why_recoverable(n, r) {
                     let _ = writeln!(out, "  - {line}");
                 }
                 writeln!(out, "  {}", r.patch.command(&n.node))
             }
-            Verdict::Cancelled { waiting, .. } => writeln!(
+            Diagnosis::Cancelled { waiting, .. } => writeln!(
                 out,
                 "CANCELLED node {} (pool {pool})\n  - {}",
                 n.node,
                 cancelled(waiting)
             ),
-            Verdict::NeedsAttention(problems) => {
+            Diagnosis::NeedsAttention(problems) => {
                 let _ = writeln!(out, "NEEDS ATTENTION node {} (pool {pool})", n.node);
                 for p in problems {
                     let _ = writeln!(out, "  - {}\n    do: {}", problem(p), remedy(p, &n.node));
                 }
                 Ok(())
             }
-            Verdict::OutOfScope(s) => writeln!(
+            Diagnosis::OutOfScope(s) => writeln!(
                 out,
                 "NOT THIS TOOL'S node {} (pool {pool})\n  - {}",
                 n.node,

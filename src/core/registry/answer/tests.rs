@@ -218,9 +218,9 @@ fn what_answers_as_a_registry() {
 
 #[test]
 fn places_together() {
-    let v = |status| Verdict::new(status, "w");
+    let v = |status| Answer::new(status, "w");
     let (a, m, u) = (v(Status::Available), v(Status::Missing), v(Status::Unknown));
-    let cases: Vec<(Vec<(&str, &Verdict)>, Status)> = vec![
+    let cases: Vec<(Vec<(&str, &Answer)>, Status)> = vec![
         (vec![("mirror", &m), ("source", &a)], Status::Available),
         (vec![("mirror", &a), ("source", &u)], Status::Available),
         (vec![("mirror", &m), ("source", &m)], Status::Missing),

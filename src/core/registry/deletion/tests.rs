@@ -17,12 +17,12 @@ fn answered(status: u16, code: &str, message: &str) -> Reply {
 
 #[test]
 fn the_table() {
-    let deleted = |d: &Deletion| matches!(d, Deletion::Deleted);
-    let gone = |d: &Deletion| matches!(d, Deletion::Gone(_));
-    let unsupported = |d: &Deletion| matches!(d, Deletion::Unsupported(_));
-    let refused = |d: &Deletion| matches!(d, Deletion::Refused(_));
-    let failed = |d: &Deletion| matches!(d, Deletion::Failed(_));
-    type Is = fn(&Deletion) -> bool;
+    let deleted = |d: &DeleteAnswer| matches!(d, DeleteAnswer::Deleted);
+    let gone = |d: &DeleteAnswer| matches!(d, DeleteAnswer::Missing(_));
+    let unsupported = |d: &DeleteAnswer| matches!(d, DeleteAnswer::Unsupported(_));
+    let refused = |d: &DeleteAnswer| matches!(d, DeleteAnswer::Refused(_));
+    let failed = |d: &DeleteAnswer| matches!(d, DeleteAnswer::Failed(_));
+    type Is = fn(&DeleteAnswer) -> bool;
     let cases: Vec<(&str, Reply, Is)> = vec![
         ("accepted", answered(202, "", ""), deleted),
         ("Quay's 204", answered(204, "", ""), deleted),

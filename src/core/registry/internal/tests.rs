@@ -49,7 +49,7 @@ fn internal_hosts() {
     );
     assert_eq!(
         Internal::of("registry.apps.x", unread),
-        Internal::Unsure("forbidden".into())
+        Internal::Unknown("forbidden".into())
     );
     assert_eq!(Internal::of("registry.apps.x", Ok(&known)), Internal::No);
     assert_eq!(

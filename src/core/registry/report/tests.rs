@@ -8,13 +8,13 @@ fn checked(image: &str, holders: Vec<Holder>, status: Status) -> CheckedImage {
             image: image.into(),
             needed_by: holders,
         },
-        verdict: Verdict {
+        verdict: Answer {
             status,
             why: "because".into(),
         },
         places: vec![(
             image.into(),
-            Verdict {
+            Answer {
                 status,
                 why: "because".into(),
             },
@@ -75,7 +75,7 @@ fn json_has_the_fields_the_issue_names() {
 
 #[test]
 fn words_for_an_image_already_gone() {
-    let served = Served {
+    let served = ProtectedImage {
         image: format!(
             "quay.example/ocb/os@sha256:{}",
             "0123456789abcdef".repeat(4)
@@ -83,7 +83,7 @@ fn words_for_an_image_already_gone() {
         status: Status::Missing,
         why: "MANIFEST_UNKNOWN".into(),
     };
-    let words = already_gone(&served);
+    let words = already_missing(&served);
     assert!(words.contains(".../os@sha256:0123456789ab..."), "{words}");
     assert!(words.contains("already gone") && words.contains("MANIFEST_UNKNOWN"));
 }

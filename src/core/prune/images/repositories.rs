@@ -12,12 +12,12 @@
 use std::collections::BTreeMap;
 
 use crate::core::image::{ImageKey, RepoKey};
-use crate::core::registry::listing::Source;
+use crate::core::registry::listing::PushRepository;
 use crate::core::snapshot::Snapshot;
 
 /// The repositories of the snapshot's MachineOSConfigs and MachineOSBuilds, by name.
-pub fn sources(snapshot: &Snapshot) -> Vec<Source> {
-    let mut by_repo: BTreeMap<RepoKey, Source> = BTreeMap::new();
+pub fn push_repositories(snapshot: &Snapshot) -> Vec<PushRepository> {
+    let mut by_repo: BTreeMap<RepoKey, PushRepository> = BTreeMap::new();
     // Per repository: (no creation time, creation time, name, secret) of each build naming one.
     type Named = (bool, Option<k8s_openapi::jiff::Timestamp>, String, String);
     let mut build_secrets: BTreeMap<RepoKey, Vec<Named>> = BTreeMap::new();
@@ -66,13 +66,15 @@ pub fn sources(snapshot: &Snapshot) -> Vec<Source> {
     by_repo.into_values().collect()
 }
 
-fn entry(by_repo: &mut BTreeMap<RepoKey, Source>, key: RepoKey) -> &mut Source {
-    by_repo.entry(key.clone()).or_insert_with(|| Source {
-        repository: key.to_string(),
-        host: key.registry.clone(),
-        path: key.repository.clone(),
-        configs: Vec::new(),
-        builds: 0,
-        secret: None,
-    })
+fn entry(by_repo: &mut BTreeMap<RepoKey, PushRepository>, key: RepoKey) -> &mut PushRepository {
+    by_repo
+        .entry(key.clone())
+        .or_insert_with(|| PushRepository {
+            repository: key.to_string(),
+            host: key.registry.clone(),
+            path: key.repository.clone(),
+            configs: Vec::new(),
+            builds: 0,
+            secret: None,
+        })
 }
