@@ -6,6 +6,7 @@ mod images;
 mod keep;
 mod mco;
 mod output;
+mod per_config;
 mod recheck;
 
 use std::sync::Arc;
