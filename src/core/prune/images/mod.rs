@@ -1,28 +1,13 @@
 //! `prune`'s images: the tags in each MachineOSConfig's repository that no MachineOSBuild
 //! names, each deletable or kept with every reason, from the snapshot and what the registry
-//! listed (the tags, each resolved to a digest). Pure and table-tested (`../tests/images.rs`);
-//! the listing and the deletes are `access::registry`'s, driven by `cli::prune`. `serve`'s
-//! registry audit lists with the nodes' pull secret instead and counts the same plan per
-//! MachineOSConfig ([`per_config`]).
+//! listed (each tag resolved to a digest). Pure and table-tested (`../tests/images.rs`); the
+//! listing and the deletes are `access::registry`'s, driven by `apply::images`; `serve`'s
+//! registry audit counts the same plan per MachineOSConfig ([`per_config`]).
 //!
-//! A build names its tag (`<repo>:<its name>`) and its digest; those tags are the builds' (the
-//! builds' plan deletes them, through MCO) and are not listed here. Every other tag is one MCO
-//! left behind (4.23's in-use check skips a build's image when a node used it and leaks it; a
-//! build deleted when its image could not be deleted; an image pushed by hand). A registry
-//! deletes a **digest**, with every tag on it, so a tag is deletable only when no node, build
-//! or MachineOSConfig names its digest, in any spelling and any repository, and no tag that is
-//! kept holds it too. A tag is kept when:
-//!
-//! - a node runs it or wants it (`currentImage`, `desiredImage`);
-//! - a MachineOSConfig names it: its current image, an annotation (a pre-built image), or its
-//!   push spec's tag (where a pre-built image lives);
-//! - another tag on its digest is kept, or belongs to a build;
-//! - what it holds could not be told (the registry did not answer as a registry would: "could
-//!   not tell" means keep), or another tag of its repository could not be told: that tag may
-//!   hold the same digest, and deleting a digest deletes every tag on it;
-//! - it is gone (the registry no longer has it: nothing to delete);
-//! - it is in OpenShift's internal registry, where MCO deletes the ImageStreamTag through the
-//!   API rather than the manifest through the registry: prune leaves that to the admin.
+//! A registry deletes a **digest**, with every tag on it, so a tag is deletable only when no
+//! node, build or MachineOSConfig names its digest, in any spelling and any repository, and no
+//! kept tag holds it; "could not tell" keeps, and so does OpenShift's internal registry (MCO
+//! deletes ImageStreamTags there). The rules whole: docs/policy.md, "Images no build names".
 
 mod named;
 mod per_config;
