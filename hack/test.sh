@@ -187,20 +187,11 @@ main() {
             build
             field "${2:?usage: $0 path NAME}" 3
             ;;
-        fast)
+        fast | cargo)
             build
             fresh_logs
             status=0
-            fast || status=1
-            totals
-            ((status == 0)) || failures
-            exit "$status"
-            ;;
-        cargo)
-            build
-            fresh_logs
-            status=0
-            cargo_tier || status=1
+            if [[ "$1" == fast ]]; then fast || status=1; else cargo_tier || status=1; fi
             totals
             ((status == 0)) || failures
             exit "$status"
