@@ -123,27 +123,31 @@ impl ChildProcess {
         }
     }
 
-    /// Waits (up to a minute) until the process's log holds `line`: how a server without a
-    /// probe says it is ready.
-    pub async fn wait_log_line(&mut self, what: &str, line: &'static str) -> Result<()> {
+    /// Waits (up to a minute) until the process's log holds one of `lines`, and returns it: how a
+    /// server without a probe says it is ready (or that it went on without being so).
+    pub async fn wait_log_line(
+        &mut self,
+        what: &str,
+        lines: &[&'static str],
+    ) -> Result<&'static str> {
         let log = self.log.clone();
+        let mut seen = None;
         self.wait_ready(
             what,
             Duration::from_secs(60),
             Duration::from_millis(100),
             || {
-                let log = log.clone();
-                async move {
-                    let text = std::fs::read_to_string(&log).unwrap_or_default();
-                    if text.contains(line) {
-                        Ok(())
-                    } else {
-                        Err(format!("no {line:?} in its log yet").into())
-                    }
-                }
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                seen = lines.iter().copied().find(|line| text.contains(line));
+                let found = match seen {
+                    Some(_) => Ok(()),
+                    None => Err(format!("none of {lines:?} in its log yet").into()),
+                };
+                std::future::ready(found)
             },
         )
-        .await
+        .await?;
+        seen.ok_or_else(|| format!("{what}: no line seen").into())
     }
 
     /// Sends SIGTERM and returns at once (nothing if it was stopped).
@@ -259,4 +263,22 @@ pub fn output_text(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn waiting_for_log_lines_says_which_came() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo starting; sleep 0.3; echo 'went on without it'; sleep 30"]);
+        let mut process = ChildProcess::spawn("sh", cmd, &dir.path().join("log"))?;
+        let seen = process
+            .wait_log_line("ready", &["ready now", "went on without it"])
+            .await?;
+        assert_eq!(seen, "went on without it");
+        Ok(())
+    }
 }

@@ -180,13 +180,17 @@ pub(super) fn apiserver_spec(
 /// The Services' ClusterIP range (the `kubernetes` Service is its first address, 10.0.0.1).
 pub(super) const SERVICE_CIDR: &str = "10.0.0.0/24";
 
-/// Log line of kube-controller-manager once the garbage collector watches every resource.
+/// kube-controller-manager's log lines when its garbage collector's first wait (30 s) for its
+/// resource monitors ends: all synced, or not (it then goes on with some resources unwatched; a
+/// loaded machine sees it, and a fresh process syncs them).
 const GC_SYNCED: &str = "Garbage collector: all resource monitors have synced";
+const GC_NOT_SYNCED: &str = "Garbage collector: not all resource monitors could be synced";
 
 /// Starts kube-controller-manager with only the garbage collector (and `extra` flags: more
 /// controllers for a real node, [`super::workloads::controller_manager_args`]), as the admin, on
 /// a free loopback port, and waits until its resource monitors have synced (before that, owner
-/// references and `foregroundDeletion` would go unnoticed for a moment).
+/// references and `foregroundDeletion` would go unnoticed for a moment): a process whose
+/// monitors did not sync in time is started afresh, at most three times in all.
 pub(super) async fn start_controller_manager(
     bin: &Path,
     dir: &Path,
@@ -195,20 +199,38 @@ pub(super) async fn start_controller_manager(
 ) -> Result<ChildProcess> {
     let cert_dir = dir.join("controller-manager-certs");
     std::fs::create_dir_all(&cert_dir)?;
-    let mut cmd = Command::new(bin);
-    cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--controllers=garbagecollector")
-        .args(extra)
-        .arg("--leader-elect=false")
-        .arg("--bind-address=127.0.0.1")
-        .arg(format!("--secure-port={}", free_port()?))
-        .arg(format!("--cert-dir={}", cert_dir.display()))
-        .arg("--use-service-account-credentials=false")
-        .arg("--v=2");
-    let log = dir.join("kube-controller-manager.log");
-    let mut process = ChildProcess::spawn("kube-controller-manager", cmd, &log)?;
-    process
-        .wait_log_line("garbage collector synced", GC_SYNCED)
-        .await?;
-    Ok(process)
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut cmd = Command::new(bin);
+        cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--controllers=garbagecollector")
+            .args(extra)
+            .arg("--leader-elect=false")
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--secure-port={}", free_port()?))
+            .arg(format!("--cert-dir={}", cert_dir.display()))
+            .arg("--use-service-account-credentials=false")
+            .arg("--v=2");
+        let log = dir.join(format!("kube-controller-manager-{attempt}.log"));
+        let mut process = ChildProcess::spawn("kube-controller-manager", cmd, &log)?;
+        let seen = process
+            .wait_log_line("garbage collector synced", &[GC_SYNCED, GC_NOT_SYNCED])
+            .await?;
+        if seen == GC_SYNCED {
+            return Ok(process);
+        }
+        let why = format!(
+            "its garbage collector went on with unsynced resource monitors; last lines of {}:\n{}",
+            log.display(),
+            process.log_tail(20)
+        );
+        if attempt == 3 {
+            return Err(format!("kube-controller-manager, three times: {why}").into());
+        }
+        tracing::warn!(
+            "kube-controller-manager (attempt {attempt} of 3): {why}; starting it again"
+        );
+        process.kill();
+    }
 }

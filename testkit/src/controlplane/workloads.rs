@@ -92,7 +92,7 @@ pub(super) async fn start_scheduler(
     let log = dir.join("kube-scheduler.log");
     let mut process = ChildProcess::spawn("kube-scheduler", cmd, &log)?;
     process
-        .wait_log_line("serving", "Serving securely on")
+        .wait_log_line("serving", &["Serving securely on"])
         .await?;
     Ok(process)
 }
