@@ -30,10 +30,10 @@ use crate::webhook::routes;
 
 /// Where `serve` reads the cluster from.
 #[derive(Debug)]
-pub enum Source {
+pub enum ReadFrom {
     Live(ClusterArgs),
     /// A dump, for tests and demos: no finalizer controller, nothing written.
-    Dir {
+    Dump {
         path: PathBuf,
         allow_incomplete: bool,
     },
@@ -43,7 +43,7 @@ pub enum Source {
 /// combinations that cannot work refused before anything starts.
 #[derive(Debug)]
 pub struct ServeConfig {
-    pub source: Source,
+    pub read_from: ReadFrom,
     pub policy: PolicyMode,
     pub deletion_mode: DeletionMode,
     pub enforcement: Enforcement,
@@ -91,15 +91,15 @@ impl TryFrom<ServeArgs> for ServeConfig {
             );
         }
         let secs = |s: u64| Duration::from_secs(s);
-        let source = match args.source.dump.from_dir {
-            Some(path) => Source::Dir {
+        let read_from = match args.source.dump.from_dir {
+            Some(path) => ReadFrom::Dump {
                 path,
                 allow_incomplete: args.source.dump.allow_incomplete,
             },
-            None => Source::Live(args.source.cluster),
+            None => ReadFrom::Live(args.source.cluster),
         };
         Ok(ServeConfig {
-            source,
+            read_from,
             policy,
             deletion_mode: args.deletion_mode,
             enforcement: args.enforcement,
@@ -194,8 +194,8 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
         webhook: (listener, tls),
         ops: (ops_listener, plain_tls),
     };
-    match &config.source {
-        Source::Live(cluster) => {
+    match &config.read_from {
+        ReadFrom::Live(cluster) => {
             let client = cluster.client().await?;
             let events = Events::new(client.clone(), &config.identity);
             let caches = Caches::start(client.clone(), config.stale_after)
@@ -203,7 +203,7 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
             let admission = admission(&config, caches, metrics).with_events(events.clone());
             run_live(&config, client, events, admission, listeners).await;
         }
-        Source::Dir {
+        ReadFrom::Dump {
             path,
             allow_incomplete,
         } => {

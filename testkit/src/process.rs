@@ -273,7 +273,10 @@ mod tests {
     async fn waiting_for_log_lines_says_which_came() -> Result<()> {
         let dir = tempfile::tempdir()?;
         let mut cmd = Command::new("sh");
-        cmd.args(["-c", "echo starting; sleep 0.3; echo 'went on without it'; sleep 30"]);
+        cmd.args([
+            "-c",
+            "echo starting; sleep 0.3; echo 'went on without it'; sleep 30",
+        ]);
         let mut process = ChildProcess::spawn("sh", cmd, &dir.path().join("log"))?;
         let seen = process
             .wait_log_line("ready", &["ready now", "went on without it"])

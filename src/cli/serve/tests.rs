@@ -85,7 +85,7 @@ fn durations_are_validated_into_the_config() {
         crate::decision::coalesce::DEFAULT_BATCH_WINDOW,
         "the flag's default is the library's"
     );
-    assert!(matches!(c.source, Source::Live(_)));
+    assert!(matches!(c.read_from, ReadFrom::Live(_)));
     assert!(!c.identity.is_empty());
 }
 
