@@ -201,6 +201,13 @@ impl Reconciler for BuildController {
             pools: mco::list_all(&mco::mcps(&self.ctx.client)).await?,
             nodes: mco::list_all(&mco::nodes(&self.ctx.client)).await?,
         };
+        // A build deleted while it ran is never finished.
+        self.builds.retain(|uid, _| {
+            world
+                .mosbs
+                .iter()
+                .any(|b| b.metadata.uid.as_ref() == Some(uid))
+        });
         let restart = self.ctx.knobs(|k| k.restart_builder);
         if restart {
             self.ctx.update_knobs(|k| k.restart_builder = false);
@@ -219,6 +226,10 @@ impl Reconciler for BuildController {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    fn waiting(&self) -> bool {
+        !self.queue.is_empty() || !self.builds.is_empty()
     }
 }
 

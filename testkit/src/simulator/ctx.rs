@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::activity::Activity;
 use super::boot::FirstBoot;
 use super::config::SimConfig;
 use crate::registry_client::RegistryClient;
@@ -94,6 +95,7 @@ pub(super) struct Ctx {
     pub(super) registry: RegistryClient,
     pub(super) cfg: SimConfig,
     pub(super) knobs: Arc<Mutex<Knobs>>,
+    pub(super) activity: Activity,
 }
 
 impl Ctx {
@@ -161,6 +163,7 @@ impl Ctx {
         what: &str,
         call: impl Future<Output = std::result::Result<T, kube::Error>>,
     ) -> std::result::Result<T, kube::Error> {
+        self.activity.wrote();
         let result = call.await;
         if let Err(kube::Error::Api(status)) = &result {
             let record = format!("{}: {what}: {}", self.actor, status.message);

@@ -120,4 +120,8 @@ impl Reconciler for DrainController {
             Err(failures.join("; ").into())
         }
     }
+
+    fn waiting(&self) -> bool {
+        !self.queued.is_empty()
+    }
 }

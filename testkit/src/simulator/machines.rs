@@ -55,6 +55,8 @@ pub(super) struct MachineApi {
     waiting: HashSet<String>,
     // Dropping the set (when the loop is aborted) aborts the running boots.
     boots: JoinSet<()>,
+    /// A machine was on its way to a node at the last pass (its phase's delay runs).
+    on_the_way: bool,
 }
 
 impl MachineApi {
@@ -65,7 +67,21 @@ impl MachineApi {
             booted: HashSet::new(),
             waiting: HashSet::new(),
             boots: JoinSet::new(),
+            on_the_way: false,
         }
+    }
+
+    /// Whether `machine` still has a phase to go through before its first boot.
+    fn on_the_way(&self, machine: &DynamicObject) -> bool {
+        let uid = machine.metadata.uid.as_deref().unwrap_or_default();
+        machine.metadata.deletion_timestamp.is_none()
+            && match machine_api::phase(machine).unwrap_or_default() {
+                "" | "Provisioning" => true,
+                "Provisioned" => {
+                    machine_api::node_ref(machine).is_none() && !self.booted.contains(uid)
+                }
+                _ => false,
+            }
     }
 
     /// How long `uid` has been in `phase` (by this process's clock).
@@ -174,10 +190,15 @@ impl Reconciler for MachineApi {
     async fn sync(&mut self) -> Result<()> {
         while self.boots.try_join_next().is_some() {}
         let machines = mco::list_all(&machine_api::all_machines(&self.ctx.client)).await?;
+        self.on_the_way = machines.iter().any(|m| self.on_the_way(m));
         for machine in &machines {
             self.sync_machine(machine).await?;
         }
         Ok(())
+    }
+
+    fn waiting(&self) -> bool {
+        self.on_the_way || !self.boots.is_empty()
     }
 }
 

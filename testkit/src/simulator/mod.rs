@@ -12,7 +12,9 @@
 //! as invalid or forbidden by RBAC ([`Simulator::rejected_writes`]: a faithful simulator makes
 //! none) or by an admission webhook ([`Simulator::refused_by_webhook`]).
 //!
-//! Six polling loops, each level-triggered from what the API server shows:
+//! Six loops, each level-triggered from what the API server shows, each pass one poll interval
+//! after the last while it has work waiting on time or any loop wrote, else once something
+//! changed ([`activity`]: a watched kind, a test's knob, or a second):
 //! - [`build`]: the machine-os-builder. Builds (MOSB, its Job, ConfigMaps and Secrets in
 //!   `openshift-machine-config-operator` ([`jobs`]), and the pushed image) for each MOSC, shaped as
 //!   the played release writes them; the MOSC's current build named when a build starts, its image when it
@@ -49,6 +51,7 @@
 //!
 //! This is test harness code, not product code: it shares nothing with the mosc-guard crate.
 
+mod activity;
 mod boot;
 mod build;
 mod candidates;
@@ -80,6 +83,7 @@ use crate::Result;
 use crate::controlplane::ControlPlane;
 use crate::registry_client::RegistryClient;
 pub use crate::release::{Release, ZStream};
+use activity::Activity;
 use ctx::{BUILDER, Ctx, Knobs};
 use reconcile::spawn_loop;
 
@@ -97,6 +101,7 @@ pub fn build_name(mosc: &kube::api::DynamicObject, rendered: &str) -> String {
 pub struct Simulator {
     tasks: Vec<JoinHandle<()>>,
     knobs: Arc<Mutex<Knobs>>,
+    activity: Activity,
     builder_kubeconfig: PathBuf,
 }
 
@@ -132,13 +137,15 @@ impl Simulator {
             registry: RegistryClient::new(registry_host)?,
             cfg,
             knobs: Arc::new(Mutex::new(knobs)),
+            activity: Activity::new(),
         };
         tracing::info!(
             "sim: MCO {z_stream} simulator started (registry {registry_host}, {:?})",
             ctx.cfg
         );
         let mob = ctx.acting_as(BUILDER, builder);
-        let tasks = vec![
+        let mut tasks = ctx.activity.watch(&cp.client());
+        tasks.extend([
             spawn_loop("build", ctx.clone(), build::BuildController::new(mob)),
             spawn_loop(
                 "node-controller",
@@ -165,10 +172,11 @@ impl Simulator {
                 ctx.clone(),
                 machines::MachineApi::new(ctx.acting_as("machine-api", cp.client())),
             ),
-        ];
+        ]);
         Ok(Self {
             tasks,
             knobs: ctx.knobs,
+            activity: ctx.activity,
             builder_kubeconfig,
         })
     }
@@ -261,11 +269,13 @@ impl Simulator {
         &self.builder_kubeconfig
     }
 
+    /// Switches a knob, and wakes the loops waiting for a change.
     fn knobs(&self, change: impl FnOnce(&mut Knobs)) {
         match self.knobs.lock() {
             Ok(mut k) => change(&mut k),
             Err(poisoned) => change(&mut poisoned.into_inner()),
         }
+        self.activity.changed();
     }
 
     /// Freezes `node`'s daemon before it changes anything on the machine: it may start an

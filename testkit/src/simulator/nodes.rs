@@ -202,6 +202,10 @@ impl Reconciler for NodeController {
         }
         Ok(())
     }
+
+    fn waiting(&self) -> bool {
+        self.queued.values().any(|(_, due)| due.is_some())
+    }
 }
 
 /// A hash of what queues a pool's sync in MCO: any change to the pool, a MOSC or a build (their

@@ -30,6 +30,11 @@ impl PoolStatus {
 }
 
 impl Reconciler for PoolStatus {
+    /// Its status follows from the API objects alone.
+    fn waiting(&self) -> bool {
+        false
+    }
+
     async fn sync(&mut self) -> Result<()> {
         // Nodes first, as the node controller lists them: a node is never counted without its
         // pool.

@@ -5,15 +5,21 @@ use std::future::Future;
 
 use tokio::task::JoinHandle;
 
+use super::activity::IDLE_POLL;
 use super::ctx::Ctx;
 use crate::Result;
 
 /// One reconcile pass over the current API state.
 pub(super) trait Reconciler: Send + 'static {
     fn sync(&mut self) -> impl Future<Output = Result<()>> + Send;
+
+    /// Whether work of the loop's own waits on time: a queued event, a timer, a running task.
+    fn waiting(&self) -> bool;
 }
 
-/// Runs `reconciler.sync()` every poll interval, logging (once per distinct message) its errors.
+/// Runs `reconciler.sync()` one poll interval after the last pass; after a quiet pass (no error,
+/// no write by any loop, nothing [`Reconciler::waiting`]), once something changed
+/// ([`super::activity`]). Logs each distinct error once.
 pub(super) fn spawn_loop<R: Reconciler>(
     name: &'static str,
     ctx: Ctx,
@@ -21,18 +27,28 @@ pub(super) fn spawn_loop<R: Reconciler>(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut last_error = String::new();
+        let mut changes = ctx.activity.subscribe();
         loop {
-            match reconciler.sync().await {
-                Ok(()) => last_error.clear(),
+            changes.borrow_and_update();
+            let writes = ctx.activity.writes();
+            let synced = match reconciler.sync().await {
+                Ok(()) => {
+                    last_error.clear();
+                    true
+                }
                 Err(e) => {
                     let msg = e.to_string();
                     if msg != last_error {
                         tracing::warn!("sim {name}: {msg} (will retry)");
                         last_error = msg;
                     }
+                    false
                 }
-            }
+            };
             tokio::time::sleep(ctx.cfg.poll_interval).await;
+            if synced && ctx.activity.writes() == writes && !reconciler.waiting() {
+                let _ = tokio::time::timeout(IDLE_POLL, changes.changed()).await;
+            }
         }
     })
 }

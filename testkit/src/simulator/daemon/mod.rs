@@ -156,4 +156,8 @@ impl Reconciler for Daemons {
         }
         Ok(())
     }
+
+    fn waiting(&self) -> bool {
+        !self.tasks.is_empty() || self.queues.values().any(NodeQueue::queued)
+    }
 }

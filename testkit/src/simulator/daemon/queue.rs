@@ -52,6 +52,11 @@ impl NodeQueue {
         self.due.is_none_or(|d| d <= now)
     }
 
+    /// Whether the item waits in the queue for its time.
+    pub(super) fn queued(&self) -> bool {
+        self.due.is_some()
+    }
+
     /// A worker takes the item (a pass starts).
     pub(super) fn take(&mut self) {
         self.due = None;
