@@ -17,7 +17,6 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::jobs::MCO_NAMESPACE;
 use crate::{machine_api, mco};
 
 /// The longest an idle loop sleeps without a change.
@@ -72,7 +71,7 @@ impl Activity {
             self.watch_kind(Api::<PartialObjectMeta<Node>>::all(client.clone())),
             self.watch_kind(Api::<PartialObjectMeta<Job>>::namespaced(
                 client.clone(),
-                MCO_NAMESPACE,
+                mco::MOB_NAMESPACE,
             )),
             custom(mco::mcp_resource()),
             custom(mco::mc_resource()),
