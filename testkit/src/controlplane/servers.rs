@@ -234,3 +234,53 @@ pub(super) async fn start_controller_manager(
         process.kill();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    /// A stand-in controller-manager whose garbage collector gives up `give_ups` times, then
+    /// syncs (each start counted in `dir/starts`).
+    fn fake(dir: &Path, give_ups: u32) -> Result<PathBuf> {
+        let bin = dir.join("fake-kcm");
+        let script = format!(
+            "#!/bin/sh\nn=$(($(cat {dir}/starts 2>/dev/null || echo 0) + 1)); echo $n > {dir}/starts\n\
+             if [ $n -le {give_ups} ]; then echo '{GC_NOT_SYNCED}, proceeding anyways'; \
+             else echo '{GC_SYNCED}'; fi\nexec sleep 30\n",
+            dir = dir.display()
+        );
+        std::fs::write(&bin, script)?;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))?;
+        Ok(bin)
+    }
+
+    fn starts(dir: &Path) -> String {
+        std::fs::read_to_string(dir.join("starts")).unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn a_garbage_collector_that_gave_up_is_started_afresh_at_most_three_times() -> Result<()>
+    {
+        let dir = tempfile::tempdir()?;
+        let bin = fake(dir.path(), 2)?;
+        let kcm = start_controller_manager(&bin, dir.path(), &dir.path().join("kc"), &[]).await?;
+        assert_eq!(starts(dir.path()).trim(), "3", "synced at the third start");
+        assert!(kcm.log_path().ends_with("kube-controller-manager-3.log"));
+
+        let dir = tempfile::tempdir()?;
+        let bin = fake(dir.path(), 3)?;
+        let err = start_controller_manager(&bin, dir.path(), &dir.path().join("kc"), &[])
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(starts(dir.path()).trim(), "3", "no fourth start");
+        assert!(
+            err.contains("three times") && err.contains(GC_NOT_SYNCED),
+            "{err}"
+        );
+        Ok(())
+    }
+}
