@@ -52,6 +52,13 @@ impl Activity {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// Where the world stands as the loops see it: changes told and writes sent so far. Two
+    /// equal generations mean nothing a loop reads changed in between, save what a watch has
+    /// not told yet.
+    pub(super) fn generation(&self) -> (u64, u64) {
+        (*self.changes.borrow(), self.writes())
+    }
+
     /// A receiver that sees every change from now on.
     pub(super) fn subscribe(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()

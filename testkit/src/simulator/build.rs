@@ -196,10 +196,10 @@ impl BuildController {
 impl Reconciler for BuildController {
     async fn sync(&mut self) -> Result<()> {
         let world = World {
-            moscs: mco::list_all(&mco::moscs(&self.ctx.client)).await?,
-            mosbs: mco::list_all(&mco::mosbs(&self.ctx.client)).await?,
-            pools: mco::list_all(&mco::mcps(&self.ctx.client)).await?,
-            nodes: mco::list_all(&mco::nodes(&self.ctx.client)).await?,
+            moscs: self.ctx.list(&mco::moscs(&self.ctx.client)).await?,
+            mosbs: self.ctx.list(&mco::mosbs(&self.ctx.client)).await?,
+            pools: self.ctx.list(&mco::mcps(&self.ctx.client)).await?,
+            nodes: self.ctx.list(&mco::nodes(&self.ctx.client)).await?,
         };
         // A build deleted while it ran is never finished.
         self.builds.retain(|uid, _| {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::activity::Activity;
 use super::boot::FirstBoot;
 use super::config::SimConfig;
+use super::reads::Reads;
 use crate::registry_client::RegistryClient;
 use crate::release::{Release, ZStream};
 
@@ -96,6 +97,7 @@ pub(super) struct Ctx {
     pub(super) cfg: SimConfig,
     pub(super) knobs: Arc<Mutex<Knobs>>,
     pub(super) activity: Activity,
+    pub(super) reads: Reads,
 }
 
 impl Ctx {
@@ -121,6 +123,20 @@ impl Ctx {
             actor,
             ..self.clone()
         }
+    }
+
+    /// Every object `api` lists, read again only if something changed ([`Reads`]).
+    pub(super) async fn list<K>(&self, api: &kube::Api<K>) -> crate::Result<Vec<K>>
+    where
+        K: kube::Resource
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.reads.list(&self.activity, self.actor, api).await
     }
 
     pub(super) fn knobs<T>(&self, read: impl FnOnce(&Knobs) -> T) -> T {

@@ -96,7 +96,7 @@ impl DrainController {
 
 impl Reconciler for DrainController {
     async fn sync(&mut self) -> Result<()> {
-        let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
+        let nodes = self.ctx.list(&mco::nodes(&self.ctx.client)).await?;
         let mut failures = Vec::new();
         let mut pending = Vec::new();
         for node in &nodes {

@@ -189,7 +189,10 @@ impl MachineApi {
 impl Reconciler for MachineApi {
     async fn sync(&mut self) -> Result<()> {
         while self.boots.try_join_next().is_some() {}
-        let machines = mco::list_all(&machine_api::all_machines(&self.ctx.client)).await?;
+        let machines = self
+            .ctx
+            .list(&machine_api::all_machines(&self.ctx.client))
+            .await?;
         self.on_the_way = machines.iter().any(|m| self.on_the_way(m));
         for machine in &machines {
             self.sync_machine(machine).await?;
@@ -362,8 +365,8 @@ async fn try_fetch_ignition(ctx: &Ctx, machine: &DynamicObject) -> Result<(Strin
     let pool_name = machine_api::pointer_pool(&secret)
         .ok_or_else(|| format!("secret {secret_name} holds no pointer Ignition"))?;
     let pool = mco::mcps(&ctx.client).get(&pool_name).await?;
-    let moscs = mco::list_all(&mco::moscs(&ctx.client)).await?;
-    let mosbs = mco::list_all(&mco::mosbs(&ctx.client)).await?;
+    let moscs = ctx.list(&mco::moscs(&ctx.client)).await?;
+    let mosbs = ctx.list(&mco::mosbs(&ctx.client)).await?;
     let served = mcs::serve(ctx.release(), &pool, &moscs, &mosbs)?;
     Ok((pool_name, served))
 }

@@ -66,6 +66,7 @@ mod node_state;
 mod nodes;
 mod pool_target;
 mod pools;
+mod reads;
 mod reconcile;
 
 pub use boot::{BootOutcome, FirstBoot};
@@ -85,6 +86,7 @@ use crate::registry_client::RegistryClient;
 pub use crate::release::{Release, ZStream};
 use activity::Activity;
 use ctx::{BUILDER, Ctx, Knobs};
+use reads::Reads;
 use reconcile::spawn_loop;
 
 /// The name MCO gives the build of `mosc` for the rendered config `rendered` (`<mosc>-<hash of
@@ -138,6 +140,7 @@ impl Simulator {
             cfg,
             knobs: Arc::new(Mutex::new(knobs)),
             activity: Activity::new(),
+            reads: Reads::default(),
         };
         tracing::info!(
             "sim: MCO {z_stream} simulator started (registry {registry_host}, {:?})",

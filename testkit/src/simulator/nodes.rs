@@ -183,10 +183,10 @@ impl Reconciler for NodeController {
     async fn sync(&mut self) -> Result<()> {
         // Nodes first: a node created (or labelled) for a pool made before it is then never
         // seen without its pool, which would send it another pool's config for one pass.
-        let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
-        let pools = mco::list_all(&mco::mcps(&self.ctx.client)).await?;
-        let moscs = mco::list_all(&mco::moscs(&self.ctx.client)).await?;
-        let mosbs = mco::list_all(&mco::mosbs(&self.ctx.client)).await?;
+        let nodes = self.ctx.list(&mco::nodes(&self.ctx.client)).await?;
+        let pools = self.ctx.list(&mco::mcps(&self.ctx.client)).await?;
+        let moscs = self.ctx.list(&mco::moscs(&self.ctx.client)).await?;
+        let mosbs = self.ctx.list(&mco::mosbs(&self.ctx.client)).await?;
         self.turn = self.turn.wrapping_add(1);
         let now = Instant::now();
         for pool in &pools {

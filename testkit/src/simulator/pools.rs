@@ -38,10 +38,10 @@ impl Reconciler for PoolStatus {
     async fn sync(&mut self) -> Result<()> {
         // Nodes first, as the node controller lists them: a node is never counted without its
         // pool.
-        let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
-        let pools = mco::list_all(&mco::mcps(&self.ctx.client)).await?;
-        let moscs = mco::list_all(&mco::moscs(&self.ctx.client)).await?;
-        let mosbs = mco::list_all(&mco::mosbs(&self.ctx.client)).await?;
+        let nodes = self.ctx.list(&mco::nodes(&self.ctx.client)).await?;
+        let pools = self.ctx.list(&mco::mcps(&self.ctx.client)).await?;
+        let moscs = self.ctx.list(&mco::moscs(&self.ctx.client)).await?;
+        let mosbs = self.ctx.list(&mco::mosbs(&self.ctx.client)).await?;
         for pool in &pools {
             let members = pool_members(pool, &pools, &nodes);
             let mosc = pool_mosc(pool, &moscs);

@@ -120,8 +120,10 @@ impl Reconciler for Daemons {
                 }
             }
         }
-        let nodes = mco::list_all(&mco::nodes(&self.ctx.client)).await?;
-        let configs: HashSet<String> = mco::list_all(&mco::mcs(&self.ctx.client))
+        let nodes = self.ctx.list(&mco::nodes(&self.ctx.client)).await?;
+        let configs: HashSet<String> = self
+            .ctx
+            .list(&mco::mcs(&self.ctx.client))
             .await?
             .into_iter()
             .filter_map(|c| c.metadata.name)
