@@ -27,6 +27,11 @@ async fn a_mosc_created_before_the_guard_gets_the_finalizer_at_start_up() {
     // A normal start adopts it without anything touching the object.
     let guard = defer_guard(&cluster, &["--log-format", "json"]).await;
     wait_finalizer(&cluster, "worker").await;
+    // It logs the addition once the API server answered the patch, which the test may see first.
+    guard
+        .wait_log_line(&["added the finalizer", "worker"], STEP_TIMEOUT)
+        .await
+        .expect("the guard logged the finalizer's addition");
 
     // --log-format json: every line is one JSON object, with the event's fields.
     let log = guard.log_tail(500);
