@@ -117,13 +117,16 @@ async fn defer_leader_killed_while_a_deletion_is_deferred() {
     let released_at = Instant::now();
     wait_mosc_gone(&cluster.client, "worker").await;
     let completed = released_at.elapsed();
-    let released = events_about(
+    // The guard records the Event once the API server answered its patch: after the object may be gone.
+    let released = wait_for_events_about(
         &cluster.client,
         "MachineOSConfig",
         "worker",
         "DeletionReleased",
+        STEP_TIMEOUT,
     )
-    .await;
+    .await
+    .expect("a DeletionReleased Event");
     assert!(
         released
             .iter()

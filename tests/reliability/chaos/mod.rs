@@ -36,7 +36,7 @@ use testkit::probe::metric;
 use testkit::review::{MACHINE_OS_CONFIG, Review};
 use testkit::scenario::{Cluster, Rollout, create_infra_mosc, wait_for, wait_for_build};
 use testkit::scenario::{
-    DegradedWatch, STEP_TIMEOUT, dry_run_delete, events_about, seed, wait_mosc_gone,
+    DegradedWatch, STEP_TIMEOUT, dry_run_delete, seed, wait_for_events_about, wait_mosc_gone,
     wait_pool_reverted, wait_rolled_out,
 };
 use testkit::simulator::SimConfig;
