@@ -113,30 +113,6 @@ pub enum Keep {
     EarlierImageUnderTag,
 }
 
-impl Keep {
-    /// The stable name (as in the JSON).
-    pub fn name(self) -> &'static str {
-        match self {
-            Keep::NodeNeedsImage => "nodeNeedsImage",
-            Keep::PoolRollingOut => "poolRollingOut",
-            Keep::JoiningMachine => "joiningMachine",
-            Keep::CurrentBuild => "currentBuild",
-            Keep::PoolConfiguration => "poolConfiguration",
-            Keep::Newest => "newest",
-            Keep::Young => "young",
-            Keep::AgeUnknown => "ageUnknown",
-            Keep::Building => "building",
-            Keep::BeingDeleted => "beingDeleted",
-            Keep::ConfigBeingDeleted => "configBeingDeleted",
-            Keep::RebuildPending => "rebuildPending",
-            Keep::NoConfigLabel => "noConfigLabel",
-            Keep::TagNotItsOwn => "tagNotItsOwn",
-            Keep::SharesImage => "sharesImage",
-            Keep::EarlierImageUnderTag => "earlierImageUnderTag",
-        }
-    }
-}
-
 /// One reason a build is kept, in words.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Why {
@@ -326,12 +302,13 @@ fn listed<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     }
 }
 
-/// "1 node", "3 nodes".
-fn count(n: usize, what: &str) -> String {
-    match n {
-        1 => format!("1 {what}"),
-        n => format!("{n} {what}s"),
-    }
+/// `2 nodes run it: a, b` (`verbs`: for one node, for more).
+fn nodes_do(names: Vec<&str>, verbs: (&str, &str), what: &str) -> String {
+    let (n, verb) = match names.len() {
+        1 => ("1 node".to_string(), verbs.0),
+        n => (format!("{n} nodes"), verbs.1),
+    };
+    format!("{n} {verb} {what}: {}", listed(names))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use crate::core::image::abbreviate;
 use crate::core::policy::{BlockReason, Verdict};
 
-use super::{Keep, Planned, Why, count, listed};
+use super::{Keep, Planned, Why, nodes_do};
 
 pub(super) fn add(build: &mut Planned, verdict: &Verdict) {
     let by = |reason: BlockReason| -> Vec<&str> {
@@ -18,28 +18,17 @@ pub(super) fn add(build: &mut Planned, verdict: &Verdict) {
             .map(|n| n.node.as_str())
             .collect()
     };
-    let (running, pending) = (by(BlockReason::InUse), by(BlockReason::InFlight));
-    if !running.is_empty() {
-        build.keep(Why::new(
-            Keep::NodeNeedsImage,
-            format!(
-                "{} {} its image: {}",
-                count(running.len(), "node"),
-                if running.len() == 1 { "runs" } else { "run" },
-                listed(running)
-            ),
-        ));
-    }
-    if !pending.is_empty() {
-        build.keep(Why::new(
-            Keep::NodeNeedsImage,
-            format!(
-                "{} {} updating to its image (desiredImage, not reached yet): {}",
-                count(pending.len(), "node"),
-                if pending.len() == 1 { "is" } else { "are" },
-                listed(pending)
-            ),
-        ));
+    for (names, verbs, what) in [
+        (by(BlockReason::InUse), ("runs", "run"), "its image"),
+        (
+            by(BlockReason::InFlight),
+            ("is updating to", "are updating to"),
+            "its image (desiredImage, not reached yet)",
+        ),
+    ] {
+        if !names.is_empty() {
+            build.keep(Why::new(Keep::NodeNeedsImage, nodes_do(names, verbs, what)));
+        }
     }
     for pool in &verdict.rolling {
         let pending = pool

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::core::report::ReleaseReport;
 
 use super::images::{ImagePlan, ImageReport, RepositoryReport};
-use super::{Plan, Planned, State};
+use super::{Keep, Plan, Planned, State};
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -61,7 +61,7 @@ pub struct Kept<'a> {
     /// Every reason, in words.
     pub why: Vec<&'a str>,
     /// The reasons' stable names.
-    pub reasons: Vec<&'static str>,
+    pub reasons: Vec<Keep>,
 }
 
 impl<'a> Report<'a> {
@@ -84,7 +84,7 @@ impl<'a> Report<'a> {
                 .map(|b| Kept {
                     about: about(b),
                     why: b.why.iter().map(|w| w.text.as_str()).collect(),
-                    reasons: b.reasons().into_iter().map(|k| k.name()).collect(),
+                    reasons: b.reasons(),
                 })
                 .collect(),
             images,

@@ -26,7 +26,7 @@ use crate::core::registry::internal::Internal;
 use crate::core::registry::listing::{Listing, PushRepository, Resolved, TagAnswer};
 use crate::core::snapshot::Snapshot;
 
-use super::{count, listed};
+use super::{listed, nodes_do};
 pub use named::Named;
 pub use per_config::{ConfigImages, per_config};
 pub use relisted::{Relisted, relisted};
@@ -56,22 +56,6 @@ pub enum TagKeep {
     InternalRegistry,
     /// Which hosts are the internal registry could not be read, and this one may be.
     InternalRegistryUnknown,
-}
-
-impl TagKeep {
-    pub fn name(self) -> &'static str {
-        match self {
-            TagKeep::NodeNeedsImage => "nodeNeedsImage",
-            TagKeep::ConfigImage => "configImage",
-            TagKeep::ConfigTag => "configTag",
-            TagKeep::SharesDigest => "sharesDigest",
-            TagKeep::DigestUnknown => "digestUnknown",
-            TagKeep::RepositoryUnclear => "repositoryUnclear",
-            TagKeep::Gone => "gone",
-            TagKeep::InternalRegistry => "internalRegistry",
-            TagKeep::InternalRegistryUnknown => "internalRegistryUnknown",
-        }
-    }
 }
 
 /// One reason a tag is kept, in words.
@@ -340,12 +324,11 @@ fn istag(path: &str, tag: &str) -> String {
 /// The reasons that come from the digest and the tag: nodes, MachineOSConfigs.
 fn needed(tag: &mut PlannedTag, digest: &str, repo: &RepoKey, named: &Named) {
     if let Some(nodes) = named.node_digests.get(digest) {
-        for (how, verb_one, verb_many, what) in [
-            (Need::Running, "runs", "run", "it (currentImage)"),
+        for (how, verbs, what) in [
+            (Need::Running, ("runs", "run"), "it (currentImage)"),
             (
                 Need::Pending,
-                "is updating to",
-                "are updating to",
+                ("is updating to", "are updating to"),
                 "it (desiredImage, not reached yet)",
             ),
         ] {
@@ -354,22 +337,9 @@ fn needed(tag: &mut PlannedTag, digest: &str, repo: &RepoKey, named: &Named) {
                 .filter(|(_, h)| **h == how)
                 .map(|(n, _)| n.as_str())
                 .collect();
-            if names.is_empty() {
-                continue;
+            if !names.is_empty() {
+                tag.keep(TagKeep::NodeNeedsImage, nodes_do(names, verbs, what));
             }
-            let verb = if names.len() == 1 {
-                verb_one
-            } else {
-                verb_many
-            };
-            tag.keep(
-                TagKeep::NodeNeedsImage,
-                format!(
-                    "{} {verb} {what}: {}",
-                    count(names.len(), "node"),
-                    listed(names)
-                ),
-            );
         }
     }
     if let Some(configs) = named.config_digests.get(digest) {

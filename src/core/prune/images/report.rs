@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{ImagePlan, PlannedTag, RepositoryPlan};
+use super::{ImagePlan, PlannedTag, RepositoryPlan, TagKeep};
 
 /// One tag no build names.
 #[derive(Debug, Serialize)]
@@ -20,7 +20,7 @@ pub struct ImageReport<'a> {
     /// Every reason it is kept, in words (empty: deletable).
     pub why: Vec<&'a str>,
     /// The reasons' stable names.
-    pub reasons: Vec<&'static str>,
+    pub reasons: Vec<TagKeep>,
 }
 
 /// One repository.
@@ -51,7 +51,7 @@ impl<'a> ImageReport<'a> {
             image: t.image(),
             deletable: t.deletable(),
             why: t.why.iter().map(|w| w.text.as_str()).collect(),
-            reasons: t.reasons().into_iter().map(|k| k.name()).collect(),
+            reasons: t.reasons(),
         }
     }
 }
