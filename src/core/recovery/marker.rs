@@ -13,15 +13,14 @@ use super::node::{MARKER, RecoveryNode};
 
 /// What the marker holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Marker {
     /// Who wrote it, for a person reading the node.
-    #[serde(default)]
     pub by: String,
     /// The node's boot ID when it was cancelled (`None` if the node did not report one).
-    #[serde(default, rename = "bootID")]
+    #[serde(rename = "bootID")]
     pub boot_id: Option<String>,
     /// MCO's annotations as read right before the cancelling patch.
-    #[serde(default)]
     pub annotations: BTreeMap<String, String>,
 }
 

@@ -99,46 +99,41 @@ impl Labels for RecoveryNode {
 
 /// A Node as the API server sends it, reduced to what [`RecoveryNode`] keeps.
 #[derive(Default, Deserialize, Serialize)]
+#[serde(default)]
 struct WireNode {
-    #[serde(default)]
     metadata: WireMeta,
-    #[serde(default)]
     spec: WireSpec,
-    #[serde(default)]
     status: WireStatus,
 }
 
 #[derive(Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 struct WireMeta {
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     uid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     resource_version: Option<String>,
-    #[serde(default)]
     labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Default, Deserialize, Serialize)]
 struct WireSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     unschedulable: Option<bool>,
 }
 
 #[derive(Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct WireStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     node_info: Option<WireNodeInfo>,
 }
 
 #[derive(Default, Deserialize, Serialize)]
 struct WireNodeInfo {
-    #[serde(default, rename = "bootID")]
+    #[serde(rename = "bootID")]
     boot_id: Option<String>,
 }
 
