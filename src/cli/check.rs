@@ -3,13 +3,11 @@
 
 use std::process::ExitCode;
 
-use crate::access::dump::Want;
-use crate::access::live;
 use crate::access::registry::{self, Checker, Limits, PullConfigError};
 use crate::cli::args::{CheckArgs, Output};
-use crate::cli::dump::{NO_VERDICT, read_dump};
+use crate::cli::dump::{NO_VERDICT, Source, read_source};
 use crate::cli::error::CliError;
-use crate::cli::notes;
+use crate::cli::output;
 use crate::core::policy::{self, Deletion, PolicyMode, TargetKind};
 use crate::core::recovery::{self, stuck::stuck_nodes};
 use crate::core::registry::Status;
@@ -44,19 +42,19 @@ pub fn parse_target(target: &str) -> Result<(TargetKind, &str), CliError> {
 
 /// Runs `check`; returns the exit status (0 safe, 1 blocked, 2 error).
 pub async fn check(args: CheckArgs) -> ExitCode {
-    match run_check(&args).await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    output::passed(run_check(&args).await)
 }
 
 async fn run_check(args: &CheckArgs) -> Result<bool, CliError> {
     let target = args.target.as_deref().map(parse_target).transpose()?;
-    let (snapshots, notes, source) = gather(args).await?;
+    let source = &args.source;
+    let version = source.openshift_version.as_deref();
+    let Source {
+        snapshots,
+        notes,
+        place,
+        ..
+    } = read_source(&source.cluster, &source.dump, NO_VERDICT, version).await?;
     let mode = args.source.policy.into();
     let Some((kind, name)) = target else {
         return all(args, &snapshots, notes, mode);
@@ -71,7 +69,7 @@ async fn run_check(args: &CheckArgs) -> Result<bool, CliError> {
         CliError::NotFound {
             kind,
             name: name.to_string(),
-            place: source.clone(),
+            place: place.clone(),
             hint,
         }
     })?;
@@ -137,39 +135,6 @@ async fn registry_answers(
             })
             .collect(),
     )
-}
-
-/// The snapshots to decide from (one, or one per combination of disagreeing copies in a dump),
-/// the notes about the source (also printed on stderr), and the source's name.
-async fn gather(args: &CheckArgs) -> Result<(Vec<Snapshot>, Vec<String>, String), CliError> {
-    let (snapshots, notes, source) = match &args.source.dump.from_dir {
-        Some(dir) => {
-            let loaded = read_dump(
-                dir,
-                args.source.dump.allow_incomplete,
-                Want::Policy,
-                NO_VERDICT,
-            )?;
-            let notes = notes::of_dump(&loaded);
-            let snapshots: Vec<Snapshot> = loaded.snapshots().cloned().collect();
-            (snapshots, notes, dir.display().to_string())
-        }
-        None => {
-            let client = args.source.cluster.client().await?;
-            let (snapshot, missing) = live::snapshot(&client).await?;
-            (
-                vec![snapshot],
-                notes::of_live(&missing),
-                "the cluster".to_string(),
-            )
-        }
-    };
-    notes::warn(&notes);
-    let snapshots = snapshots
-        .into_iter()
-        .map(|s| s.with_release_override(args.source.openshift_version.as_deref()))
-        .collect();
-    Ok((snapshots, notes, source))
 }
 
 /// The verdict for one target: where copies of an object disagree, the most cautious verdict

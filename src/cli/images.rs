@@ -13,20 +13,14 @@ use crate::cli::args::{ImagesArgs, Output};
 use crate::cli::dump::read_dump;
 use crate::cli::error::CliError;
 use crate::cli::notes;
+use crate::cli::output;
 use crate::core::registry::node_config::PullConfig;
 use crate::core::registry::report::{self, CheckedImage};
 use crate::core::registry::{NeededImage, needed_images, needed_images_of_all};
 
 /// Runs `images`; returns the exit status.
 pub async fn images(args: ImagesArgs) -> ExitCode {
-    match run(&args).await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    output::passed(run(&args).await)
 }
 
 async fn run(args: &ImagesArgs) -> Result<bool, CliError> {

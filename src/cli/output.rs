@@ -37,3 +37,11 @@ pub(super) fn status(ran: Result<ExitCode, CliError>) -> ExitCode {
         ExitCode::from(2)
     })
 }
+
+/// The exit status of a run that passes or not: 0 passed, 1 not, 2 it could not run.
+pub(super) fn passed(ran: Result<bool, CliError>) -> ExitCode {
+    status(ran.map(|passed| match passed {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::from(1),
+    }))
+}

@@ -14,17 +14,14 @@ use std::process::ExitCode;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::access::dump::Want;
-use crate::access::live;
 use crate::apply::prune::{self as apply, Done, Settings};
 use crate::cli::args::{Output, PruneArgs};
-use crate::cli::dump::{live_only, read_dump};
+use crate::cli::dump::{Source, live_only, read_source};
 use crate::cli::error::CliError;
 use crate::cli::notes;
 use crate::cli::output::{self, Printed};
 use crate::core::prune::images::ImagePlan;
 use crate::core::prune::{self, Options, Plan, Report, words};
-use crate::core::snapshot::Snapshot;
 
 /// Runs `prune`; returns the exit status.
 pub async fn prune(args: PruneArgs) -> ExitCode {
@@ -52,11 +49,14 @@ async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
         "--images asks the registries with the push secret MCO uses, and a dump holds no \
          secret: run prune --images against the cluster",
     )?;
-    let client = match args.dump.from_dir {
-        Some(_) => None,
-        None => Some(args.cluster.client().await?),
-    };
-    let (snapshots, mut warnings) = gather(args, client.as_ref()).await?;
+    let version = args.openshift_version.as_deref();
+    let trust = "no plan can say a deletion is safe";
+    let Source {
+        snapshots,
+        notes: mut warnings,
+        client,
+        ..
+    } = read_source(&args.cluster, &args.dump, trust, version).await?;
     let now = Timestamp::now();
     let plans = snapshots
         .iter()
@@ -127,42 +127,6 @@ async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
     } else {
         status
     })
-}
-
-/// The snapshots to plan from (one, or one per combination of a dump's disagreeing copies) and
-/// the notes about the source (also on stderr).
-async fn gather(
-    args: &PruneArgs,
-    client: Option<&kube::Client>,
-) -> Result<(Vec<Snapshot>, Vec<String>), CliError> {
-    let (snapshots, notes) = match (&args.dump.from_dir, client) {
-        (Some(dir), _) => {
-            let loaded = read_dump(
-                dir,
-                args.dump.allow_incomplete,
-                Want::Policy,
-                "no plan can say a deletion is safe",
-            )?;
-            let notes = notes::of_dump(&loaded);
-            (loaded.snapshots().cloned().collect::<Vec<_>>(), notes)
-        }
-        (None, Some(client)) => {
-            let (snapshot, missing) = live::snapshot(client).await?;
-            (vec![snapshot], notes::of_live(&missing))
-        }
-        (None, None) => {
-            return Err(CliError::Usage(
-                "neither a cluster nor --from-dir to read".to_string(),
-            ));
-        }
-    };
-    notes::warn(&notes);
-    let version = args.openshift_version.as_deref();
-    let snapshots = snapshots
-        .into_iter()
-        .map(|s| s.with_release_override(version))
-        .collect();
-    Ok((snapshots, notes))
 }
 
 fn print(
