@@ -120,15 +120,6 @@ pub struct Why {
     pub text: String,
 }
 
-impl Why {
-    fn new(keep: Keep, text: impl Into<String>) -> Why {
-        Why {
-            keep,
-            text: text.into(),
-        }
-    }
-}
-
 /// One MachineOSBuild, planned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Planned {
@@ -164,7 +155,11 @@ impl Planned {
         set.into_iter().collect()
     }
 
-    fn keep(&mut self, why: Why) {
+    fn keep(&mut self, keep: Keep, text: impl Into<String>) {
+        let why = Why {
+            keep,
+            text: text.into(),
+        };
         if !self.why.contains(&why) {
             self.why.push(why);
             self.why.sort();
@@ -281,7 +276,7 @@ pub fn most_cautious(plans: Vec<Plan>) -> Option<Plan> {
             match merged.builds.iter_mut().find(|m| m.name == b.name) {
                 Some(m) => {
                     for why in b.why {
-                        m.keep(why);
+                        m.keep(why.keep, why.text);
                     }
                 }
                 None => merged.builds.push(b),

@@ -7,7 +7,7 @@
 use crate::core::image::abbreviate;
 use crate::core::policy::{BlockReason, Verdict};
 
-use super::{Keep, Planned, Why, nodes_do};
+use super::{Keep, Planned, nodes_do};
 
 pub(super) fn add(build: &mut Planned, verdict: &Verdict) {
     let by = |reason: BlockReason| -> Vec<&str> {
@@ -27,7 +27,7 @@ pub(super) fn add(build: &mut Planned, verdict: &Verdict) {
         ),
     ] {
         if !names.is_empty() {
-            build.keep(Why::new(Keep::NodeNeedsImage, nodes_do(names, verbs, what)));
+            build.keep(Keep::NodeNeedsImage, nodes_do(names, verbs, what));
         }
     }
     for pool in &verdict.rolling {
@@ -35,22 +35,22 @@ pub(super) fn add(build: &mut Planned, verdict: &Verdict) {
             .pending_nodes
             .map(|n| format!(": {} of its nodes do not run it yet", n))
             .unwrap_or_default();
-        build.keep(Why::new(
+        build.keep(
             Keep::PoolRollingOut,
             format!(
                 "pool {} is rolling out its image {}{pending}",
                 pool.pool,
                 abbreviate(&pool.image)
             ),
-        ));
+        );
     }
     for machine in &verdict.joining {
-        build.keep(Why::new(
+        build.keep(
             Keep::JoiningMachine,
             format!(
                 "machine {} ({}) joining pool {} would pull its image at first boot",
                 machine.machine, machine.phase, machine.pool
             ),
-        ));
+        );
     }
 }

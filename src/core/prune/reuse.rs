@@ -9,7 +9,7 @@ use crate::core::image::{ImageKey, abbreviate};
 use crate::core::model::{ANNOTATION_CURRENT_MOSB, MachineOSBuild};
 use crate::core::snapshot::Snapshot;
 
-use super::{Keep, Planned, Why};
+use super::{Keep, Planned};
 
 pub(super) fn add(planned: &mut Planned, build: &MachineOSBuild, snapshot: &Snapshot) {
     current(planned, build, snapshot);
@@ -22,14 +22,14 @@ fn current(planned: &mut Planned, build: &MachineOSBuild, snapshot: &Snapshot) {
         .and_then(|c| snapshot.machine_os_config(c))
         .filter(|c| c.names_as_current(build.name()))
     {
-        planned.keep(Why::new(
+        planned.keep(
             Keep::CurrentBuild,
             format!(
                 "MachineOSConfig {} names it its current build ({ANNOTATION_CURRENT_MOSB} or \
                  status.machineOSBuild)",
                 config.name()
             ),
-        ));
+        );
     }
     let images: Vec<ImageKey> = planned
         .image
@@ -42,7 +42,7 @@ fn current(planned: &mut Planned, build: &MachineOSBuild, snapshot: &Snapshot) {
             continue;
         };
         if images.contains(&ImageKey::parse(current)) {
-            planned.keep(Why::new(
+            planned.keep(
                 Keep::CurrentBuild,
                 format!(
                     "its image {} is MachineOSConfig {}'s current image \
@@ -50,7 +50,7 @@ fn current(planned: &mut Planned, build: &MachineOSBuild, snapshot: &Snapshot) {
                     abbreviate(current),
                     config.name()
                 ),
-            ));
+            );
         }
     }
 }
@@ -86,34 +86,34 @@ fn pool_configurations(planned: &mut Planned, build: &MachineOSBuild, snapshot: 
         ),
     ];
     let Some(rendered) = build.rendered_config() else {
-        planned.keep(Why::new(
+        planned.keep(
             Keep::PoolConfiguration,
             format!(
                 "it names no rendered config (spec.machineConfig), so whether a rollout or a \
                  rollback of pool {} would reuse it cannot be told",
                 pool.name()
             ),
-        ));
+        );
         return;
     };
     for (field, target, what) in targets {
         match target {
-            Some(target) if target == rendered => planned.keep(Why::new(
+            Some(target) if target == rendered => planned.keep(
                 Keep::PoolConfiguration,
                 format!(
                     "it is the build for pool {}'s {field} {rendered}: {what}",
                     pool.name()
                 ),
-            )),
+            ),
             Some(_) => {}
-            None => planned.keep(Why::new(
+            None => planned.keep(
                 Keep::PoolConfiguration,
                 format!(
                     "pool {} does not say its {field}, so which build a rollout or a rollback \
                      would reuse cannot be told",
                     pool.name()
                 ),
-            )),
+            ),
         }
     }
 }

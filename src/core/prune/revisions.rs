@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Keep, Planned, State, Why};
+use super::{Keep, Planned, State};
 use crate::core::prune::Options;
 
 pub(super) fn add(builds: &mut [Planned], options: &Options) {
@@ -46,14 +46,14 @@ pub(super) fn add(builds: &mut [Planned], options: &Options) {
             if !newest {
                 break;
             }
-            builds[i].keep(Why::new(
+            builds[i].keep(
                 Keep::Newest,
                 format!(
                     "it is the {} of the {total} succeeded builds of {of} (--keep {})",
                     newest_rank(rank + 1),
                     options.keep
                 ),
-            ));
+            );
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::core::image::ImageKey;
 use crate::core::model::{ANNOTATION_REBUILD, LABEL_MACHINE_OS_CONFIG, MachineOSBuild};
 use crate::core::snapshot::Snapshot;
 
-use super::{Keep, Options, Planned, State, Why};
+use super::{Keep, Options, Planned, State};
 
 pub(super) fn add(
     planned: &mut Planned,
@@ -21,74 +21,74 @@ pub(super) fn add(
 ) {
     age(planned, options.keep_younger_than);
     if planned.state == State::Building {
-        planned.keep(Why::new(
+        planned.keep(
             Keep::Building,
             "it has not finished (no Succeeded, Failed or Interrupted condition): MCO is still \
              building it, or supersedes it when another build starts",
-        ));
+        );
     }
     if build.being_deleted() {
-        planned.keep(Why::new(
+        planned.keep(
             Keep::BeingDeleted,
             "it is already being deleted (deletionTimestamp set)",
-        ));
+        );
     }
     if let Some(config) = build
         .config_name()
         .and_then(|c| snapshot.machine_os_config(c))
     {
         if config.being_deleted() {
-            planned.keep(Why::new(
+            planned.keep(
                 Keep::ConfigBeingDeleted,
                 format!(
                     "its MachineOSConfig {} is being deleted: MCO and the garbage collector delete \
                      its builds once it is gone",
                     config.name()
                 ),
-            ));
+            );
         }
         if config.rebuild_requested() {
-            planned.keep(Why::new(
+            planned.keep(
                 Keep::RebuildPending,
                 format!(
                     "its MachineOSConfig {} carries {ANNOTATION_REBUILD}: MCO is about to delete \
                      its current build and build it again; prune again once the new build is done",
                     config.name()
                 ),
-            ));
+            );
         }
     }
     if build.config_label().is_none() {
-        planned.keep(Why::new(
+        planned.keep(
             Keep::NoConfigLabel,
             format!(
                 "it has no {LABEL_MACHINE_OS_CONFIG} label: MCO would delete the build but not its \
                  image, which would stay in the registry with nothing naming it"
             ),
-        ));
+        );
     }
     tag(planned, build);
 }
 
 fn age(planned: &mut Planned, keep_younger_than: Duration) {
     let Some(age) = planned.age else {
-        planned.keep(Why::new(
+        planned.keep(
             Keep::AgeUnknown,
             "it has no creationTimestamp, so its age cannot be told",
-        ));
+        );
         return;
     };
     // A clock behind the API server's makes a new build look unborn: younger than anything.
     let young = u64::try_from(age.as_secs()).map_or(true, |s| s < keep_younger_than.as_secs());
     if young {
-        planned.keep(Why::new(
+        planned.keep(
             Keep::Young,
             format!(
                 "it was created {} ago, less than --keep-younger-than {}",
                 words_age(age),
                 super::words::duration(keep_younger_than)
             ),
-        ));
+        );
     }
 }
 
@@ -114,7 +114,7 @@ fn tag(planned: &mut Planned, build: &MachineOSBuild) {
                       cannot be told"
             .to_string(),
     };
-    planned.keep(Why::new(Keep::TagNotItsOwn, text));
+    planned.keep(Keep::TagNotItsOwn, text);
 }
 
 fn words_age(age: k8s_openapi::jiff::SignedDuration) -> String {

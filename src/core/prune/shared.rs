@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use crate::core::image::{ImageKey, RepoKey, abbreviate, repo_of};
 use crate::core::snapshot::Snapshot;
 
-use super::{Keep, Planned, Why};
+use super::{Keep, Planned};
 
 pub(super) fn add(builds: &mut [Planned], snapshot: &Snapshot) {
     shares_image(builds);
@@ -37,14 +37,14 @@ fn shares_image(builds: &mut [Planned]) {
                     .map(|(_, owner)| (image.clone(), owner.clone()))
             });
             if let Some((image, owner)) = hit {
-                build.keep(Why::new(
+                build.keep(
                     Keep::SharesImage,
                     format!(
                         "deleting it deletes image {}, which the kept build {owner} also carries \
                          (the registry deletes the digest with every tag on it)",
                         abbreviate(&image)
                     ),
-                ));
+                );
                 changed = true;
             }
         }
@@ -71,14 +71,14 @@ fn earlier_image_under_tag(builds: &mut [Planned], snapshot: &Snapshot) {
         };
         if let Some((image, user)) = uncarried.in_repo(&repo) {
             let tag = builds[i].tag.clone().unwrap_or_default();
-            builds[i].keep(Why::new(
+            builds[i].keep(
                 Keep::EarlierImageUnderTag,
                 format!(
                     "it has no image of its own, but its tag {tag} may still hold the image of an \
                      earlier build of the same name: {user} uses {}, which no build carries",
                     abbreviate(image)
                 ),
-            ));
+            );
         }
     }
 }
