@@ -166,19 +166,12 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
         Some(ca) => Arc::new(resolver.server_config(Some(ca))?),
         None => Arc::clone(&plain_tls),
     };
-    let ops_listener = match config.metrics_listen {
-        Some(addr) => Some(listener::bind(addr).map_err(|source| CliError::Listen {
-            addr,
-            what: " (--metrics-listen)",
-            source,
-        })?),
-        None => None,
-    };
-    let listener = listener::bind(config.listen).map_err(|source| CliError::Listen {
-        addr: config.listen,
-        what: "",
-        source,
-    })?;
+    let bind =
+        |addr, what| listener::bind(addr).map_err(|source| CliError::Listen { addr, what, source });
+    let ops_listener = (config.metrics_listen)
+        .map(|addr| bind(addr, " (--metrics-listen)"))
+        .transpose()?;
+    let listener = bind(config.listen, "")?;
     tracing::info!(
         listen = %config.listen,
         open_files_limit = open_files.unwrap_or_default(),
