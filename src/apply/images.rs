@@ -8,10 +8,7 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use kube::Client;
-
 use crate::access::live;
-use crate::access::registry::Registries;
 use crate::access::registry::delete::ImageDeleter;
 use crate::access::registry::session::Session;
 use crate::access::registry::tags::TagReader;
@@ -20,21 +17,14 @@ use crate::core::prune::images::{DeletableImage, Relisted, relisted};
 use crate::core::registry::deletion::DeleteAnswer;
 use crate::core::registry::listing::Resolved;
 
-use super::Clock;
 use super::Stage;
 use super::outcome::Outcome;
+use super::prune::PruneStep;
 
-/// One image's turn: re-read, re-list, re-plan, delete, check; what it came to, and why (said
-/// on the clock by the caller).
-pub(super) struct ImageTurn<'a> {
-    pub(super) client: &'a Client,
-    pub(super) clock: &'a Clock,
-    pub(super) registries: Option<&'a Registries>,
-    pub(super) version: Option<&'a str>,
-}
-
-impl ImageTurn<'_> {
-    pub(super) async fn one(
+impl PruneStep<'_> {
+    /// One image's turn: re-read, re-list, re-plan, delete, check; what it came to, and why
+    /// (said on the clock by the caller).
+    pub(super) async fn image(
         &self,
         image: &DeletableImage,
         stage: &Cell<Stage>,
@@ -51,7 +41,7 @@ impl ImageTurn<'_> {
             source.repository
         ));
         let fresh = match live::snapshot(self.client).await {
-            Ok((snapshot, _)) => snapshot.with_release_override(self.version),
+            Ok((snapshot, _)) => snapshot.with_release_override(self.settings.version),
             Err(e) => {
                 let why = format!("could not re-read the cluster: {e}; nothing was deleted");
                 return (Outcome::ReadFailed, why);

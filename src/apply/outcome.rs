@@ -6,6 +6,8 @@ use std::fmt::Display;
 
 use serde::Serialize;
 
+use crate::core::recovery::words::apply::Stop;
+
 use super::Clock;
 
 /// What became of one item.
@@ -123,16 +125,10 @@ impl<S: Subject, F> Applied<S, F> {
         self
     }
 
-    /// Stopped at `problem`, with what a person does about it.
-    pub(crate) fn stop(
-        self,
-        clock: &Clock,
-        problem: &'static str,
-        why: String,
-        to_do: impl Into<String>,
-    ) -> Self {
-        let mut a = self.end(clock, Outcome::Stopped(problem), why);
-        a.to_do = to_do.into();
+    /// Stopped where `stop` says, with what a person does about it.
+    pub(crate) fn stop(self, clock: &Clock, stop: Stop) -> Self {
+        let mut a = self.end(clock, Outcome::Stopped(stop.problem), stop.why);
+        a.to_do = stop.to_do;
         a
     }
 

@@ -19,7 +19,6 @@ use crate::access::prune::{DeleteError, build_exists, delete_build};
 use crate::core::prune::images::DeletableImage;
 use crate::core::prune::{self, Options, Plan, Recheck, words};
 
-use super::images::ImageTurn;
 use super::outcome::{self, Applied, Outcome};
 use super::{Clock, Stage, Step};
 use crate::access::registry::Registries;
@@ -131,16 +130,16 @@ pub(crate) async fn run(
 }
 
 /// One thing to delete, in the run's order: the builds, then the images.
-enum Todo<'a> {
+pub(super) enum Todo<'a> {
     Build(&'a str),
     Image(&'a DeletableImage),
 }
 
-struct PruneStep<'a> {
-    client: &'a Client,
-    clock: &'a Clock,
-    settings: Settings<'a>,
-    registries: Option<&'a Registries>,
+pub(super) struct PruneStep<'a> {
+    pub(super) client: &'a Client,
+    pub(super) clock: &'a Clock,
+    pub(super) settings: Settings<'a>,
+    pub(super) registries: Option<&'a Registries>,
 }
 
 impl<'a> Step for PruneStep<'a> {
@@ -165,13 +164,7 @@ impl<'a> Step for PruneStep<'a> {
         match *item {
             Todo::Build(name) => self.build(name, a, stage).await,
             Todo::Image(image) => {
-                let turn = ImageTurn {
-                    client: self.client,
-                    clock: self.clock,
-                    registries: self.registries,
-                    version: self.settings.version,
-                };
-                let (outcome, why) = turn.one(image, stage).await;
+                let (outcome, why) = self.image(image, stage).await;
                 a.end(self.clock, outcome, why)
             }
         }

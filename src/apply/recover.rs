@@ -150,11 +150,6 @@ pub(crate) async fn run(
     done
 }
 
-/// Stopped where `stop` says.
-fn halt(a: Entry, clock: &Clock, stop: words::Stop) -> Entry {
-    a.stop(clock, stop.problem, stop.why, stop.to_do)
-}
-
 struct NodeStep<'a> {
     client: &'a Client,
     clock: &'a Clock,
@@ -177,12 +172,12 @@ impl<'a> Step for NodeStep<'a> {
 
     async fn turn(&mut self, item: &&'a NodePlan, _: &Cell<Stage>) -> Entry {
         let (clock, node) = (self.clock, item.node.as_str());
-        let a = self.entry(item);
+        let mut a = self.entry(item);
         let (fresh, uid) = match self.reread(node).await {
             Ok(read) => read,
             Err((outcome, why)) => return a.end(clock, outcome, why),
         };
-        let (replanned, mut a) = self.replan(&fresh, node, a).await;
+        let replanned = self.replan(&fresh, node, &mut a).await;
         let marker = match replanned {
             None => return a.end(clock, Outcome::NothingToDo, words::NO_LONGER_STUCK.into()),
             Some(Diagnosis::Cancelled { marker, .. }) => {
@@ -198,12 +193,12 @@ impl<'a> Step for NodeStep<'a> {
                 r.marker
             }
             Some(other) => {
-                return halt(a, clock, words::changed(node, &other));
+                return a.stop(clock, words::changed(node, &other));
             }
         };
         match wait::node(self.client, clock, node, &marker, self.timeout).await {
             Ok((outcome, why)) => a.end(clock, outcome, why),
-            Err(stop) => halt(a, clock, stop),
+            Err(stop) => a.stop(clock, stop),
         }
     }
 
@@ -230,13 +225,13 @@ impl NodeStep<'_> {
     }
 
     /// The node planned again from `fresh`, its registry asked again; `None`: no longer stuck
-    /// on a lost image. What the registry said goes into the entry.
+    /// on a lost image. What the registry said goes into `a`.
     async fn replan(
         &mut self,
         fresh: &RecoverySnapshot,
         node: &str,
-        mut a: Entry,
-    ) -> (Option<Diagnosis>, Entry) {
+        a: &mut Entry,
+    ) -> Option<Diagnosis> {
         let images = recovery::images_to_ask(fresh, None);
         for image in &images {
             self.clock.line(words::asking(node, image));
@@ -247,7 +242,7 @@ impl NodeStep<'_> {
         if let Some(said) = &a.found.registry {
             self.clock.line(words::registry_says(node, said));
         }
-        (replanned.map(|p| p.diagnosis), a)
+        replanned.map(|p| p.diagnosis)
     }
 
     /// What the patch is about to change, said and kept (the entry, an Event on the node).
@@ -280,9 +275,7 @@ impl NodeStep<'_> {
                 clock.line(words::patched(node, self.timeout));
                 Ok(a)
             }
-            Err(PatchError::Refused(message)) => {
-                Err(halt(a, clock, words::patch_refused(&message)))
-            }
+            Err(PatchError::Refused(message)) => Err(a.stop(clock, words::patch_refused(&message))),
             Err(PatchError::Rejected { code: 404, .. }) => {
                 let why = words::DELETED_BEFORE_PATCH.to_string();
                 Err(a.end(clock, Outcome::NothingToDo, why))
