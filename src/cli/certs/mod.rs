@@ -130,10 +130,6 @@ impl Subject {
             format!("{s}.{ns}.svc.cluster.local"),
         ]
     }
-
-    pub fn namespace(&self) -> &str {
-        &self.namespace
-    }
 }
 
 /// RFC 1123 label as Kubernetes validates Service and Namespace names.
@@ -284,7 +280,7 @@ pub fn run(args: &CertsArgs) -> Result<String, CertsError> {
     write(&args.out, &bundle, args.force)?;
     let b64 = ca_bundle(&bundle.ca_pem);
     let dir = args.out.display();
-    let ns = subject.namespace();
+    let ns = &subject.namespace;
     Ok(format!(
         "caBundle: {b64}\n\
          Wrote {dir}/ca.crt, {dir}/tls.crt and {dir}/tls.key (the CA key is not kept: re-running makes a new CA and caBundle).\n\
@@ -296,9 +292,8 @@ pub fn run(args: &CertsArgs) -> Result<String, CertsError> {
 /// Runs `certs`; returns the exit status (0 written, 2 error). Files are written before
 /// anything is printed, so a failed write prints no caBundle.
 pub fn certs(args: CertsArgs) -> ExitCode {
-    use std::io::Write;
     let written = run(&args).map_err(|e| e.to_string()).and_then(|out| {
-        std::io::stdout()
+        io::stdout()
             .lock()
             .write_all(out.as_bytes())
             .map_err(|e| format!("writing to stdout: {e}"))

@@ -85,7 +85,7 @@ fn age(planned: &mut Planned, keep_younger_than: Duration) {
             Keep::Young,
             format!(
                 "it was created {} ago, less than --keep-younger-than {}",
-                words_age(age),
+                super::words::age(age),
                 super::words::duration(keep_younger_than)
             ),
         );
@@ -115,10 +115,4 @@ fn tag(planned: &mut Planned, build: &MachineOSBuild) {
             .to_string(),
     };
     planned.keep(Keep::TagNotItsOwn, text);
-}
-
-fn words_age(age: k8s_openapi::jiff::SignedDuration) -> String {
-    super::words::duration(Duration::from_secs(
-        u64::try_from(age.as_secs()).unwrap_or_default(),
-    ))
 }

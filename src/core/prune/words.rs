@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use k8s_openapi::jiff::SignedDuration;
+
 use crate::core::image::abbreviate;
 
 use super::images::{self, ImagePlan};
@@ -53,16 +55,10 @@ fn heading(build: &Planned) -> String {
         || "no MachineOSConfig".to_string(),
         |c| format!("MachineOSConfig {c}"),
     );
-    let age = match build.age {
-        Some(age) => format!(
-            "{} old",
-            duration(Duration::from_secs(
-                u64::try_from(age.as_secs()).unwrap_or_default()
-            ))
-        ),
-        None => "age unknown".to_string(),
-    };
-    format!("{} ({config}, {}, {age})", build.name, state(build.state))
+    let old = build
+        .age
+        .map_or_else(|| "age unknown".to_string(), |a| format!("{} old", age(a)));
+    format!("{} ({config}, {}, {old})", build.name, state(build.state))
 }
 
 fn state(state: State) -> &'static str {
@@ -85,6 +81,13 @@ pub fn deletes(build: &Planned) -> String {
         images.join(", "),
         build.tag.as_deref().unwrap_or("?")
     )
+}
+
+/// An age (a negative one as 0s), as [`duration`] writes it.
+pub(super) fn age(age: SignedDuration) -> String {
+    duration(Duration::from_secs(
+        u64::try_from(age.as_secs()).unwrap_or_default(),
+    ))
 }
 
 /// A duration as `--keep-younger-than` takes it: `60m`, `90s`, `2h30m`, `3d4h`.
