@@ -70,8 +70,6 @@ pub struct TagWhy {
 pub struct PlannedTag {
     /// `host/path` of its repository.
     pub repository: String,
-    pub host: String,
-    pub path: String,
     pub tag: String,
     /// The digest it holds, when the registry told.
     pub digest: Option<String>,
@@ -256,8 +254,6 @@ fn plan_repository(listing: &Listing, named: &Named) -> (RepositoryPlan, Vec<Pla
         }
         let mut tag = PlannedTag {
             repository: source.repository.clone(),
-            host: source.host.clone(),
-            path: source.path.clone(),
             tag: answer.tag.clone(),
             digest: digest.clone(),
             why: Vec::new(),
