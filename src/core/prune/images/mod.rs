@@ -89,11 +89,6 @@ impl PlannedTag {
             .map(|d| format!("{}@{d}", self.repository))
     }
 
-    /// `host/path:tag`.
-    pub fn tagged(&self) -> String {
-        format!("{}:{}", self.repository, self.tag)
-    }
-
     pub fn reasons(&self) -> Vec<TagKeep> {
         let set: BTreeSet<TagKeep> = self.why.iter().map(|w| w.keep).collect();
         set.into_iter().collect()
