@@ -46,6 +46,13 @@ pub enum LiveError {
     Task(String),
 }
 
+impl LiveError {
+    /// Listing `what` failed with `source`.
+    pub(crate) fn list(what: &'static str, source: kube::Error) -> Self {
+        LiveError::List { what, source }
+    }
+}
+
 /// A client for `--kubeconfig`/`--context`, or the usual inference (in-cluster,
 /// `$KUBECONFIG`, `~/.kube/config`) when neither is given.
 pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Client, LiveError> {
@@ -53,24 +60,23 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
         context: context.map(str::to_string),
         ..Default::default()
     };
-    let config = match (kubeconfig, context) {
+    let mut config = match (kubeconfig, context) {
         (Some(path), _) => {
             let kc = Kubeconfig::read_from(path)
                 .map_err(|e| LiveError::Kubeconfig(format!("{}: {e}", path.display())))?;
             Config::from_custom_kubeconfig(kc, &options)
                 .await
-                .map_err(|e| LiveError::Kubeconfig(e.to_string()))
+                .map_err(unusable)?
         }
-        (None, Some(_)) => Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| LiveError::Kubeconfig(e.to_string())),
-        (None, None) => Config::infer()
-            .await
-            .map_err(|e| LiveError::Kubeconfig(e.to_string())),
-    }?;
-    let mut config = config;
+        (None, Some(_)) => Config::from_kubeconfig(&options).await.map_err(unusable)?,
+        (None, None) => Config::infer().await.map_err(unusable)?,
+    };
     config.connect_timeout = Some(CONNECT_TIMEOUT);
-    Client::try_from(config).map_err(|e| LiveError::Kubeconfig(e.to_string()))
+    Client::try_from(config).map_err(unusable)
+}
+
+fn unusable(e: impl std::fmt::Display) -> LiveError {
+    LiveError::Kubeconfig(e.to_string())
 }
 
 /// Everything the policy reads, listed now. An API the cluster does not serve (CRD
@@ -223,24 +229,17 @@ pub(crate) async fn list_nodes(
             node_page_text(&client, &params).await
         }))
     };
+    let undecodable = |e| LiveError::list("nodes", kube::Error::SerdeError(e));
     let mut next = fetch(ListParams::default().limit(NODE_PAGE));
     let mut revision = None;
     loop {
         let text = match (&mut next.0).await {
             Ok(Ok(text)) => text,
             Ok(Err(kube::Error::Api(status))) if status.code == 404 => return Ok(None),
-            Ok(Err(source)) => {
-                return Err(LiveError::List {
-                    what: "nodes",
-                    source,
-                });
-            }
+            Ok(Err(source)) => return Err(LiveError::list("nodes", source)),
             Err(e) => return Err(LiveError::Task(e.to_string())),
         };
-        let head: ListHead = serde_json::from_str(&text).map_err(|e| LiveError::List {
-            what: "nodes",
-            source: kube::Error::SerdeError(e),
-        })?;
+        let head: ListHead = serde_json::from_str(&text).map_err(undecodable)?;
         // A paginated list shows the state at its first page's resourceVersion.
         if revision.is_none() {
             revision = Some(revision_of(head.metadata.resource_version.as_deref()));
@@ -250,10 +249,7 @@ pub(crate) async fn list_nodes(
             Some(token) => fetch(ListParams::default().limit(NODE_PAGE).continue_token(token)),
             None => Prefetch(tokio::spawn(async { Ok(String::new()) })),
         };
-        let list: NodeList = serde_json::from_str(&text).map_err(|e| LiveError::List {
-            what: "nodes",
-            source: kube::Error::SerdeError(e),
-        })?;
+        let list: NodeList = serde_json::from_str(&text).map_err(undecodable)?;
         drop(text);
         page(list.items.into_iter().map(|n| n.metadata).collect());
         if more.is_none() {
@@ -268,10 +264,7 @@ pub(crate) async fn list_nodes(
 pub async fn node_revision(client: &Client) -> Result<Option<u64>, LiveError> {
     let list = node_list(client, &ListParams::default().limit(1))
         .await
-        .map_err(|source| LiveError::List {
-            what: "nodes",
-            source,
-        })?;
+        .map_err(|e| LiveError::list("nodes", e))?;
     Ok(revision_of(list.metadata.resource_version.as_deref()))
 }
 
@@ -359,15 +352,5 @@ where
 /// An error and its causes on one line ("client error (Connect): tcp connect error:
 /// Connection refused"), since the top-level kube error alone rarely says what failed.
 pub(crate) fn chain(e: &kube::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cause = c.source();
-    }
-    out
+    crate::access::error::chain(e)
 }

@@ -63,9 +63,6 @@ pub async fn build_exists(client: &Client, name: &str, uid: &str) -> Result<bool
     match api.get_opt(name).await {
         Ok(Some(build)) => Ok(build.metadata.uid.as_deref() == Some(uid)),
         Ok(None) => Ok(false),
-        Err(source) => Err(LiveError::List {
-            what: "machineosbuilds",
-            source,
-        }),
+        Err(e) => Err(LiveError::list("machineosbuilds", e)),
     }
 }

@@ -71,11 +71,11 @@ async fn get<T: DeserializeOwned>(
 ) -> Result<Option<T>, LiveError> {
     let request = Request::new(path)
         .get(name, &GetParams::default())
-        .map_err(|e| list_error(what, kube::Error::BuildRequest(e)))?;
+        .map_err(|e| LiveError::list(what, kube::Error::BuildRequest(e)))?;
     match client.request::<T>(request).await {
         Ok(object) => Ok(Some(object)),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(e) => Err(list_error(what, e)),
+        Err(e) => Err(LiveError::list(what, e)),
     }
 }
 
@@ -129,11 +129,11 @@ async fn nodes(client: &Client) -> Result<Vec<RecoveryNode>, LiveError> {
     loop {
         let request = Request::new(NODES)
             .list(&params)
-            .map_err(|e| list_error("nodes", kube::Error::BuildRequest(e)))?;
+            .map_err(|e| LiveError::list("nodes", kube::Error::BuildRequest(e)))?;
         let page: ObjectList<RecoveryNode> = client
             .request(request)
             .await
-            .map_err(|e| list_error("nodes", e))?;
+            .map_err(|e| LiveError::list("nodes", e))?;
         out.extend(page.items);
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
@@ -151,7 +151,6 @@ struct Named {
 
 #[derive(Clone, Default, Deserialize)]
 struct NameOnly {
-    #[serde(default)]
     name: Option<String>,
 }
 
@@ -162,11 +161,11 @@ async fn machine_configs(client: &Client) -> Result<Option<BTreeSet<String>>, Li
     loop {
         let request = Request::new(MACHINE_CONFIGS)
             .list_metadata(&params)
-            .map_err(|e| list_error("machineconfigs", kube::Error::BuildRequest(e)))?;
+            .map_err(|e| LiveError::list("machineconfigs", kube::Error::BuildRequest(e)))?;
         let page: ObjectList<Named> = match client.request(request).await {
             Ok(page) => page,
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
-            Err(e) => return Err(list_error("machineconfigs", e)),
+            Err(e) => return Err(LiveError::list("machineconfigs", e)),
         };
         out.extend(page.items.into_iter().filter_map(|i| i.metadata.name));
         match page.metadata.continue_ {
@@ -174,8 +173,4 @@ async fn machine_configs(client: &Client) -> Result<Option<BTreeSet<String>>, Li
             _ => return Ok(Some(out)),
         }
     }
-}
-
-fn list_error(what: &'static str, source: kube::Error) -> LiveError {
-    LiveError::List { what, source }
 }

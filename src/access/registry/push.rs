@@ -15,10 +15,10 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
 use super::Limits;
-use super::http::chain;
 use super::pull::{PullConfigError, controller_config};
 use super::session::Session;
 use super::tags::TagReader;
+use crate::access::error::chain;
 use crate::core::registry::auth::AuthFile;
 use crate::core::registry::internal::{self, Internal};
 use crate::core::registry::listing::{Listing, PushRepository};
@@ -112,28 +112,17 @@ impl Registries {
     }
 }
 
-/// Why a push secret cannot be used (never quoting its content).
+/// Why push secret `name` (in [`MCO_NAMESPACE`]) cannot be used (never quoting its content).
 #[derive(Debug, thiserror::Error)]
 enum PushSecretError {
-    #[error("Secret {namespace}/{name} does not exist")]
-    Missing {
-        namespace: &'static str,
-        name: String,
-    },
-    #[error("reading Secret {namespace}/{name}: {reason}")]
-    Read {
-        namespace: &'static str,
-        name: String,
-        reason: String,
-    },
+    #[error("Secret {MCO_NAMESPACE}/{name} does not exist")]
+    Missing { name: String },
+    #[error("reading Secret {MCO_NAMESPACE}/{name}: {reason}")]
+    Read { name: String, reason: String },
     #[error(
-        "Secret {namespace}/{name} holds neither .dockerconfigjson nor .dockercfg credentials: {reason}"
+        "Secret {MCO_NAMESPACE}/{name} holds neither .dockerconfigjson nor .dockercfg credentials: {reason}"
     )]
-    Decode {
-        namespace: &'static str,
-        name: String,
-        reason: String,
-    },
+    Decode { name: String, reason: String },
 }
 
 /// The namespace MCO keeps push secrets in.
@@ -144,36 +133,24 @@ const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
 /// is used, never kept beyond the run or printed.
 async fn push_secret(client: &kube::Client, name: &str) -> Result<AuthFile, PushSecretError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), MCO_NAMESPACE);
-    let secret = match api.get_opt(name).await {
+    let name = name.to_string();
+    let secret = match api.get_opt(&name).await {
         Ok(Some(s)) => s,
-        Ok(None) => {
-            return Err(PushSecretError::Missing {
-                namespace: MCO_NAMESPACE,
-                name: name.to_string(),
-            });
-        }
+        Ok(None) => return Err(PushSecretError::Missing { name }),
         Err(e) => {
-            return Err(PushSecretError::Read {
-                namespace: MCO_NAMESPACE,
-                name: name.to_string(),
-                reason: chain(&e),
-            });
+            let reason = chain(&e);
+            return Err(PushSecretError::Read { name, reason });
         }
     };
     let data = secret.data.unwrap_or_default();
     let raw = data
         .get(".dockerconfigjson")
-        .or_else(|| data.get(".dockercfg"))
-        .ok_or_else(|| PushSecretError::Decode {
-            namespace: MCO_NAMESPACE,
-            name: name.to_string(),
-            reason: "no such key".to_string(),
-        })?;
-    AuthFile::parse(&raw.0).map_err(|e| PushSecretError::Decode {
-        namespace: MCO_NAMESPACE,
-        name: name.to_string(),
-        reason: e.to_string(),
-    })
+        .or_else(|| data.get(".dockercfg"));
+    let parsed = match raw {
+        Some(raw) => AuthFile::parse(&raw.0).map_err(|e| e.to_string()),
+        None => Err("no such key".to_string()),
+    };
+    parsed.map_err(|reason| PushSecretError::Decode { name, reason })
 }
 
 /// The hosts OpenShift's internal registry answers on, as MCO finds them: its Services and

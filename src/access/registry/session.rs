@@ -17,8 +17,9 @@ use reqwest::header::WWW_AUTHENTICATE;
 use reqwest::{Method, StatusCode};
 use sha2::{Digest, Sha256};
 
-use super::http::{Clients, Redactor, chain, read_bounded};
+use super::http::{Clients, Redactor, read_bounded};
 use super::token::{self, Challenge};
+use crate::access::error::chain;
 use crate::core::registry::answer::{Ping, Reply};
 use crate::core::registry::auth::Credential;
 use crate::core::registry::node_config::PullConfig;
@@ -348,11 +349,10 @@ pub fn registry_errors(body: &[u8]) -> Vec<crate::core::registry::answer::Regist
         #[serde(default)]
         errors: Vec<Item>,
     }
-    #[derive(serde::Deserialize)]
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
     struct Item {
-        #[serde(default)]
         code: String,
-        #[serde(default)]
         message: String,
     }
     serde_json::from_slice::<Body>(body)

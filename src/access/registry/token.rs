@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::http::read_bounded;
+use crate::access::error::chain;
 use crate::core::registry::auth::Credential;
 
 /// What a registry's `WWW-Authenticate` asks for.
@@ -48,11 +49,8 @@ pub fn parse(header: &str) -> Option<Challenge> {
 
 #[derive(Deserialize)]
 struct TokenBody {
-    #[serde(default)]
     token: Option<String>,
-    #[serde(default)]
     access_token: Option<String>,
-    #[serde(default)]
     expires_in: Option<u64>,
 }
 
@@ -72,8 +70,9 @@ pub async fn fetch(
     credential: Option<&Credential>,
     limit: usize,
 ) -> Result<Token, String> {
+    let host = host_of(realm);
     let mut url = reqwest::Url::parse(realm)
-        .map_err(|_| format!("the registry's token realm {} is not a URL", host_of(realm)))?;
+        .map_err(|_| format!("the registry's token realm {host} is not a URL"))?;
     {
         let mut query = url.query_pairs_mut();
         query.append_pair("scope", scope);
@@ -85,47 +84,26 @@ pub async fn fetch(
     if let Some(c) = credential {
         request = request.basic_auth(&c.username, Some(c.password()));
     }
-    let resp = request.send().await.map_err(|e| {
-        format!(
-            "token service {}: {}",
-            host_of(realm),
-            super::http::chain(&e)
-        )
-    })?;
+    let unreached = |e: reqwest::Error| format!("token service {host}: {}", chain(&e));
+    let resp = request.send().await.map_err(unreached)?;
     let status = resp.status();
     if !status.is_success() {
         return Err(format!(
-            "token service {} answered HTTP {}",
-            host_of(realm),
+            "token service {host} answered HTTP {}",
             status.as_u16()
         ));
     }
     let body = read_bounded(resp, limit)
         .await
-        .map_err(|e| {
-            format!(
-                "token service {}: {}",
-                host_of(realm),
-                super::http::chain(&e)
-            )
-        })?
-        .ok_or_else(|| {
-            format!(
-                "token service {} answered more than {limit} bytes",
-                host_of(realm)
-            )
-        })?;
-    let parsed: TokenBody = serde_json::from_slice(&body).map_err(|_| {
-        format!(
-            "token service {} answered something that is not a token",
-            host_of(realm)
-        )
-    })?;
+        .map_err(unreached)?
+        .ok_or_else(|| format!("token service {host} answered more than {limit} bytes"))?;
+    let parsed: TokenBody = serde_json::from_slice(&body)
+        .map_err(|_| format!("token service {host} answered something that is not a token"))?;
     let value = parsed
         .token
         .or(parsed.access_token)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| format!("token service {} answered no token", host_of(realm)))?;
+        .ok_or_else(|| format!("token service {host} answered no token"))?;
     // distribution's default is 60 s; keep a margin, and never trust a huge value.
     let lifetime = Duration::from_secs(parsed.expires_in.unwrap_or(60).clamp(10, 3600) - 5);
     Ok(Token { value, lifetime })
