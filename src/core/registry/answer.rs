@@ -150,12 +150,13 @@ pub(super) fn says_denied(e: &RegistryError) -> bool {
     )
 }
 
-pub(super) fn first_error(errors: &[RegistryError]) -> String {
+/// ` (CODE: message)` of the first error, to end a reason with (empty when there is none).
+pub(super) fn detail(errors: &[RegistryError]) -> String {
     errors
         .first()
         .map(|e| {
             let message: String = e.message.chars().take(200).collect();
-            format!("{}: {message}", e.code)
+            format!(" ({}: {message})", e.code)
         })
         .unwrap_or_default()
 }
@@ -206,10 +207,7 @@ pub fn judge(exchange: &Exchange) -> Answer {
         return Answer::new(Unknown, format!("not a registry: {ping_words}"));
     };
     let status = *status;
-    let detail = match first_error(errors) {
-        e if e.is_empty() => String::new(),
-        e => format!(" ({e})"),
-    };
+    let detail = detail(errors);
     if status == 401 || status == 403 || errors.iter().any(says_denied) {
         return Answer::new(
             Unknown,

@@ -60,11 +60,8 @@ impl fmt::Debug for AuthFile {
 
 #[derive(Deserialize)]
 struct Entry {
-    #[serde(default)]
     auth: Option<String>,
-    #[serde(default)]
     username: Option<String>,
-    #[serde(default)]
     password: Option<String>,
 }
 

@@ -13,7 +13,7 @@
 //! - **failed**: anything else (5xx, 429, a network error mid-request): the registry may or may
 //!   not have applied it.
 
-use super::answer::{RegistryError, Reply, first_error, says_denied, says_not_found};
+use super::answer::{Reply, detail, says_denied, says_not_found};
 
 /// What one delete came to, with the reason in words (never a credential).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,13 +28,6 @@ pub enum DeleteAnswer {
     Refused(String),
     /// Anything else: the registry may or may not have applied it.
     Failed(String),
-}
-
-fn detail(errors: &[RegistryError]) -> String {
-    match first_error(errors) {
-        e if e.is_empty() => String::new(),
-        e => format!(" ({e})"),
-    }
 }
 
 /// What the answer to a manifest `DELETE` means.

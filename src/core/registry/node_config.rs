@@ -30,27 +30,21 @@ pub struct PullConfig {
 
 /// The ControllerConfig's spec fields the pull reads.
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct ControllerConfigSpec {
-    #[serde(default)]
     pub internal_registry_pull_secret: Option<String>,
-    #[serde(default)]
     pub image_registry_bundle_data: Vec<BundleFile>,
-    #[serde(default)]
     pub image_registry_bundle_user_data: Vec<BundleFile>,
-    #[serde(default)]
     pub additional_trust_bundle: Option<String>,
-    #[serde(default)]
     pub proxy: Option<ProxySettings>,
 }
 
 /// One `ImageRegistryBundle`: `{file, data}`.
 #[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct BundleFile {
-    #[serde(default)]
     pub file: String,
     /// Base64 of the PEM.
-    #[serde(default)]
     pub data: String,
 }
 
@@ -58,11 +52,8 @@ pub struct BundleFile {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProxySettings {
-    #[serde(default)]
     pub http_proxy: Option<String>,
-    #[serde(default)]
     pub https_proxy: Option<String>,
-    #[serde(default)]
     pub no_proxy: Option<String>,
 }
 
@@ -227,20 +218,13 @@ fn bypasses(host: &str, no_proxy: &str) -> bool {
 
 fn in_cidr(ip: IpAddr, net: IpAddr, bits: u8) -> bool {
     match (ip, net) {
+        // A shift by the whole width (a /0) leaves no bits: the mask is 0.
         (IpAddr::V4(a), IpAddr::V4(n)) if bits <= 32 => {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u32::MAX << (32 - bits)
-            };
+            let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
             u32::from(a) & mask == u32::from(n) & mask
         }
         (IpAddr::V6(a), IpAddr::V6(n)) if bits <= 128 => {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u128::MAX << (128 - bits)
-            };
+            let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
             u128::from(a) & mask == u128::from(n) & mask
         }
         _ => false,

@@ -10,7 +10,6 @@ use serde::Deserialize;
 pub fn page_tags(body: &[u8]) -> Result<Vec<String>, String> {
     #[derive(Deserialize)]
     struct Page {
-        #[serde(default)]
         tags: Option<Vec<String>>,
     }
     let page: Page = serde_json::from_slice(body)

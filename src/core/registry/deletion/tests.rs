@@ -1,4 +1,5 @@
 use super::*;
+use crate::core::registry::answer::RegistryError;
 
 fn answered(status: u16, code: &str, message: &str) -> Reply {
     Reply::Answered {
