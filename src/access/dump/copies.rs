@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::skipped::Skipped;
+use crate::access::live::revision_of;
 
 /// A decoded object ready to keep.
 pub(super) struct Decoded<T> {
@@ -101,10 +102,7 @@ impl<T> Kept<T> {
 pub(super) fn decoded<T: Serialize>(object: T, meta: impl Fn(&T) -> &ObjectMeta) -> Decoded<T> {
     let meta = meta(&object);
     let name = meta.name.clone().unwrap_or_default();
-    let resource_version = meta
-        .resource_version
-        .as_deref()
-        .and_then(|rv| rv.trim().parse().ok());
+    let resource_version = revision_of(meta.resource_version.as_deref());
     Decoded {
         name,
         resource_version,

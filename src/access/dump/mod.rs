@@ -254,20 +254,13 @@ fn rel(dir: &Path, path: &Path) -> String {
 fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) {
     let rel_path = path.strip_prefix(dir).unwrap_or(path);
     let rel = rel(dir, path);
-    let raw = match std::fs::read(path) {
-        Ok(raw) => raw,
-        Err(e) => {
-            // Unreadable bytes: only the path can tell what it holds.
-            let reason = format!("cannot read: {e}");
-            match read::claim(rel_path, &[], objects.want()) {
-                Some(kind) => notes.incomplete(path, &rel, format!("{reason} (it holds {kind})")),
-                None => notes.warn(path, &rel, reason),
-            }
-            return;
-        }
-    };
-    let claim = read::claim(rel_path, &raw, objects.want());
-    let documents = read::text(&raw).and_then(|text| read::documents(text, is_json(path)));
+    let raw = std::fs::read(path).map_err(|e| format!("cannot read: {e}"));
+    // Of unreadable bytes, only the path can tell what they hold.
+    let claim = read::claim(rel_path, raw.as_deref().unwrap_or_default(), objects.want());
+    let documents = raw.and_then(|raw| {
+        let text = read::text(&raw).map_err(|e| e.to_string())?;
+        read::documents(text, is_json(path)).map_err(|e| e.to_string())
+    });
     let documents = match documents {
         Ok(documents) => documents,
         Err(reason) => {

@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::access::live::revision_of;
 use crate::core::cluster::{ClusterVersion, Machine};
 use crate::core::model::{GROUP, MachineConfigPool, MachineOSBuild, MachineOSConfig, VERSION};
 use crate::core::node::{Interner, NodeMeta, WireMeta};
@@ -17,6 +18,7 @@ use super::typed::Typed;
 use super::{RecoveryObjects, Want};
 
 /// The objects kept so far, one per (kind, name), or several where copies disagree.
+#[derive(Default)]
 pub(super) struct Objects {
     machine_os_configs: Kept<MachineOSConfig>,
     machine_os_builds: Kept<MachineOSBuild>,
@@ -47,15 +49,8 @@ pub(super) enum Added {
 impl Objects {
     pub(super) fn new(want: Want) -> Self {
         Objects {
-            machine_os_configs: Kept::default(),
-            machine_os_builds: Kept::default(),
-            pools: Kept::default(),
-            nodes: Kept::default(),
-            machines: Kept::default(),
-            versions: Kept::default(),
-            pull: Vec::new(),
-            interner: Interner::default(),
             recovery: (want == Want::Recovery).then(|| (Kept::default(), None)),
+            ..Objects::default()
         }
     }
 
@@ -273,10 +268,7 @@ fn recovery_node(object: &Map<String, Value>) -> Result<Decoded<RecoveryNode>, S
         .map_err(Skipped::decode("Node", name_in(object), None))?;
     Ok(Decoded {
         name: node.name.clone(),
-        resource_version: node
-            .resource_version
-            .as_deref()
-            .and_then(|rv| rv.trim().parse().ok()),
+        resource_version: revision_of(node.resource_version.as_deref()),
         content: content_of(&node),
         object: node,
     })
