@@ -96,10 +96,7 @@ where
         tasks: &mut Vec<JoinHandle<()>>,
     ) -> Self {
         let api: Api<K> = Api::all(client.clone());
-        let Kind {
-            name: what,
-            optional,
-        } = kind;
+        let (what, optional) = (kind.name, kind.optional);
         let (store, mut writer) = reflector::store();
         let ready = Arc::new(AtomicBool::new(false));
         let health = Arc::new(WatchHealth::new(what, stale_after));
@@ -218,20 +215,14 @@ impl Caches {
     /// has failed continuously for `stale_after` makes the view not ready until it recovers.
     pub fn start(client: Client, stale_after: Duration) -> Self {
         let mut tasks = Vec::new();
-        let configs = Cached::start(&client, CONFIGS, stale_after, &mut tasks);
-        let builds = Cached::start(&client, BUILDS, stale_after, &mut tasks);
-        let pools = Cached::start(&client, POOLS, stale_after, &mut tasks);
-        let machines = Cached::start(&client, MACHINES, stale_after, &mut tasks);
-        let versions = Cached::start(&client, VERSIONS, stale_after, &mut tasks);
-        let nodes = NodeCache::start(client.clone(), stale_after);
         Self {
+            configs: Cached::start(&client, CONFIGS, stale_after, &mut tasks),
+            builds: Cached::start(&client, BUILDS, stale_after, &mut tasks),
+            pools: Cached::start(&client, POOLS, stale_after, &mut tasks),
+            machines: Cached::start(&client, MACHINES, stale_after, &mut tasks),
+            versions: Cached::start(&client, VERSIONS, stale_after, &mut tasks),
+            nodes: NodeCache::start(client.clone(), stale_after),
             client,
-            configs,
-            builds,
-            pools,
-            machines,
-            versions,
-            nodes,
             fence_wait: DEFAULT_FENCE_WAIT,
             tasks,
         }

@@ -76,8 +76,7 @@ impl RegistryAsk {
                     .to_string(),
             )
         } else {
-            let config = dump.config?;
-            Reach::ready(config)
+            Reach::ready(dump.config?)
         };
         Ok(RegistryAsk { reach, unverified })
     }

@@ -24,6 +24,18 @@ impl ImageAnswer {
     pub fn status(&self) -> Status {
         self.verdict.status
     }
+
+    /// `image` unknown for `why`, no place asked.
+    fn unknown(image: &str, why: String) -> Self {
+        ImageAnswer {
+            image: image.to_string(),
+            verdict: Answer {
+                status: Status::Unknown,
+                why,
+            },
+            places: Vec::new(),
+        }
+    }
 }
 
 /// Asks registries, read-only, with a node's credentials, CAs, proxy and mirrors.
@@ -62,13 +74,8 @@ impl Checker {
         let _permit = self.permits.acquire().await;
         let limit = self.session.limits().image_timeout;
         let answer = tokio::time::timeout(limit, self.check_places(image)).await;
-        let mut answer = answer.unwrap_or_else(|_| ImageAnswer {
-            image: image.to_string(),
-            verdict: Answer {
-                status: Status::Unknown,
-                why: format!("no answer within {} s", limit.as_secs()),
-            },
-            places: Vec::new(),
+        let mut answer = answer.unwrap_or_else(|_| {
+            ImageAnswer::unknown(image, format!("no answer within {} s", limit.as_secs()))
         });
         answer.verdict.why = self.session.clean(&answer.verdict.why);
         for (_, v) in &mut answer.places {
@@ -80,16 +87,7 @@ impl Checker {
     async fn check_places(&self, image: &str) -> ImageAnswer {
         let places = match pull_sources(image, &self.config().mirrors) {
             Ok(p) => p,
-            Err(e) => {
-                return ImageAnswer {
-                    image: image.to_string(),
-                    verdict: Answer {
-                        status: Status::Unknown,
-                        why: e,
-                    },
-                    places: Vec::new(),
-                };
-            }
+            Err(e) => return ImageAnswer::unknown(image, e),
         };
         let mut answered: Vec<(String, Answer)> = Vec::new();
         for place in &places {

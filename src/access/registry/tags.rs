@@ -89,20 +89,8 @@ impl TagReader {
             let (reply, body) = self.session.read(resp, limit).await;
             let body = match (&reply, body) {
                 (Reply::Answered { status: 200, .. }, Some(body)) => body,
-                (
-                    Reply::Answered {
-                        status: 404,
-                        errors,
-                        ..
-                    },
-                    _,
-                ) if errors
-                    .iter()
-                    .any(|e| e.code.eq_ignore_ascii_case("NAME_UNKNOWN")) =>
-                {
-                    // The repository does not exist (yet): it holds nothing.
-                    return Ok(tags);
-                }
+                // The repository does not exist (yet): it holds nothing.
+                _ if name_unknown(&reply) => return Ok(tags),
                 _ => return Err(self.words(host, reply).await),
             };
             tags.extend(page_tags(&body)?);
@@ -207,6 +195,12 @@ impl TagReader {
         let verdict = self.judged(host, reply).await;
         self.session.clean(&verdict.why)
     }
+}
+
+/// The registry's own answer that the repository does not exist.
+fn name_unknown(reply: &Reply) -> bool {
+    matches!(reply, Reply::Answered { status: 404, errors, .. }
+        if errors.iter().any(|e| e.code.eq_ignore_ascii_case("NAME_UNKNOWN")))
 }
 
 /// The path and query of `next` when it stays on `host` (a path, or a URL of `https://host`).

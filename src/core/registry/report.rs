@@ -83,11 +83,9 @@ pub fn who(needed: &NeededImage) -> String {
     let mut out = Vec::new();
     if !pending.is_empty() {
         let shown: Vec<&str> = pending.iter().take(3).copied().collect();
-        let more = pending.len().saturating_sub(shown.len());
-        let more = if more > 0 {
-            format!(" (+{more})")
-        } else {
-            String::new()
+        let more = match pending.len().saturating_sub(shown.len()) {
+            0 => String::new(),
+            more => format!(" (+{more})"),
         };
         out.push(format!("about to be pulled by {}{more}", shown.join(", ")));
     }

@@ -133,17 +133,9 @@ pub fn pull_sources(image: &str, rules: &[MirrorRule]) -> Result<Vec<PullSource>
         } else {
             format!("{}/{rest}", mirror.trim_end_matches('/'))
         };
-        let Some((mirror_host, mirror_repo)) = full.split_once('/') else {
-            // A mirror that is only a host cannot hold a repository path of its own; the image's
-            // repository is used, as containers/image does for a host-only location.
-            places.push(PullSource {
-                host: full.clone(),
-                repository: repository.clone(),
-                reference: digest.to_string(),
-                mirror: true,
-            });
-            continue;
-        };
+        // A mirror that is only a host cannot hold a repository path of its own; the image's
+        // repository is used, as containers/image does for a host-only location.
+        let (mirror_host, mirror_repo) = full.split_once('/').unwrap_or((&full, &repository));
         places.push(PullSource {
             host: mirror_host.to_string(),
             repository: mirror_repo.to_string(),
