@@ -161,15 +161,12 @@ pub fn dump_pull_config(
         .iter()
         .find(|(kind, _)| kind == "ControllerConfig")
         .map(|(_, object)| object);
-    let spec = match object {
+    let mut spec = match object {
         Some(object) => spec_of(object)
             .map_err(|e| dump_error(format!("the ControllerConfig does not decode: {e}")))?,
         None => ControllerConfigSpec::default(),
     };
-    let spec = ControllerConfigSpec {
-        internal_registry_pull_secret: None,
-        ..spec
-    };
+    spec.internal_registry_pull_secret = None;
     let auths = authfile.map(read_authfile).transpose()?;
     let config = from_objects(&spec, loaded.pull.iter().map(|(k, v)| (k.as_str(), v)))
         .map(|pull| PullConfig {

@@ -62,16 +62,13 @@ impl Ping {
     /// with the API version header.
     pub fn is_registry(&self) -> bool {
         match self {
-            Ping::Failed(_) => false,
+            Ping::Answered { status: 200, .. } => true,
             Ping::Answered {
-                status,
+                status: 401,
                 api_version,
                 challenge,
-            } => match status {
-                200 => true,
-                401 => *challenge || *api_version,
-                _ => false,
-            },
+            } => *challenge || *api_version,
+            _ => false,
         }
     }
 }
