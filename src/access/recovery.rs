@@ -10,7 +10,6 @@ use kube::Client;
 use kube::api::{GetParams, ListParams, Patch, PatchParams};
 use kube::core::{ObjectList, Request};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 
 use crate::access::live::{self, LiveError, NODES};
 use crate::core::recovery::{NodePatch, RecoveryNode, RecoverySnapshot};
@@ -59,23 +58,13 @@ pub async fn fresh_for(client: &Client, node: &str) -> Result<RecoverySnapshot, 
 
 /// One node now, or `None` when it does not exist.
 pub async fn get_node(client: &Client, name: &str) -> Result<Option<RecoveryNode>, LiveError> {
-    get(client, NODES, name, "nodes").await
-}
-
-/// Object `name` of the collection at `path`, or `None` when it does not exist.
-async fn get<T: DeserializeOwned>(
-    client: &Client,
-    path: &str,
-    name: &str,
-    what: &'static str,
-) -> Result<Option<T>, LiveError> {
-    let request = Request::new(path)
+    let request = Request::new(NODES)
         .get(name, &GetParams::default())
-        .map_err(|e| LiveError::list(what, kube::Error::BuildRequest(e)))?;
-    match client.request::<T>(request).await {
-        Ok(object) => Ok(Some(object)),
+        .map_err(|e| LiveError::list("nodes", kube::Error::BuildRequest(e)))?;
+    match client.request::<RecoveryNode>(request).await {
+        Ok(node) => Ok(Some(node)),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(e) => Err(LiveError::list(what, e)),
+        Err(e) => Err(LiveError::list("nodes", e)),
     }
 }
 

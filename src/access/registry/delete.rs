@@ -4,9 +4,7 @@
 //! with every tag on it. [`ImageDeleter`] is its own type with an explicit constructor: the
 //! [`Checker`](super::Checker) and the [`TagReader`](super::tags::TagReader) never write.
 //!
-//! What the answer means is [`crate::core::registry::deletion`]'s: deleted, gone already,
-//! deletes not supported (distribution's `405 UNSUPPORTED`), refused (the credentials may not
-//! delete), or failed (it may or may not have been applied). The words are redacted.
+//! What the answer means is [`crate::core::registry::deletion`]'s; its words are redacted.
 
 use std::sync::Arc;
 
