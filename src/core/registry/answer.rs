@@ -160,38 +160,33 @@ pub(super) fn detail(errors: &[RegistryError]) -> String {
 
 /// What one place's answers come to.
 pub fn judge(exchange: &Exchange) -> Answer {
-    use Status::{Available, Missing, Unknown};
+    use Status::{Available, Unknown};
     match &exchange.manifest {
         Some(Reply::Answered {
             status: 200,
-            digest_matches,
+            digest_matches: Some(false),
             ..
-        }) => {
-            return match digest_matches {
-                Some(false) => Answer::new(
-                    Unknown,
-                    "served a manifest whose digest is not the one asked for (a node would refuse it)",
-                ),
-                _ => Answer::new(Available, "served"),
-            };
-        }
-        Some(Reply::Failed(reason)) => {
-            return Answer::new(Unknown, format!("unreachable: {reason}"));
-        }
-        Some(Reply::TokenRefused(reason)) => {
-            return Answer::new(
-                Unknown,
-                format!("the registry's token service refused the credentials: {reason}"),
-            );
-        }
-        Some(Reply::TooLarge { limit }) => {
-            return Answer::new(
-                Unknown,
-                format!("the answer was larger than {limit} bytes: not a manifest"),
-            );
-        }
-        _ => {}
+        }) => Answer::new(
+            Unknown,
+            "served a manifest whose digest is not the one asked for (a node would refuse it)",
+        ),
+        Some(Reply::Answered { status: 200, .. }) => Answer::new(Available, "served"),
+        Some(Reply::Failed(reason)) => Answer::new(Unknown, format!("unreachable: {reason}")),
+        Some(Reply::TokenRefused(reason)) => Answer::new(
+            Unknown,
+            format!("the registry's token service refused the credentials: {reason}"),
+        ),
+        Some(Reply::TooLarge { limit }) => Answer::new(
+            Unknown,
+            format!("the answer was larger than {limit} bytes: not a manifest"),
+        ),
+        _ => judge_unserved(exchange),
     }
+}
+
+/// What a manifest that was not served (or not asked for) comes to, told by how `/v2/` answered.
+fn judge_unserved(exchange: &Exchange) -> Answer {
+    use Status::{Missing, Unknown};
     let ping_words = match &exchange.ping {
         None => return Answer::new(Unknown, "GET /v2/ was not asked"),
         Some(Ping::Failed(reason)) => {
