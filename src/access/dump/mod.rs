@@ -158,20 +158,16 @@ pub fn load_dir_for(dir: &Path, want: Want) -> Result<Loaded, DumpError> {
     let disagreeing = objects.disagreeing();
     let recovery = objects.take_recovery();
     let pull = objects.take_pull();
-    let snapshots = objects.into_snapshots(MAX_VARIANTS);
-    let mut snapshots = match snapshots {
-        Some(s) => s,
-        None => {
-            notes.incomplete_dump(format!(
-                "copies of {} objects disagree with no resourceVersion to choose between them, \
-                     too many combinations to decide on each ({})",
-                disagreeing.len(),
-                disagreeing.join(", ")
-            ));
-            Vec::new()
-        }
-    }
-    .into_iter();
+    let snapshots = objects.into_snapshots(MAX_VARIANTS).unwrap_or_else(|| {
+        notes.incomplete_dump(format!(
+            "copies of {} objects disagree with no resourceVersion to choose between them, \
+                 too many combinations to decide on each ({})",
+            disagreeing.len(),
+            disagreeing.join(", ")
+        ));
+        Vec::new()
+    });
+    let mut snapshots = snapshots.into_iter();
     let snapshot = snapshots.next().unwrap_or_default();
     tracing::debug!(
         dir = %dir.display(),

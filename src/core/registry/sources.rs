@@ -102,11 +102,9 @@ pub fn pull_sources(image: &str, rules: &[MirrorRule]) -> Result<Vec<PullSource>
     let own = PullSource {
         host: host.clone(),
         repository: repository.clone(),
-        reference: reference
-            .digest()
-            .map(str::to_string)
-            .or_else(|| reference.tag().map(str::to_string))
-            .unwrap_or_else(|| "latest".to_string()),
+        reference: (reference.digest().or(reference.tag()))
+            .unwrap_or("latest")
+            .to_string(),
         mirror: false,
     };
     let Some(digest) = reference.digest() else {
