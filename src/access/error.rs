@@ -40,19 +40,3 @@ pub enum NotReady {
     #[error("shutting down: draining connections before the server stops")]
     Draining,
 }
-
-/// An error and its causes on one line (`error sending request: ...: connection refused`),
-/// since the top-level error alone rarely says what failed.
-pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut words = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !words.contains(&text) {
-            words.push_str(": ");
-            words.push_str(&text);
-        }
-        source = s.source();
-    }
-    words
-}

@@ -352,5 +352,5 @@ where
 /// An error and its causes on one line ("client error (Connect): tcp connect error:
 /// Connection refused"), since the top-level kube error alone rarely says what failed.
 pub(crate) fn chain(e: &kube::Error) -> String {
-    crate::access::error::chain(e)
+    crate::access::registry::http::chain(e)
 }

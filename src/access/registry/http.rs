@@ -10,7 +10,6 @@ use std::time::Duration;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use crate::access::error::chain;
 use crate::core::registry::node_config::PullConfig;
 
 /// Builds and keeps the per-host clients.
@@ -137,6 +136,22 @@ pub async fn read_bounded(
         body.extend_from_slice(&chunk);
     }
     Ok(Some(body))
+}
+
+/// An error and its causes on one line (`error sending request: ...: connection refused`),
+/// since the top-level error alone rarely says what failed.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut words = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !words.contains(&text) {
+            words.push_str(": ");
+            words.push_str(&text);
+        }
+        source = s.source();
+    }
+    words
 }
 
 /// Removes every secret the checker holds from words before they leave it.

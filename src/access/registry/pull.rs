@@ -13,8 +13,8 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
+use super::http::chain;
 use crate::access::dump::Loaded;
-use crate::access::error::chain;
 use crate::core::registry::auth::AuthFile;
 use crate::core::registry::node_config::{ControllerConfigSpec, NodeConfigError, PullConfig};
 use crate::core::registry::sources::{MirrorRule, merge};

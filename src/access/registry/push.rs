@@ -15,10 +15,10 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
 use super::Limits;
+use super::http::chain;
 use super::pull::{PullConfigError, controller_config};
 use super::session::Session;
 use super::tags::TagReader;
-use crate::access::error::chain;
 use crate::core::registry::auth::AuthFile;
 use crate::core::registry::internal::{self, Internal};
 use crate::core::registry::listing::{Listing, PushRepository};

@@ -17,9 +17,8 @@ use reqwest::header::WWW_AUTHENTICATE;
 use reqwest::{Method, StatusCode};
 use sha2::{Digest, Sha256};
 
-use super::http::{Clients, Redactor, read_bounded};
+use super::http::{Clients, Redactor, chain, read_bounded};
 use super::token::{self, Challenge};
-use crate::access::error::chain;
 use crate::core::registry::answer::{Ping, Reply};
 use crate::core::registry::auth::Credential;
 use crate::core::registry::node_config::PullConfig;

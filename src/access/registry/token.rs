@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::http::read_bounded;
-use crate::access::error::chain;
+use super::http::{chain, read_bounded};
 use crate::core::registry::auth::Credential;
 
 /// What a registry's `WWW-Authenticate` asks for.
