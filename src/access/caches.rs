@@ -403,12 +403,10 @@ impl ClusterView for Caches {
     }
 
     fn sizes(&self) -> Vec<(&'static str, usize)> {
-        let mut sizes: Vec<(&'static str, usize)> = self
-            .table()
+        self.table()
             .into_iter()
             .map(|c| (c.kind().name, c.len()))
-            .collect();
-        sizes.push(("nodes_with_images", self.nodes.sizes().1));
-        sizes
+            .chain([("nodes_with_images", self.nodes.sizes().1)])
+            .collect()
     }
 }

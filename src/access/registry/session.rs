@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 
 use super::http::{Clients, Redactor, chain, read_bounded};
 use super::token::{self, Challenge};
-use crate::core::registry::answer::{Ping, Reply};
+use crate::core::registry::answer::{Ping, RegistryError, Reply};
 use crate::core::registry::auth::Credential;
 use crate::core::registry::node_config::PullConfig;
 
@@ -342,27 +342,17 @@ pub fn sha256_hex(body: &[u8]) -> String {
 }
 
 /// The `errors` of a registry's error body (none when it is not one).
-pub fn registry_errors(body: &[u8]) -> Vec<crate::core::registry::answer::RegistryError> {
+pub fn registry_errors(body: &[u8]) -> Vec<RegistryError> {
     #[derive(serde::Deserialize)]
     struct Body {
         #[serde(default)]
-        errors: Vec<Item>,
-    }
-    #[derive(serde::Deserialize, Default)]
-    #[serde(default)]
-    struct Item {
-        code: String,
-        message: String,
+        errors: Vec<RegistryError>,
     }
     serde_json::from_slice::<Body>(body)
         .map(|b| {
             b.errors
                 .into_iter()
                 .filter(|e| !e.code.is_empty())
-                .map(|e| crate::core::registry::answer::RegistryError {
-                    code: e.code,
-                    message: e.message,
-                })
                 .collect()
         })
         .unwrap_or_default()

@@ -13,7 +13,7 @@
 //! when every place said missing, else unknown (a lost mirror beside an unreachable source is
 //! unknown, never missing).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The three answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -74,7 +74,8 @@ impl Ping {
 }
 
 /// One error of a registry's error body, `{"errors": [{"code", "message"}]}`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
 pub struct RegistryError {
     pub code: String,
     pub message: String,
