@@ -75,6 +75,7 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
     Client::try_from(config).map_err(unusable)
 }
 
+/// A configuration (kubeconfig, in-cluster, or the client built from it) that cannot be used.
 fn unusable(e: impl std::fmt::Display) -> LiveError {
     LiveError::Kubeconfig(e.to_string())
 }

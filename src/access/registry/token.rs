@@ -83,8 +83,8 @@ pub async fn fetch(
     if let Some(c) = credential {
         request = request.basic_auth(&c.username, Some(c.password()));
     }
-    let unreached = |e: reqwest::Error| format!("token service {host}: {}", chain(&e));
-    let resp = request.send().await.map_err(unreached)?;
+    let failed = |e: reqwest::Error| format!("token service {host}: {}", chain(&e));
+    let resp = request.send().await.map_err(failed)?;
     let status = resp.status();
     if !status.is_success() {
         return Err(format!(
@@ -94,7 +94,7 @@ pub async fn fetch(
     }
     let body = read_bounded(resp, limit)
         .await
-        .map_err(unreached)?
+        .map_err(failed)?
         .ok_or_else(|| format!("token service {host} answered more than {limit} bytes"))?;
     let parsed: TokenBody = serde_json::from_slice(&body)
         .map_err(|_| format!("token service {host} answered something that is not a token"))?;
