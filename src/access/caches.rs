@@ -68,12 +68,12 @@ const NODES: Kind = Kind::required("nodes");
 
 /// What every cache reports (each kind's reflector, and the node cache), so readiness,
 /// staleness and sizes are one loop over [`Caches::table`].
-trait CacheState {
-    fn kind(&self) -> Kind;
+struct CacheState<'a> {
+    kind: Kind,
     /// Its first full list completed.
-    fn synced(&self) -> bool;
-    fn health(&self) -> &WatchHealth;
-    fn len(&self) -> usize;
+    synced: bool,
+    health: &'a WatchHealth,
+    len: usize,
 }
 
 /// One reflector store, whether its first list completed, and its watch's health.
@@ -149,35 +149,14 @@ where
             health,
         }
     }
-}
 
-impl<K: Resource<DynamicType = ()> + Clone + 'static> CacheState for Cached<K> {
-    fn kind(&self) -> Kind {
-        self.kind
-    }
-    fn synced(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-    }
-    fn health(&self) -> &WatchHealth {
-        &self.health
-    }
-    fn len(&self) -> usize {
-        self.store.len()
-    }
-}
-
-impl CacheState for NodeCache {
-    fn kind(&self) -> Kind {
-        NODES
-    }
-    fn synced(&self) -> bool {
-        NodeCache::synced(self)
-    }
-    fn health(&self) -> &WatchHealth {
-        NodeCache::health(self)
-    }
-    fn len(&self) -> usize {
-        self.sizes().0
+    fn state(&self) -> CacheState<'_> {
+        CacheState {
+            kind: self.kind,
+            synced: self.ready.load(Ordering::Acquire),
+            health: &self.health,
+            len: self.store.len(),
+        }
     }
 }
 
@@ -230,14 +209,20 @@ impl Caches {
 
     /// Every cache, in the order metrics and `/readyz` list them: the one table the readiness,
     /// staleness and size reports walk.
-    fn table(&self) -> [&dyn CacheState; 6] {
+    fn table(&self) -> [CacheState<'_>; 6] {
+        let nodes = CacheState {
+            kind: NODES,
+            synced: self.nodes.synced(),
+            health: self.nodes.health(),
+            len: self.nodes.sizes().0,
+        };
         [
-            &self.configs,
-            &self.builds,
-            &self.pools,
-            &self.machines,
-            &self.versions,
-            &self.nodes,
+            self.configs.state(),
+            self.builds.state(),
+            self.pools.state(),
+            self.machines.state(),
+            self.versions.state(),
+            nodes,
         ]
     }
 
@@ -330,10 +315,10 @@ impl Caches {
     fn stale_at(&self, now: Instant) -> Vec<(&'static str, Option<String>)> {
         self.table()
             .into_iter()
-            .filter(|c| !c.kind().optional)
+            .filter(|c| !c.kind.optional)
             .map(|c| {
-                let name = c.kind().name;
-                (name, describe_stale(name, c.health(), now))
+                let name = c.kind.name;
+                (name, describe_stale(name, c.health, now))
             })
             .collect()
     }
@@ -377,8 +362,8 @@ impl ClusterView for Caches {
         let unsynced: Vec<&str> = self
             .table()
             .into_iter()
-            .filter(|c| !c.kind().optional && !c.synced())
-            .map(|c| c.kind().name)
+            .filter(|c| !c.kind.optional && !c.synced)
+            .map(|c| c.kind.name)
             .collect();
         if !unsynced.is_empty() {
             return Err(NotReady::Unsynced(unsynced));
@@ -405,7 +390,7 @@ impl ClusterView for Caches {
     fn sizes(&self) -> Vec<(&'static str, usize)> {
         self.table()
             .into_iter()
-            .map(|c| (c.kind().name, c.len()))
+            .map(|c| (c.kind.name, c.len))
             .chain([("nodes_with_images", self.nodes.sizes().1)])
             .collect()
     }
