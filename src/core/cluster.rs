@@ -2,47 +2,39 @@
 //! (`ClusterVersion`) and the Machines of the Machine API, which boot from the Machine Config
 //! Server before their Node exists. Read-only for mosc-guard; only the fields the policy uses.
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{ClusterResourceScope, NamespaceResourceScope, Resource};
+use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 use serde::{Deserialize, Serialize};
 
-use crate::core::model::trimmed;
+use crate::core::model::{kube_resource, trimmed};
 use crate::core::release::ClusterRelease;
 
 /// `clusterversions.config.openshift.io` (v1), the singleton `version`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
 pub struct ClusterVersion {
-    #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub status: ClusterVersionStatus,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
 pub struct ClusterVersionStatus {
-    #[serde(default)]
     pub desired: Option<Release>,
     /// Updates, newest first: `state` Completed or Partial (applying, or never finished).
-    #[serde(default)]
     pub history: Vec<UpdateHistory>,
-    #[serde(default)]
     pub conditions: Vec<crate::core::model::Condition>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct Release {
-    #[serde(default)]
     pub version: Option<String>,
 }
 
 /// One entry of `status.history`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct UpdateHistory {
-    #[serde(default)]
     pub state: Option<String>,
-    #[serde(default)]
     pub version: Option<String>,
 }
 
@@ -110,19 +102,16 @@ pub fn running(versions: &[std::sync::Arc<ClusterVersion>]) -> ClusterRelease {
 
 /// `machines.machine.openshift.io` (v1beta1), namespaced (usually `openshift-machine-api`).
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
 pub struct Machine {
-    #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub spec: MachineSpec,
-    #[serde(default)]
     pub status: MachineStatus,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSpec {
-    #[serde(default)]
     pub provider_spec: Option<ProviderSpec>,
 }
 
@@ -130,20 +119,17 @@ pub struct MachineSpec {
 /// (every provider names the pointer Ignition's secret so).
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct ProviderSpec {
-    #[serde(default)]
     pub value: Option<ProviderValue>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderValue {
-    #[serde(default)]
     pub user_data_secret: Option<SecretRef>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct SecretRef {
-    #[serde(default)]
     pub name: Option<String>,
 }
 
@@ -151,16 +137,13 @@ pub struct SecretRef {
 #[serde(rename_all = "camelCase")]
 pub struct MachineStatus {
     /// Provisioning, Provisioned, Running, Deleting, Failed.
-    #[serde(default)]
     pub phase: Option<String>,
     /// Set once the machine's Node registered.
-    #[serde(default)]
     pub node_ref: Option<NodeRef>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct NodeRef {
-    #[serde(default)]
     pub name: Option<String>,
 }
 
@@ -214,53 +197,22 @@ impl Machine {
     }
 }
 
-impl Resource for ClusterVersion {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("ClusterVersion")
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("config.openshift.io")
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v1")
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("clusterversions")
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-impl Resource for Machine {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("Machine")
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("machine.openshift.io")
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v1beta1")
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("machines")
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+kube_resource!(
+    ClusterVersion,
+    ClusterResourceScope,
+    "config.openshift.io",
+    "v1",
+    "ClusterVersion",
+    "clusterversions"
+);
+kube_resource!(
+    Machine,
+    NamespaceResourceScope,
+    "machine.openshift.io",
+    "v1beta1",
+    "Machine",
+    "machines"
+);
 
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,10 @@
 //! Typed views of the MCO objects mosc-guard reads: only the fields the policy uses, each optional,
 //! unknown fields ignored, so a newer MCO (or a trimmed must-gather) still deserializes.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use kube::core::{ClusterResourceScope, Resource};
+use kube::core::ClusterResourceScope;
 use serde::{Deserialize, Serialize};
 
 /// API group of every MCO object we read.
@@ -76,64 +75,53 @@ pub struct NameRef {
 
 /// MachineOSConfig: opts one pool into image mode.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
 pub struct MachineOSConfig {
-    #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub spec: MachineOSConfigSpec,
-    #[serde(default)]
     pub status: MachineOSConfigStatus,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSConfigSpec {
-    #[serde(default)]
     pub machine_config_pool: Option<NameRef>,
-    #[serde(default)]
     pub rendered_image_push_spec: Option<String>,
     /// The secret (in `openshift-machine-config-operator`) MCO pushes the config's images with.
-    #[serde(default)]
     pub rendered_image_push_secret: Option<NameRef>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSConfigStatus {
-    #[serde(default)]
     pub current_image_pull_spec: Option<String>,
-    #[serde(default, rename = "machineOSBuild")]
+    #[serde(rename = "machineOSBuild")]
     pub machine_os_build: Option<NameRef>,
 }
 
 /// MachineOSBuild: one image build for one (MachineOSConfig, rendered config).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
 pub struct MachineOSBuild {
-    #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub spec: MachineOSBuildSpec,
-    #[serde(default)]
     pub status: MachineOSBuildStatus,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSBuildSpec {
-    #[serde(default, rename = "machineOSConfig")]
+    #[serde(rename = "machineOSConfig")]
     pub machine_os_config: Option<NameRef>,
     /// The rendered MachineConfig it was built from.
-    #[serde(default)]
     pub machine_config: Option<NameRef>,
     /// `<repo>:<mosb-name>`: the tag MCO deletes the image by.
-    #[serde(default)]
     pub rendered_image_push_spec: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSBuildStatus {
-    #[serde(default)]
     pub digested_image_push_spec: Option<String>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
@@ -142,24 +130,19 @@ pub struct MachineOSBuildStatus {
 /// MachineConfigPool: names the pool a node belongs to, and says whether MCO is still
 /// rolling it out.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
 pub struct MachineConfigPool {
-    #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub spec: MachineConfigPoolSpec,
-    #[serde(default)]
     pub status: MachineConfigPoolStatus,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineConfigPoolSpec {
-    #[serde(default)]
     pub node_selector: Option<LabelSelector>,
-    #[serde(default)]
     pub paused: Option<bool>,
     /// The rendered MachineConfig the pool targets (MCO's render controller sets it).
-    #[serde(default)]
     pub configuration: Option<NameRef>,
 }
 
@@ -168,22 +151,19 @@ pub struct MachineConfigPoolSpec {
 pub struct MachineConfigPoolStatus {
     /// The rendered config the pool's machines are on (the MCS serves it to joining machines
     /// until one machine has updated).
-    #[serde(default)]
     pub configuration: Option<NameRef>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
-    #[serde(default)]
     pub machine_count: Option<i64>,
-    #[serde(default)]
     pub updated_machine_count: Option<i64>,
 }
 
 /// One entry of `status.conditions` (only what the policy reads).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
 pub struct Condition {
-    #[serde(default, rename = "type")]
+    #[serde(rename = "type")]
     pub type_: String,
-    #[serde(default)]
     pub status: String,
 }
 
@@ -445,25 +425,25 @@ pub fn override_reason(meta: &ObjectMeta) -> Option<&str> {
     annotation(meta, OVERRIDE_ANNOTATION)
 }
 
-/// Implements `kube::Resource` for a cluster-scoped MCO kind, so `kube::Api` and the
-/// reflectors can list and watch it without a generated client.
-macro_rules! mco_resource {
-    ($ty:ty, $kind:literal, $plural:literal) => {
-        impl Resource for $ty {
+/// Implements `kube::Resource` for a kind we read, so `kube::Api` and the reflectors can list
+/// and watch it without a generated client.
+macro_rules! kube_resource {
+    ($ty:ty, $scope:ty, $group:expr, $version:expr, $kind:literal, $plural:literal) => {
+        impl kube::core::Resource for $ty {
             type DynamicType = ();
-            type Scope = ClusterResourceScope;
+            type Scope = $scope;
 
-            fn kind(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($kind)
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed($kind)
             }
-            fn group(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(GROUP)
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed($group)
             }
-            fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(VERSION)
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed($version)
             }
-            fn plural(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed($plural)
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                std::borrow::Cow::Borrowed($plural)
             }
             fn meta(&self) -> &ObjectMeta {
                 &self.metadata
@@ -472,6 +452,14 @@ macro_rules! mco_resource {
                 &mut self.metadata
             }
         }
+    };
+}
+pub(crate) use kube_resource;
+
+/// Implements `kube::Resource` for a cluster-scoped MCO kind.
+macro_rules! mco_resource {
+    ($ty:ty, $kind:literal, $plural:literal) => {
+        kube_resource!($ty, ClusterResourceScope, GROUP, VERSION, $kind, $plural);
     };
 }
 

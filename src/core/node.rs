@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::core::model::node_annotations::{CURRENT_IMAGE, DESIRED_IMAGE, STATE};
@@ -162,13 +162,9 @@ pub struct WireNode {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WireMeta {
-    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default)]
     pub resource_version: Option<String>,
-    #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     pub annotations: Option<ImageAnnotations>,
 }
 
@@ -220,33 +216,9 @@ impl<'de> Deserialize<'de> for ImageAnnotations {
 }
 
 /// A map key, borrowed from the input when it can be (most annotation keys are skipped).
-struct Key<'de>(Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string key")
-            }
-
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Key(Cow::Owned(v.to_string())))
-            }
-
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-                Ok(Key(Cow::Owned(v)))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
-    }
-}
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 /// Shares equal strings: a string interned twice is stored once. Strings no node holds any
 /// more are dropped by [`Interner::purge`].
