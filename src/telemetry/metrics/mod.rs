@@ -161,9 +161,7 @@ impl Metrics {
             };
             (labels, count(*n))
         });
-        let series: Vec<_> = series.collect();
-        let _replacing = self.replacing();
-        replace(&self.needed_images, series);
+        self.replace_whole(&self.needed_images, series);
     }
 
     /// One image the audit asked about, and the requests it took so far (a running total).
@@ -197,40 +195,32 @@ impl Metrics {
     /// The deletion-blocked gauge, one series per MachineOSConfig: the previous set is
     /// replaced whole, so a config that went or changed reason leaves no stale series.
     pub fn deletion_blocked(&self, configs: impl IntoIterator<Item = (String, Blocked)>) {
-        let series: Vec<_> = configs
-            .into_iter()
-            .map(|(machineosconfig, why)| {
-                let labels = BlockedLabels {
-                    machineosconfig,
-                    reason: why.label(),
-                };
-                (labels, i64::from(why != Blocked::No))
-            })
-            .collect();
-        let _replacing = self.replacing();
-        replace(&self.deletion_blocked, series);
+        let series = configs.into_iter().map(|(machineosconfig, why)| {
+            let labels = BlockedLabels {
+                machineosconfig,
+                reason: why.label(),
+            };
+            (labels, i64::from(why != Blocked::No))
+        });
+        self.replace_whole(&self.deletion_blocked, series);
     }
 
     /// Nodes stuck on a lost image per pool (`core::recovery::stuck::stuck_per_pool`); the
     /// series set is replaced whole, so a deleted pool leaves no stale series.
     pub fn nodes_stuck(&self, pools: impl IntoIterator<Item = (String, usize)>) {
-        let series: Vec<_> = pools
+        let series = pools
             .into_iter()
-            .map(|(pool, n)| (PoolLabels { pool }, count(n)))
-            .collect();
-        let _replacing = self.replacing();
-        replace(&self.stuck, series);
+            .map(|(pool, n)| (PoolLabels { pool }, count(n)));
+        self.replace_whole(&self.stuck, series);
     }
 
     /// MachineOSBuilds `prune` would delete, per MachineOSConfig (`core::prune`, its defaults);
     /// the series set is replaced whole, so a deleted config leaves no stale series.
     pub fn deletable_builds(&self, configs: impl IntoIterator<Item = (String, usize)>) {
-        let series: Vec<_> = configs
+        let series = configs
             .into_iter()
-            .map(|(machineosconfig, n)| (ConfigLabels { machineosconfig }, count(n)))
-            .collect();
-        let _replacing = self.replacing();
-        replace(&self.deletable_builds, series);
+            .map(|(machineosconfig, n)| (ConfigLabels { machineosconfig }, count(n)));
+        self.replace_whole(&self.deletable_builds, series);
     }
 
     /// Images `prune --apply --images` would delete, per MachineOSConfig (`None`: a repository
@@ -268,6 +258,17 @@ impl Metrics {
         let _replacing = self.replacing();
         self.release_cautious.set(i64::from(rules.cautious()));
         replace(&self.release_rows, rows);
+    }
+
+    /// [`replace`] under the `replacing` lock, the series built before it is taken.
+    fn replace_whole<L: Clone + Hash + Eq>(
+        &self,
+        family: &Family<L, Gauge>,
+        series: impl IntoIterator<Item = (L, i64)>,
+    ) {
+        let series: Vec<_> = series.into_iter().collect();
+        let _replacing = self.replacing();
+        replace(family, series);
     }
 
     /// Renders the text exposition after refreshing the cache gauges.
