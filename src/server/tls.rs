@@ -144,10 +144,7 @@ impl ReloadingResolver {
         &self,
         client_ca: &Path,
     ) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
-        let pem = std::fs::read(client_ca).map_err(|source| TlsError::Read {
-            path: client_ca.to_path_buf(),
-            source,
-        })?;
+        let pem = read(client_ca)?;
         let parse_err = |reason: String| TlsError::Parse {
             path: client_ca.to_path_buf(),
             reason,
@@ -192,13 +189,14 @@ pub fn not_after(der: &[u8]) -> Option<i64> {
         .map(|(_, cert)| cert.validity().not_after.timestamp())
 }
 
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 fn read_pair(files: &CertFiles) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
-    let read = |path: &Path| {
-        std::fs::read(path).map_err(|source| TlsError::Read {
-            path: path.to_path_buf(),
-            source,
-        })
-    };
     Ok((read(&files.cert)?, read(&files.key)?))
 }
 

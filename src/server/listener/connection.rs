@@ -198,10 +198,10 @@ async fn stalled(
         };
         // A head being read may end sooner than either (never while a request is in flight:
         // the clock is disarmed then).
-        let deadline = match (deadline, started) {
-            (Some(d), Some(h)) => Some(if h.0 < d.0 { h } else { d }),
-            (d, h) => d.or(h),
-        };
+        let deadline = deadline
+            .into_iter()
+            .chain(started)
+            .min_by_key(|(at, _)| *at);
         let changed = activity.changed();
         let head_starts = head.started.notified();
         match deadline {

@@ -2,8 +2,16 @@
 //! CPU: a connection's reads report to a [`ClientWait`] until it is proven (and, all along,
 //! to its [`HeadClock`] when bytes arrive).
 
+use std::io::{self, IoSlice};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Wake, Waker};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use super::head::HeadClock;
 
@@ -15,18 +23,18 @@ pub(super) struct ClientWait {
     /// Set once the connection is proven: its reads pass straight through from then on.
     pub(super) done: AtomicBool,
     /// The table's: told when the client falls silent.
-    room: Arc<tokio::sync::Notify>,
+    room: Arc<Notify>,
 }
 
 #[derive(Default)]
 pub(super) struct WaitState {
-    pub(super) since: Option<tokio::time::Instant>,
+    pub(super) since: Option<Instant>,
     /// The connection task's waker, woken after `since` is cleared.
-    task: Option<std::task::Waker>,
+    task: Option<Waker>,
 }
 
 impl ClientWait {
-    pub(super) fn new(room: Arc<tokio::sync::Notify>) -> Self {
+    pub(super) fn new(room: Arc<Notify>) -> Self {
         Self {
             state: Mutex::default(),
             done: AtomicBool::new(false),
@@ -40,12 +48,12 @@ impl ClientWait {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(super) fn waiting_since(&self) -> Option<tokio::time::Instant> {
+    pub(super) fn waiting_since(&self) -> Option<Instant> {
         self.state().since
     }
 }
 
-impl std::task::Wake for ClientWait {
+impl Wake for ClientWait {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
@@ -65,62 +73,38 @@ impl std::task::Wake for ClientWait {
 /// A connection's TCP stream that reports to its [`ClientWait`] until the connection is
 /// proven, and every read that brings bytes to its [`HeadClock`].
 pub(super) struct Silence {
-    tcp: tokio::net::TcpStream,
+    tcp: TcpStream,
     wait: Arc<ClientWait>,
     head: Arc<HeadClock>,
 }
 
 impl Silence {
-    pub(super) fn watch(
-        tcp: tokio::net::TcpStream,
-        wait: Arc<ClientWait>,
-        head: Arc<HeadClock>,
-    ) -> Self {
+    pub(super) fn watch(tcp: TcpStream, wait: Arc<ClientWait>, head: Arc<HeadClock>) -> Self {
         Self { tcp, wait, head }
     }
-}
 
-impl tokio::io::AsyncRead for Silence {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let this = &mut *self;
-        let before = buf.filled().len();
-        let read = this.poll_read_watched(cx, buf);
-        if matches!(read, std::task::Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            this.head.bytes_arrived();
-        }
-        read
-    }
-}
-
-impl Silence {
     fn poll_read_watched(
         &mut self,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let this = self;
-        let wait = &this.wait;
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let wait = &self.wait;
         if wait.done.load(Ordering::Relaxed) {
-            return tokio::io::AsyncRead::poll_read(std::pin::Pin::new(&mut this.tcp), cx, buf);
+            return AsyncRead::poll_read(Pin::new(&mut self.tcp), cx, buf);
         }
         {
             // Marked before the read: data arriving during it clears the mark again. A client
             // falling silent may make room: the accept loop is told.
             let mut state = wait.state();
             if state.since.is_none() {
-                state.since = Some(tokio::time::Instant::now());
+                state.since = Some(Instant::now());
                 wait.room.notify_one();
             }
             state.task = Some(cx.waker().clone());
         }
-        let waker = std::task::Waker::from(Arc::clone(wait));
-        let mut reporting = std::task::Context::from_waker(&waker);
-        let read =
-            tokio::io::AsyncRead::poll_read(std::pin::Pin::new(&mut this.tcp), &mut reporting, buf);
+        let waker = Waker::from(Arc::clone(wait));
+        let mut reporting = Context::from_waker(&waker);
+        let read = AsyncRead::poll_read(Pin::new(&mut self.tcp), &mut reporting, buf);
         if read.is_ready() {
             wait.state().since = None;
         }
@@ -128,35 +112,45 @@ impl Silence {
     }
 }
 
-impl tokio::io::AsyncWrite for Silence {
+impl AsyncRead for Silence {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        let read = this.poll_read_watched(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.head.bytes_arrived();
+        }
+        read
+    }
+}
+
+impl AsyncWrite for Silence {
     fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
         buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.tcp).poll_write(cx, buf)
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write(cx, buf)
     }
 
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.tcp).poll_flush(cx)
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
     }
 
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.tcp).poll_shutdown(cx)
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
     }
 
     fn poll_write_vectored(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
