@@ -21,7 +21,7 @@ use crate::core::message;
 use crate::core::model::MachineOSConfig;
 use crate::core::policy::{Deletion, TargetKind};
 use crate::decision::{Checked, Engine};
-use crate::defer::deferrals::{Deferral, Deferrals, Janitor};
+use crate::defer::deferrals::{Deferrals, Janitor};
 use crate::telemetry::events::{self, Events};
 use crate::telemetry::metrics::Metrics;
 
@@ -128,14 +128,6 @@ impl<V> Context<V> {
             .min();
         self.metrics.set_deferred(held.len(), oldest);
     }
-
-    fn deferral<T>(&self, uid: &str, f: impl FnOnce(&mut Deferral) -> T) -> T {
-        self.deferrals.with(uid, f)
-    }
-
-    fn forget(&self, uid: &str) {
-        self.deferrals.forget(uid);
-    }
 }
 
 /// Runs the controller until `stop` is cancelled.
@@ -232,7 +224,7 @@ async fn reconcile<V: ClusterView>(
         Step::Idle => {
             // Debug only: the one trace of a pass that writes nothing (tests wait for it).
             tracing::debug!(%name, add_finalizers = ctx.add_finalizers, "nothing to do");
-            ctx.forget(&uid);
+            ctx.deferrals.forget(&uid);
             Ok(Action::requeue(RESYNC))
         }
         Step::Protect => {
@@ -259,7 +251,7 @@ async fn reconcile<V: ClusterView>(
                 })
                 .unwrap_or(0);
             ctx.metrics.finalizer_removed(reason, waited as f64);
-            ctx.forget(&uid);
+            ctx.deferrals.forget(&uid);
             tracing::info!(%name, ?reason, waited_seconds = waited, "removed the finalizer");
             let overridden_by = verdict
                 .filter(|_| reason == RemovalReason::Overridden)
@@ -273,7 +265,7 @@ async fn reconcile<V: ClusterView>(
             Ok(Action::await_change())
         }
         Step::Wait { blocking_nodes } => {
-            let (attempts, changed) = ctx.deferral(&uid, |m| {
+            let (attempts, changed) = ctx.deferrals.with(&uid, |m| {
                 m.attempts = m.attempts.saturating_add(1);
                 let changed =
                     !blocking_nodes.is_empty() && m.reported.as_ref() != Some(&blocking_nodes);
@@ -303,7 +295,7 @@ fn error_policy<V>(mosc: Arc<MachineOSConfig>, error: &Error, ctx: Arc<Context<V
         return Action::requeue(retry_after(failure, 1));
     }
     let uid = mosc.metadata.uid.clone().unwrap_or_default();
-    let attempts = ctx.deferral(&uid, |m| {
+    let attempts = ctx.deferrals.with(&uid, |m| {
         m.attempts = m.attempts.saturating_add(1);
         m.attempts
     });

@@ -3,7 +3,7 @@
 //! gone, whoever deleted it.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::StreamExt;
 use kube::api::{Api, PartialObjectMeta};
@@ -24,25 +24,25 @@ pub(super) struct Deferral {
 pub(super) struct Deferrals(Mutex<HashMap<String, Deferral>>);
 
 impl Deferrals {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Deferral>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub(super) fn with<T>(&self, uid: &str, f: impl FnOnce(&mut Deferral) -> T) -> T {
-        let mut deferrals = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        f(deferrals.entry(uid.to_string()).or_default())
+        f(self.lock().entry(uid.to_string()).or_default())
     }
 
     pub(super) fn forget(&self, uid: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+        self.lock().remove(uid);
     }
 
     pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|uid, _| keep(uid));
+        self.lock().retain(|uid, _| keep(uid));
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.lock().len()
     }
 }
 

@@ -22,10 +22,9 @@ use crate::core::model::{GROUP, MachineOSBuild, MachineOSConfig};
 use crate::core::policy::{Deletion, TargetKind};
 use crate::decision::{DeletionMode, Enforcement, Engine};
 use crate::telemetry::events::Events;
-use crate::webhook::answer::{self, Answers, Guarded, Ruling, Unreadable};
-
-const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
-const REVIEW_KIND: &str = "AdmissionReview";
+use crate::webhook::answer::{
+    self, Answers, Guarded, REVIEW_API_VERSION, REVIEW_KIND, Ruling, Unreadable,
+};
 
 pub type Request = AdmissionRequest<DynamicObject>;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::admission::{AdmissionResponse, AdmissionReview};
 
 use crate::access::view::ClusterView;
 use crate::core::message::{self, Printable};
@@ -17,11 +17,10 @@ use crate::core::policy::{TargetKind, Verdict};
 use crate::decision::{Checked, Enforcement};
 use crate::telemetry::events::{self, Events, Refusal};
 use crate::telemetry::metrics::Metrics;
+use crate::webhook::admission::Request;
 
-const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
-const REVIEW_KIND: &str = "AdmissionReview";
-
-type Request = AdmissionRequest<DynamicObject>;
+pub(super) const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+pub(super) const REVIEW_KIND: &str = "AdmissionReview";
 
 /// A guarded deletion (or an UPDATE that completes one) and what was decided about it.
 #[derive(Debug)]
