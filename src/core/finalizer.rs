@@ -156,11 +156,8 @@ pub fn plan(meta: &ObjectMeta, verdict: Option<&Verdict>, add_finalizers: bool) 
         (true, true) => match verdict {
             Some(v) if v.allowed && v.overridden() => Step::Remove(RemovalReason::Overridden),
             Some(v) if v.allowed => Step::Remove(RemovalReason::Settled),
-            Some(v) => Step::Wait {
-                blocking_nodes: waiting_for(v),
-            },
-            None => Step::Wait {
-                blocking_nodes: Vec::new(),
+            _ => Step::Wait {
+                blocking_nodes: verdict.map(waiting_for).unwrap_or_default(),
             },
         },
     }
@@ -200,11 +197,8 @@ pub fn uninstall(meta: &ObjectMeta, verdict: Option<&Verdict>, force: bool) -> U
     }
     match verdict {
         Some(v) if v.allowed => Uninstall::Remove,
-        Some(v) => Uninstall::Keep {
-            blocking_nodes: waiting_for(v),
-        },
-        None => Uninstall::Keep {
-            blocking_nodes: Vec::new(),
+        _ => Uninstall::Keep {
+            blocking_nodes: verdict.map(waiting_for).unwrap_or_default(),
         },
     }
 }

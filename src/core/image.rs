@@ -16,7 +16,7 @@ pub struct ImageKey {
 }
 
 /// Registry host and repository path, without tag or digest.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RepoKey {
     pub registry: String,
     pub repository: String,
@@ -52,10 +52,7 @@ impl ImageKey {
                 }
             }
             Err(_) => ImageKey {
-                repo: RepoKey {
-                    registry: String::new(),
-                    repository: String::new(),
-                },
+                repo: RepoKey::default(),
                 version: Version::Unparsed(spec.to_string()),
             },
         }

@@ -22,7 +22,7 @@ pub fn denial(v: &Verdict) -> String {
     let mut out = format!(
         "{kind} \"{}\" cannot be deleted yet: {}.\n",
         v.name,
-        headline(v)
+        summary(v)
     );
     for node in v.blocking.iter().take(MAX_LISTED_NODES) {
         let _ = writeln!(out, "  {}", node_line(node));
@@ -119,7 +119,7 @@ pub fn override_warnings(v: &Verdict) -> Vec<String> {
         v.kind.cli_name(),
         v.name,
         v.override_reason.as_deref().unwrap_or_default(),
-        headline(v)
+        summary(v)
     ))];
     warnings.extend(
         v.blocking
@@ -184,7 +184,7 @@ pub fn deferred(v: &Verdict) -> String {
         "mosc-guard: deletion of {} \"{}\" deferred: {} ({}); it completes when the rollout settles",
         v.kind.cli_name(),
         v.name,
-        headline(v),
+        summary(v),
         node_names(v, 3)
     ))
 }
@@ -193,7 +193,7 @@ pub fn deferred(v: &Verdict) -> String {
 pub fn deferred_note(v: &Verdict) -> String {
     let mut out = format!(
         "Deletion deferred: {}; mosc-guard removes its finalizer ({}) when the rollout settles.",
-        headline(v),
+        summary(v),
         crate::core::finalizer::FINALIZER
     );
     for node in v.blocking.iter().take(MAX_LISTED_NODES) {
@@ -318,12 +318,8 @@ fn machine_line(m: &JoiningMachine) -> String {
     )
 }
 
-/// What blocks a deletion, in a phrase (a table row's "why").
+/// What blocks a deletion, in a phrase (a table row's "why", a denial's headline).
 pub fn summary(v: &Verdict) -> String {
-    headline(v)
-}
-
-fn headline(v: &Verdict) -> String {
     let n = v.blocking.len();
     if n == 0 && v.rolling.is_empty() && !v.joining.is_empty() {
         let noun = match v.joining.len() {
