@@ -24,24 +24,11 @@ pub fn denial(v: &Verdict) -> String {
         v.name,
         summary(v)
     );
-    for node in v.blocking.iter().take(MAX_LISTED_NODES) {
-        let _ = writeln!(out, "  {}", node_line(node));
-    }
-    if n > MAX_LISTED_NODES {
-        let _ = writeln!(out, "  and {} more", n - MAX_LISTED_NODES);
-    }
-    for pool in &v.rolling {
-        let _ = writeln!(out, "  {}", pool_line(pool));
-    }
-    for machine in v.joining.iter().take(MAX_LISTED_NODES) {
-        let _ = writeln!(out, "  {}", machine_line(machine));
-    }
-    if v.joining.len() > MAX_LISTED_NODES {
-        let _ = writeln!(
-            out,
-            "  and {} more machines",
-            v.joining.len() - MAX_LISTED_NODES
-        );
+    let reasons = listed(&v.blocking, node_line, "")
+        .chain(v.rolling.iter().map(pool_line))
+        .chain(listed(&v.joining, machine_line, " machines"));
+    for line in reasons {
+        let _ = writeln!(out, "  {line}");
     }
     let in_flight =
         !v.rolling.is_empty() || v.blocking.iter().any(|b| b.reason == BlockReason::InFlight);
@@ -122,26 +109,10 @@ pub fn override_warnings(v: &Verdict) -> Vec<String> {
         summary(v)
     ))];
     warnings.extend(
-        v.blocking
-            .iter()
-            .take(MAX_LISTED_NODES)
-            .map(|b| clip(format!("mosc-guard: {}", node_line(b)))),
-    );
-    if v.blocking.len() > MAX_LISTED_NODES {
-        warnings.push(format!(
-            "mosc-guard: and {} more nodes",
-            v.blocking.len() - MAX_LISTED_NODES
-        ));
-    }
-    warnings.extend(
-        v.rolling
-            .iter()
-            .map(|p| clip(format!("mosc-guard: {}", pool_line(p)))),
-    );
-    warnings.extend(
-        v.joining
-            .iter()
-            .map(|m| clip(format!("mosc-guard: {}", machine_line(m)))),
+        listed(&v.blocking, node_line, " nodes")
+            .chain(v.rolling.iter().map(pool_line))
+            .chain(v.joining.iter().map(machine_line))
+            .map(|line| clip(format!("mosc-guard: {line}"))),
     );
     if v.kind == TargetKind::MachineOSConfig {
         // MCO's MOSC-delete path deletes each build's image before it tries the build: the
@@ -196,17 +167,11 @@ pub fn deferred_note(v: &Verdict) -> String {
         summary(v),
         crate::core::finalizer::FINALIZER
     );
-    for node in v.blocking.iter().take(MAX_LISTED_NODES) {
-        let _ = write!(out, "\n  {}", node_line(node));
-    }
-    if v.blocking.len() > MAX_LISTED_NODES {
-        let _ = write!(out, "\n  and {} more", v.blocking.len() - MAX_LISTED_NODES);
-    }
-    for pool in &v.rolling {
-        let _ = write!(out, "\n  {}", pool_line(pool));
-    }
-    for machine in &v.joining {
-        let _ = write!(out, "\n  {}", machine_line(machine));
+    let reasons = listed(&v.blocking, node_line, "")
+        .chain(v.rolling.iter().map(pool_line))
+        .chain(v.joining.iter().map(machine_line));
+    for line in reasons {
+        let _ = write!(out, "\n  {line}");
     }
     out
 }
@@ -248,6 +213,13 @@ pub fn finalizer_removal() -> String {
         "\n(This update removes the finalizer {} from a MachineOSConfig being deleted, which completes its deletion now. mosc-guard removes it by itself when the rollout settles; `mosc-guard remove-finalizers --force` or the override annotation remove it earlier.)",
         crate::core::finalizer::FINALIZER
     )
+}
+
+/// The first [`MAX_LISTED_NODES`] of `items` as lines, then "and N more" (`noun` after it).
+fn listed<T>(items: &[T], line: fn(&T) -> String, noun: &str) -> impl Iterator<Item = String> {
+    let more = items.len().saturating_sub(MAX_LISTED_NODES);
+    let more = (more > 0).then(|| format!("and {more} more{noun}"));
+    items.iter().take(MAX_LISTED_NODES).map(line).chain(more)
 }
 
 /// "a, b, c and 2 more", or the rolling pools when no node blocks.
