@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 use serde::{Deserialize, Serialize};
 
-use crate::core::model::{kube_resource, trimmed};
+use crate::core::model::{is_true, kube_resource, trimmed};
 use crate::core::release::ClusterRelease;
 
 /// `clusterversions.config.openshift.io` (v1), the singleton `version`.
@@ -61,11 +61,7 @@ impl ClusterVersion {
         let upgrading = history
             .first()
             .is_some_and(|h| h.state.as_deref() == Some("Partial"))
-            || self
-                .status
-                .conditions
-                .iter()
-                .any(|c| c.type_ == "Progressing" && c.status == "True");
+            || is_true(&self.status.conditions, "Progressing");
         let newest_completed = history.iter().position(completed);
         let settled = !upgrading
             && newest_completed == Some(0)

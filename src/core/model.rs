@@ -256,11 +256,7 @@ impl MachineOSBuild {
 
     /// `spec.machineOSConfig.name`.
     pub fn config_by_spec(&self) -> Option<&str> {
-        self.spec
-            .machine_os_config
-            .as_ref()
-            .map(|r| r.name.as_str())
-            .filter(|n| !n.is_empty())
+        named(self.spec.machine_os_config.as_ref())
     }
 
     /// The `machine-os-config` label: without it MCO's MOSB-delete handler deletes no image.
@@ -275,11 +271,7 @@ impl MachineOSBuild {
 
     /// `spec.machineConfig.name`: the rendered config it was built from.
     pub fn rendered_config(&self) -> Option<&str> {
-        self.spec
-            .machine_config
-            .as_ref()
-            .map(|r| r.name.as_str())
-            .filter(|n| !n.is_empty())
+        named(self.spec.machine_config.as_ref())
     }
 
     /// `status.digestedImagePushSpec` as written: the image the build pushed, once it has.
@@ -289,18 +281,12 @@ impl MachineOSBuild {
 
     /// Whether condition `Succeeded` is True (MCO's `IsBuildSuccess`).
     pub fn succeeded(&self) -> bool {
-        self.status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Succeeded" && c.status == "True")
+        is_true(&self.status.conditions, "Succeeded")
     }
 
     /// Whether condition `Failed` or `Interrupted` is True: the build ended without an image.
     pub fn failed(&self) -> bool {
-        self.status
-            .conditions
-            .iter()
-            .any(|c| (c.type_ == "Failed" || c.type_ == "Interrupted") && c.status == "True")
+        is_true(&self.status.conditions, "Failed") || self.interrupted()
     }
 
     /// The uid of its controller ownerReference (`metav1.GetControllerOf`).
@@ -332,10 +318,7 @@ impl MachineOSBuild {
 
     /// Whether condition `Interrupted` is True.
     pub fn interrupted(&self) -> bool {
-        self.status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Interrupted" && c.status == "True")
+        is_true(&self.status.conditions, "Interrupted")
     }
 
     /// `spec.renderedImagePushSpec` as written: the tag MCO deletes the image by.
@@ -388,17 +371,25 @@ impl MachineConfigPool {
         } else {
             self.status.configuration.as_ref()
         };
-        config.map(|r| r.name.as_str()).filter(|n| !n.is_empty())
+        named(config)
     }
 
     /// `spec.configuration.name`: the rendered config the pool targets, when known.
     pub fn rendered_config(&self) -> Option<&str> {
-        self.spec
-            .configuration
-            .as_ref()
-            .map(|r| r.name.as_str())
-            .filter(|n| !n.is_empty())
+        named(self.spec.configuration.as_ref())
     }
+}
+
+/// Whether condition `type_` is True.
+pub(crate) fn is_true(conditions: &[Condition], type_: &str) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// The name a reference gives, `None` when absent or empty.
+fn named(reference: Option<&NameRef>) -> Option<&str> {
+    reference.map(|r| r.name.as_str()).filter(|n| !n.is_empty())
 }
 
 /// A non-empty annotation value.
