@@ -14,10 +14,9 @@ use crate::core::node::{NodeImages, NodeMeta};
 use crate::core::snapshot::Snapshot;
 
 use super::decide::{evaluate, guarded_images, verdict};
-use super::joining;
 use super::pools::{self, Membership};
-use super::scan;
 use super::verdict::{Deletion, PolicyMode, RollingPool, Verdict};
+use super::{joining, scan};
 
 /// The digests (lower-case hex) that a node's desired or current image must carry for the
 /// node to matter to this deletion; `None` when only a scan of every node is safe (a guarded

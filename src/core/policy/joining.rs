@@ -11,6 +11,7 @@ use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::snapshot::Snapshot;
 
 use super::images::GuardedImages;
+use super::pools::config_of;
 use super::verdict::{Deletion, JoiningMachine};
 
 /// Joining machines that would pull one of the guarded images.
@@ -22,18 +23,12 @@ pub(super) fn joining_machines(
     if guarded.is_empty() || !snapshot.rules().serves_joining_machines {
         return Vec::new();
     }
-    let target_config = match target {
-        Deletion::MachineOSConfig(m) => Some(m),
-        Deletion::MachineOSBuild(_) => None,
-    };
     // Each pool's served image, when it is one of the guarded ones.
     let served: Vec<(&str, &str)> = snapshot
         .pools
         .iter()
         .filter_map(|p| {
-            let config = target_config
-                .filter(|m| m.pool_name() == p.name())
-                .or_else(|| config_of(snapshot, p.name()))?;
+            let config = config_of(snapshot, target, p.name())?;
             let image = served_image(p, config, &snapshot.machine_os_builds)?;
             guarded.find(image).map(|_| (p.name(), image))
         })
@@ -64,14 +59,6 @@ pub(super) fn joining_machines(
         .collect();
     joining.sort_by(|a, b| a.machine.cmp(&b.machine));
     joining
-}
-
-fn config_of<'s>(snapshot: &'s Snapshot, pool: &str) -> Option<&'s MachineOSConfig> {
-    snapshot
-        .machine_os_configs
-        .iter()
-        .map(Arc::as_ref)
-        .find(|m| m.pool_name() == pool)
 }
 
 /// The image the MCS serves machines joining `pool`, if any (`resolveDesiredImageForPool`).

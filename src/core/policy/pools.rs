@@ -9,9 +9,8 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::core::model::{LABEL_NODE_OS, MachineConfigPool};
-use crate::core::node::NodeImages;
-use crate::core::node::NodeMeta;
+use crate::core::model::{LABEL_NODE_OS, MachineConfigPool, MachineOSConfig};
+use crate::core::node::{NodeImages, NodeMeta};
 use crate::core::node_controller::{self, can_layered_continue};
 use crate::core::selector::{self, Labels, Validity};
 use crate::core::snapshot::Snapshot;
@@ -136,8 +135,7 @@ pub(super) fn rolling_pools(
 
 /// Pools not paused whose MachineOSConfig's current image is guarded and to which MCO is
 /// sending nodes ([`can_layered_continue`]): each with that image as the config spells it and as
-/// [`GuardedImages`] lists it. The MachineOSConfig being deleted is taken from the request, the others
-/// from the snapshot. Reads no node.
+/// [`GuardedImages`] lists it (the configs by [`config_of`]). Reads no node.
 pub(super) fn rolling_targets<'s>(
     snapshot: &'s Snapshot,
     target: Deletion<'s>,
@@ -146,22 +144,12 @@ pub(super) fn rolling_targets<'s>(
     if guarded.is_empty() {
         return Vec::new();
     }
-    let target_config = match target {
-        Deletion::MachineOSConfig(m) => Some(m),
-        Deletion::MachineOSBuild(_) => None,
-    };
-    // MCO's `getConfigAndBuild`: the config whose `spec.machineConfigPool.name` is the pool.
-    let config_of = |pool: &str| {
-        target_config
-            .filter(|m| m.pool_name() == pool)
-            .or_else(|| node_controller::config_of(pool, &snapshot.machine_os_configs))
-    };
     snapshot
         .pools
         .iter()
         .filter(|p| !p.is_paused())
         .filter_map(|p| {
-            let config = config_of(p.name())?;
+            let config = config_of(snapshot, target, p.name())?;
             let current = config.current_image()?;
             let image = guarded.find(current)?;
             // MCO sends further nodes only while `canLayeredContinue` holds; a pool whose
@@ -171,6 +159,22 @@ pub(super) fn rolling_targets<'s>(
                 .then(|| (p.as_ref(), current, image.clone()))
         })
         .collect()
+}
+
+/// MCO's `getConfigAndBuild`: the config whose `spec.machineConfigPool.name` is `pool`, the
+/// MachineOSConfig being deleted taken from the request, the others from the snapshot.
+pub(super) fn config_of<'s>(
+    snapshot: &'s Snapshot,
+    target: Deletion<'s>,
+    pool: &str,
+) -> Option<&'s MachineOSConfig> {
+    let deleted = match target {
+        Deletion::MachineOSConfig(m) => Some(m),
+        Deletion::MachineOSBuild(_) => None,
+    };
+    deleted
+        .filter(|m| m.pool_name() == pool)
+        .or_else(|| node_controller::config_of(pool, &snapshot.machine_os_configs))
 }
 
 /// The nodes of a pool that do not run an image: how many, and the first few by name.

@@ -4,8 +4,7 @@
 //! what this rule reads must change [`super::index`]'s filing and
 //! [`crate::core::node::ImageAnnotations`] (which decodes only these annotations) too.
 
-use crate::core::node::NodeImages;
-use crate::core::node::NodeMeta;
+use crate::core::node::{NodeImages, NodeMeta};
 use crate::core::snapshot::Snapshot;
 
 use super::images::GuardedImages;
@@ -72,17 +71,12 @@ fn blocking_node(
     image: GuardedImage,
     reason: BlockReason,
 ) -> BlockingNode {
-    let NodeImages {
-        desired,
-        current,
-        state,
-    } = images;
     BlockingNode {
         node: node.name().to_string(),
         pool: None,
-        current_image: current.map(str::to_string),
-        desired_image: desired.map(str::to_string),
-        state: state.map(str::to_string),
+        current_image: images.current.map(str::to_string),
+        desired_image: images.desired.map(str::to_string),
+        state: images.state.map(str::to_string),
         image: image.image,
         machine_os_build: image.machine_os_build,
         reason,
