@@ -19,8 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::access::error::FreshError;
-use crate::access::view::ClusterView;
-use crate::access::view::{Basis, ReadSteps};
+use crate::access::view::{Basis, ClusterView, ReadSteps};
 use crate::core::policy::{self, Deletion, PolicyMode, Verdict};
 use crate::core::snapshot::Snapshot;
 use crate::telemetry::metrics::{DecisionPhase, Metrics, ReadStep};

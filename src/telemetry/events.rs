@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -167,15 +166,9 @@ impl Events {
         };
         match result {
             Ok(Ok((name, count))) => {
+                let last = Instant::now();
                 let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-                seen.insert(
-                    key,
-                    Seen {
-                        name,
-                        count,
-                        last: Instant::now(),
-                    },
-                );
+                seen.insert(key, Seen { name, count, last });
             }
             Ok(Err(e)) => tracing::warn!(
                 reason,

@@ -16,10 +16,9 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
 use crate::access::view::ClusterView;
-use crate::core::finalizer;
-use crate::core::message;
 use crate::core::model::{GROUP, MachineOSBuild, MachineOSConfig};
 use crate::core::policy::{Deletion, TargetKind};
+use crate::core::{finalizer, message};
 use crate::decision::{DeletionMode, Enforcement, Engine};
 use crate::telemetry::events::Events;
 use crate::webhook::answer::{

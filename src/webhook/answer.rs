@@ -281,12 +281,10 @@ impl Answer {
 
     /// Defer mode with the finalizer in place: allowed, with a warning while nodes still block.
     fn deferred(verdict: &Verdict) -> Self {
-        let answer = if verdict.allowed {
-            Self::from_verdict(verdict)
-        } else {
-            Self::allow(Outcome::Deferred, vec![message::deferred(verdict)])
-        };
-        answer.blocking(verdict)
+        if verdict.allowed {
+            return Self::from_verdict(verdict);
+        }
+        Self::allow(Outcome::Deferred, vec![message::deferred(verdict)]).blocking(verdict)
     }
 
     fn blocking(mut self, verdict: &Verdict) -> Self {

@@ -69,21 +69,18 @@ impl Metrics {
     }
 
     pub fn decision(&self, resource: &'static str, result: Outcome, seconds: f64) {
+        let result = result.label();
         self.decisions
-            .get_or_create(&DecisionLabels {
-                resource,
-                result: result.label(),
-            })
+            .get_or_create(&DecisionLabels { resource, result })
             .inc();
         self.latency.observe(seconds);
     }
 
     /// Time spent in one phase of a confirmed decision (see [`DecisionPhase`]).
     pub fn decision_phase(&self, phase: DecisionPhase, took: std::time::Duration) {
+        let phase = phase.label();
         self.phases
-            .get_or_create(&PhaseLabels {
-                phase: phase.label(),
-            })
+            .get_or_create(&PhaseLabels { phase })
             .observe(took.as_secs_f64());
     }
 
@@ -115,29 +112,22 @@ impl Metrics {
     }
 
     pub fn mutation(&self, result: Mutation) {
-        self.mutations
-            .get_or_create(&ResultLabels {
-                result: result.label(),
-            })
-            .inc();
+        let result = result.label();
+        self.mutations.get_or_create(&ResultLabels { result }).inc();
     }
 
     /// A deferred deletion's finalizer removed `seconds` after its deletionTimestamp.
     pub fn finalizer_removed(&self, reason: RemovalReason, seconds: f64) {
-        self.removals
-            .get_or_create(&ReasonLabels {
-                reason: reason.label(),
-            })
-            .inc();
+        let reason = reason.label();
+        self.removals.get_or_create(&ReasonLabels { reason }).inc();
         self.deferral_seconds.observe(seconds);
     }
 
     /// The finalizer controller's patch failed with `error`.
     pub fn controller_error(&self, error: Failure) {
+        let error = error.label();
         self.controller_errors
-            .get_or_create(&ControllerErrorLabels {
-                error: error.label(),
-            })
+            .get_or_create(&ControllerErrorLabels { error })
             .inc();
     }
 
@@ -166,10 +156,9 @@ impl Metrics {
 
     /// One image the audit asked about, and the requests it took so far (a running total).
     pub fn registry_check(&self, status: Status) {
+        let result = status.label();
         self.registry_checks
-            .get_or_create(&ResultLabels {
-                result: status.label(),
-            })
+            .get_or_create(&ResultLabels { result })
             .inc();
     }
 
