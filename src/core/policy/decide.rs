@@ -1,8 +1,6 @@
 //! The rules put together: [`evaluate`] decides a deletion from every node of a snapshot;
 //! [`super::index`] decides the same from the nodes an index names, with the same pieces.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
 use crate::core::model::override_reason;
 use crate::core::snapshot::Snapshot;
 
@@ -15,29 +13,27 @@ use super::{joining, scan};
 
 /// Decides whether `target` may be deleted given the rest of the cluster in `snapshot`.
 pub fn evaluate(snapshot: &Snapshot, target: Deletion<'_>, mode: PolicyMode) -> Verdict {
-    let (kind, meta, guarded) = guarded_images(snapshot, target);
+    let guarded = guarded_images(snapshot, target);
     let members = Membership::new(&snapshot.pools);
     let blocking = scan::blocking_nodes(snapshot, &guarded, mode, &members);
     let rolling = pools::rolling_pools(snapshot, target, &guarded, &members);
     let joining = joining::joining_machines(snapshot, target, &guarded);
-    verdict(
-        snapshot,
-        (kind, meta, mode),
-        &guarded,
-        blocking,
-        rolling,
-        joining,
-    )
+    verdict(snapshot, target, mode, &guarded, blocking, rolling, joining)
 }
 
 pub(super) fn verdict(
     snapshot: &Snapshot,
-    (kind, meta, mode): (TargetKind, &ObjectMeta, PolicyMode),
+    target: Deletion<'_>,
+    mode: PolicyMode,
     guarded: &GuardedImages,
     blocking: Vec<BlockingNode>,
     rolling: Vec<RollingPool>,
     joining: Vec<JoiningMachine>,
 ) -> Verdict {
+    let (kind, meta) = match target {
+        Deletion::MachineOSConfig(mosc) => (TargetKind::MachineOSConfig, &mosc.metadata),
+        Deletion::MachineOSBuild(mosb) => (TargetKind::MachineOSBuild, &mosb.metadata),
+    };
     let override_reason = override_reason(meta).map(str::to_string);
     let mut v = Verdict {
         kind,
@@ -55,20 +51,9 @@ pub(super) fn verdict(
     v
 }
 
-pub(super) fn guarded_images<'a>(
-    snapshot: &Snapshot,
-    target: Deletion<'a>,
-) -> (TargetKind, &'a ObjectMeta, GuardedImages) {
+pub(super) fn guarded_images(snapshot: &Snapshot, target: Deletion<'_>) -> GuardedImages {
     match target {
-        Deletion::MachineOSConfig(mosc) => (
-            TargetKind::MachineOSConfig,
-            &mosc.metadata,
-            images::of_config(snapshot, mosc),
-        ),
-        Deletion::MachineOSBuild(mosb) => (
-            TargetKind::MachineOSBuild,
-            &mosb.metadata,
-            images::of_build(snapshot, mosb),
-        ),
+        Deletion::MachineOSConfig(mosc) => images::of_config(snapshot, mosc),
+        Deletion::MachineOSBuild(mosb) => images::of_build(snapshot, mosb),
     }
 }

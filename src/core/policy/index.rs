@@ -23,7 +23,7 @@ use super::{joining, scan};
 /// image without a digest, or a pool rolling out a guarded image). Lets a caller with an index
 /// hand [`evaluate`] only the candidate nodes. Reads builds, configs and pools, never nodes.
 pub fn guarded_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTreeSet<String>> {
-    let (_, _, guarded) = guarded_images(snapshot, target);
+    let guarded = guarded_images(snapshot, target);
     // A pool with a guarded target image blocks while any node of it has not reached the
     // image, and such a node need not carry a guarded digest at all (not targeted yet): only
     // every node can tell.
@@ -37,7 +37,7 @@ pub fn guarded_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTre
 /// without the pool rule), or `None` when only a scan of every node can find such nodes.
 /// Candidates the index names for them feed [`evaluate_blocked`].
 pub fn blocking_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTreeSet<String>> {
-    let (_, _, guarded) = guarded_images(snapshot, target);
+    let guarded = guarded_images(snapshot, target);
     guarded.digests()
 }
 
@@ -53,7 +53,7 @@ pub fn evaluate_blocked(
     target: Deletion<'_>,
     mode: PolicyMode,
 ) -> Option<Verdict> {
-    let (kind, meta, guarded) = guarded_images(snapshot, target);
+    let guarded = guarded_images(snapshot, target);
     let members = Membership::new(&snapshot.pools);
     let blocking = scan::blocking_nodes(snapshot, &guarded, mode, &members);
     let joining = joining::joining_machines(snapshot, target, &guarded);
@@ -69,12 +69,7 @@ pub fn evaluate_blocked(
         })
         .collect();
     Some(verdict(
-        snapshot,
-        (kind, meta, mode),
-        &guarded,
-        blocking,
-        rolling,
-        joining,
+        snapshot, target, mode, &guarded, blocking, rolling, joining,
     ))
 }
 
