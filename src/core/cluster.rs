@@ -41,12 +41,8 @@ pub struct UpdateHistory {
 impl ClusterVersion {
     /// The release the cluster runs or is upgrading to: `status.desired.version`.
     pub fn version(&self) -> Option<&str> {
-        trimmed(
-            self.status
-                .desired
-                .as_ref()
-                .and_then(|d| d.version.as_deref()),
-        )
+        let desired = self.status.desired.as_ref();
+        trimmed(desired.and_then(|d| d.version.as_deref()))
     }
 
     /// What the cluster runs. During an upgrade (`history[0]` Partial, or Progressing=True)

@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use crate::core::finalizer::FINALIZER;
 use crate::core::image::abbreviate;
 use crate::core::model::{LABEL_MACHINE_OS_CONFIG, OVERRIDE_ANNOTATION};
 use crate::core::policy::{
@@ -163,9 +164,8 @@ pub fn deferred(v: &Verdict) -> String {
 /// The note of the DeletionDeferred Event: which nodes the finalizer waits for.
 pub fn deferred_note(v: &Verdict) -> String {
     let mut out = format!(
-        "Deletion deferred: {}; mosc-guard removes its finalizer ({}) when the rollout settles.",
-        summary(v),
-        crate::core::finalizer::FINALIZER
+        "Deletion deferred: {}; mosc-guard removes its finalizer ({FINALIZER}) when the rollout settles.",
+        summary(v)
     );
     let reasons = listed(&v.blocking, node_line, "")
         .chain(v.rolling.iter().map(pool_line))
@@ -180,12 +180,10 @@ pub fn deferred_note(v: &Verdict) -> String {
 pub fn removed_note(overridden_by: Option<&str>) -> String {
     match overridden_by {
         Some(reason) => format!(
-            "Finalizer {} removed by override ({OVERRIDE_ANNOTATION}=\"{reason}\"); the deletion completes now",
-            crate::core::finalizer::FINALIZER
+            "Finalizer {FINALIZER} removed by override ({OVERRIDE_ANNOTATION}=\"{reason}\"); the deletion completes now"
         ),
         None => format!(
-            "No node still needs its images; finalizer {} removed and the deletion completes now",
-            crate::core::finalizer::FINALIZER
+            "No node still needs its images; finalizer {FINALIZER} removed and the deletion completes now"
         ),
     }
 }
@@ -202,16 +200,14 @@ pub fn admitted_for_mco(refusal: &str) -> String {
 /// before mosc-guard and not adopted yet, or `--no-new-finalizers`), so it cannot wait.
 pub fn not_deferrable() -> String {
     format!(
-        "\n(mosc-guard runs in defer mode, but this object does not carry the finalizer {} yet, so its deletion cannot be deferred; it is added within seconds unless mosc-guard is draining with --no-new-finalizers.)",
-        crate::core::finalizer::FINALIZER
+        "\n(mosc-guard runs in defer mode, but this object does not carry the finalizer {FINALIZER} yet, so its deletion cannot be deferred; it is added within seconds unless mosc-guard is draining with --no-new-finalizers.)"
     )
 }
 
 /// Added to a refusal of an UPDATE that takes the finalizer off a MachineOSConfig being deleted.
 pub fn finalizer_removal() -> String {
     format!(
-        "\n(This update removes the finalizer {} from a MachineOSConfig being deleted, which completes its deletion now. mosc-guard removes it by itself when the rollout settles; `mosc-guard remove-finalizers --force` or the override annotation remove it earlier.)",
-        crate::core::finalizer::FINALIZER
+        "\n(This update removes the finalizer {FINALIZER} from a MachineOSConfig being deleted, which completes its deletion now. mosc-guard removes it by itself when the rollout settles; `mosc-guard remove-finalizers --force` or the override annotation remove it earlier.)"
     )
 }
 
