@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::Store;
@@ -244,24 +245,15 @@ async fn reconcile<V: ClusterView>(
             let waited = meta
                 .deletion_timestamp
                 .as_ref()
-                .map(|t| {
-                    (k8s_openapi::jiff::Timestamp::now() - t.0)
-                        .get_seconds()
-                        .max(0)
-                })
-                .unwrap_or(0);
+                .map_or(0, |t| (Timestamp::now() - t.0).get_seconds().max(0));
             ctx.metrics.finalizer_removed(reason, waited as f64);
             ctx.deferrals.forget(&uid);
             tracing::info!(%name, ?reason, waited_seconds = waited, "removed the finalizer");
             let overridden_by = verdict
                 .filter(|_| reason == RemovalReason::Overridden)
                 .and_then(|v| v.override_reason.as_deref());
-            ctx.record(
-                &mosc,
-                events::REASON_RELEASED,
-                &message::removed_note(overridden_by),
-            )
-            .await;
+            let note = message::removed_note(overridden_by);
+            ctx.record(&mosc, events::REASON_RELEASED, &note).await;
             Ok(Action::await_change())
         }
         Step::Wait { blocking_nodes } => {

@@ -235,18 +235,14 @@ pub async fn run<F, Fut>(
     let mut elector = Elector::new(client, settings);
     let mut errors = ErrorLog::default();
     while !shutdown.is_cancelled() {
-        match attempt(&mut elector, deadline).await {
-            Ok(true) => errors.clear(),
-            Ok(false) => {
-                errors.clear();
-                pause(&shutdown, retry).await;
-                continue;
-            }
-            Err(e) => {
-                errors.warn(&e, "cannot read or write the lease; retrying");
-                pause(&shutdown, retry).await;
-                continue;
-            }
+        let held = attempt(&mut elector, deadline).await;
+        match &held {
+            Ok(_) => errors.clear(),
+            Err(e) => errors.warn(e, "cannot read or write the lease; retrying"),
+        }
+        if !matches!(held, Ok(true)) {
+            pause(&shutdown, retry).await;
+            continue;
         }
         tracing::info!(identity = %elector.settings.identity, "acquired the lease: running the finalizer controller");
         metrics.set_leader(true);

@@ -275,14 +275,11 @@ fn classify_update(req: &Request) -> Classified {
 
 fn decode_subject(kind: TargetKind, obj: &DynamicObject) -> Result<Subject, Unreadable> {
     let value = serde_json::to_value(obj).map_err(Unreadable::Encode)?;
-    Ok(match kind {
-        TargetKind::MachineOSConfig => Subject::Config(Box::new(
-            serde_json::from_value(value).map_err(Unreadable::Decode)?,
-        )),
-        TargetKind::MachineOSBuild => Subject::Build(Box::new(
-            serde_json::from_value(value).map_err(Unreadable::Decode)?,
-        )),
-    })
+    let decoded = match kind {
+        TargetKind::MachineOSConfig => serde_json::from_value(value).map(Subject::Config),
+        TargetKind::MachineOSBuild => serde_json::from_value(value).map(Subject::Build),
+    };
+    decoded.map_err(Unreadable::Decode)
 }
 
 /// The users MCO's machine-os-builder runs as (`--mco-user`). Every MachineOSBuild deletion it

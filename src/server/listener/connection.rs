@@ -10,6 +10,8 @@ use std::time::Duration;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::ConnectionLimits;
@@ -43,7 +45,7 @@ impl Connection {
     }
 
     async fn serve_tls(self, tcp: Silence, peer: SocketAddr, ticket: Arc<Ticket>) {
-        let accepted = tokio::time::Instant::now();
+        let accepted = Instant::now();
         let handshake = self.acceptor.accept(tcp);
         let tls =
             match tokio::time::timeout_at(accepted + self.limits.first_request, handshake).await {
@@ -66,7 +68,7 @@ impl Connection {
         if !h2 {
             self.head.arm();
         }
-        let (activity, watched) = tokio::sync::watch::channel(Activity::new(accepted));
+        let (activity, watched) = watch::channel(Activity::new(accepted));
         let app = self.app;
         let head = Arc::clone(&self.head);
         let service =
@@ -114,11 +116,11 @@ struct Activity {
     requests: u64,
     in_flight: usize,
     /// When the connection was accepted or its last request finished.
-    since: tokio::time::Instant,
+    since: Instant,
 }
 
 impl Activity {
-    fn new(accepted: tokio::time::Instant) -> Self {
+    fn new(accepted: Instant) -> Self {
         Self {
             requests: 0,
             in_flight: 0,
@@ -130,18 +132,14 @@ impl Activity {
 /// Marks a request in flight on its connection until dropped (also when the request's
 /// future is dropped, e.g. by the request timeout); while one is, no head is timed.
 struct InFlight {
-    activity: tokio::sync::watch::Sender<Activity>,
+    activity: watch::Sender<Activity>,
     head: Arc<HeadClock>,
     /// An HTTP/1 request: once none is in flight, the next bytes start a head.
     http1: bool,
 }
 
 impl InFlight {
-    fn start(
-        activity: &tokio::sync::watch::Sender<Activity>,
-        head: &Arc<HeadClock>,
-        http1: bool,
-    ) -> Self {
+    fn start(activity: &watch::Sender<Activity>, head: &Arc<HeadClock>, http1: bool) -> Self {
         head.disarm();
         activity.send_modify(|a| {
             a.requests += 1;
@@ -159,7 +157,7 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.activity.send_modify(|a| {
             a.in_flight = a.in_flight.saturating_sub(1);
-            a.since = tokio::time::Instant::now();
+            a.since = Instant::now();
             if a.in_flight == 0 && self.http1 {
                 self.head.arm();
             }
@@ -172,7 +170,7 @@ impl Drop for InFlight {
 /// first byte, or nothing in flight for `idle`. Never while a request runs (the request
 /// timeout bounds those).
 async fn stalled(
-    mut activity: tokio::sync::watch::Receiver<Activity>,
+    mut activity: watch::Receiver<Activity>,
     head: &HeadClock,
     head_timeout: Duration,
     limits: ConnectionLimits,
