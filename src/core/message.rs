@@ -337,21 +337,15 @@ fn pool_line(p: &RollingPool) -> String {
         }
         (_, names) => format!(": {}", names.join(", ")),
     };
-    match p.pending_nodes {
-        Some(1) => format!(
-            "pool {} is rolling out {image}{status}: 1 node does not run it yet{next}; MCO updates it next",
-            p.pool
-        ),
-        Some(n) => format!(
-            "pool {} is rolling out {image}{status}: {n} nodes do not run it yet{next}; MCO updates them one after another",
-            p.pool
-        ),
+    let pending = match p.pending_nodes {
+        Some(1) => format!(": 1 node does not run it yet{next}; MCO updates it next"),
+        Some(n) => {
+            format!(": {n} nodes do not run it yet{next}; MCO updates them one after another")
+        }
         // Decided from the index's candidates: some node of the pool is known not to run it.
-        None => format!(
-            "pool {} is rolling out {image}{status}; MCO updates its nodes one after another",
-            p.pool
-        ),
-    }
+        None => "; MCO updates its nodes one after another".to_string(),
+    };
+    format!("pool {} is rolling out {image}{status}{pending}", p.pool)
 }
 
 fn node_line(b: &BlockingNode) -> String {

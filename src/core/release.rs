@@ -153,14 +153,11 @@ impl Rules {
     /// The rules for what the cluster runs: the most cautious combination of the rows of the
     /// desired release and of every release that may still be running.
     pub fn for_release(release: &ClusterRelease) -> Rules {
-        let versions: Vec<Option<&str>> = release
+        let mut rows: Vec<&'static Row> = release
             .also_running
             .iter()
             .map(|v| Some(v.as_str()))
-            .chain(std::iter::once(release.desired.as_deref()))
-            .collect();
-        let mut rows: Vec<&'static Row> = versions
-            .iter()
+            .chain([release.desired.as_deref()])
             .map(|v| v.map_or(&CAUTIOUS, row_of))
             .collect();
         rows.sort_by_key(|r| r.minor.unwrap_or(u32::MAX));

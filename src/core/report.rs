@@ -7,6 +7,8 @@ use crate::core::message;
 use crate::core::policy::{
     BlockingNode, GuardedImage, JoiningMachine, PolicyMode, RollingPool, TargetKind, Verdict,
 };
+use crate::core::registry::Status;
+use crate::core::registry::report::{ProtectedImage, already_missing};
 use crate::core::release::Rules;
 
 #[derive(Debug, Serialize)]
@@ -25,7 +27,7 @@ pub struct Report<'a> {
     /// What the registry answered for each guarded image, asked as a node pulls (live `check`
     /// only; absent when the registry was not asked).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub registry: Option<Vec<crate::core::registry::report::ProtectedImage>>,
+    pub registry: Option<Vec<ProtectedImage>>,
 }
 
 /// The release(s) whose rules decided.
@@ -86,16 +88,9 @@ impl<'a> Report<'a> {
     }
 
     /// The registry's answers for the guarded images; an image already gone adds a warning.
-    pub fn with_registry(
-        mut self,
-        served: Vec<crate::core::registry::report::ProtectedImage>,
-    ) -> Self {
-        self.warnings.extend(
-            served
-                .iter()
-                .filter(|s| s.status == crate::core::registry::Status::Missing)
-                .map(crate::core::registry::report::already_missing),
-        );
+    pub fn with_registry(mut self, served: Vec<ProtectedImage>) -> Self {
+        let missing = served.iter().filter(|s| s.status == Status::Missing);
+        self.warnings.extend(missing.map(already_missing));
         self.registry = Some(served);
         self
     }
@@ -109,13 +104,8 @@ pub fn table(verdicts: &[Verdict]) -> String {
             let (delete, why) = if !v.allowed {
                 ("refused", format!("{}{}", message::summary(v), named(v)))
             } else if v.overridden() {
-                (
-                    "allowed",
-                    format!(
-                        "override: {}",
-                        v.override_reason.as_deref().unwrap_or_default()
-                    ),
-                )
+                let reason = v.override_reason.as_deref().unwrap_or_default();
+                ("allowed", format!("override: {reason}"))
             } else {
                 ("allowed", "-".to_string())
             };
