@@ -354,10 +354,7 @@ async fn patch_mosc(
 /// Whether the object read now (`None`: gone) differs from the resourceVersion a patch was
 /// planned from.
 fn changed_since(planned: Option<&str>, current: Option<&MachineOSConfig>) -> bool {
-    match current {
-        None => true,
-        Some(m) => m.metadata.resource_version.as_deref() != planned,
-    }
+    current.is_none_or(|m| m.metadata.resource_version.as_deref() != planned)
 }
 
 /// 1, 2, 4, 8 s, then [`MAX_RETRY`].

@@ -145,26 +145,23 @@ impl ReloadingResolver {
         client_ca: &Path,
     ) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
         let pem = read(client_ca)?;
-        let parse_err = |reason: String| TlsError::Parse {
-            path: client_ca.to_path_buf(),
-            reason,
-        };
         let mut roots = rustls::RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(&pem) {
-            let cert = cert.map_err(|e| parse_err(format!("not a PEM certificate: {e}")))?;
+            let cert =
+                cert.map_err(|e| parse_err(client_ca, format!("not a PEM certificate: {e}")))?;
             roots
                 .add(cert)
-                .map_err(|e| parse_err(format!("not a usable CA certificate: {e}")))?;
+                .map_err(|e| parse_err(client_ca, format!("not a usable CA certificate: {e}")))?;
         }
         if roots.is_empty() {
-            return Err(parse_err("no CA certificate found".into()));
+            return Err(parse_err(client_ca, "no CA certificate found".into()));
         }
         rustls::server::WebPkiClientVerifier::builder_with_provider(
             Arc::new(roots),
             Arc::clone(&self.provider),
         )
         .build()
-        .map_err(|e| parse_err(format!("cannot verify clients with it: {e}")))
+        .map_err(|e| parse_err(client_ca, format!("cannot verify clients with it: {e}")))
     }
 
     fn read_current<T>(&self, f: impl FnOnce(&Loaded) -> T) -> T {
@@ -196,6 +193,13 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
+fn parse_err(path: &Path, reason: String) -> TlsError {
+    TlsError::Parse {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
 fn read_pair(files: &CertFiles) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
     Ok((read(&files.cert)?, read(&files.key)?))
 }
@@ -205,10 +209,6 @@ fn certified_key(
     (cert_pem, key_pem): &(Vec<u8>, Vec<u8>),
     provider: &CryptoProvider,
 ) -> Result<Arc<CertifiedKey>, TlsError> {
-    let parse_err = |path: &Path, reason: String| TlsError::Parse {
-        path: path.to_path_buf(),
-        reason,
-    };
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| parse_err(&files.cert, format!("not a PEM certificate chain: {e}")))?;

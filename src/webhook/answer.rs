@@ -91,13 +91,10 @@ impl Answers {
             Some(Guarded { kind, name, ruling }) => {
                 let readable = !matches!(ruling, Ruling::Unreadable(_));
                 let answer = Answer::of(kind, &name, ruling);
-                let answer = if by_mco {
-                    answer.admitted_for_mco()
-                } else {
-                    match self.enforcement {
-                        Enforcement::Deny => answer,
-                        Enforcement::Warn => answer.not_enforced(),
-                    }
+                let answer = match (by_mco, self.enforcement) {
+                    (true, _) => answer.admitted_for_mco(),
+                    (false, Enforcement::Deny) => answer,
+                    (false, Enforcement::Warn) => answer.not_enforced(),
                 };
                 let event = readable
                     .then(|| self.refusal_event(req, kind, &answer, view))
@@ -312,10 +309,9 @@ impl Answer {
         Self {
             outcome: Outcome::WouldDeny,
             allowed: true,
-            // The refusal's words also go to the Event, as for an enforced refusal.
-            message: self.message,
             warnings,
-            blocking_nodes: self.blocking_nodes,
+            // The refusal's words also go to the Event, as for an enforced refusal.
+            ..self
         }
     }
 

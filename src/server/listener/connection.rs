@@ -68,7 +68,11 @@ impl Connection {
         if !h2 {
             self.head.arm();
         }
-        let (activity, watched) = watch::channel(Activity::new(accepted));
+        let (activity, watched) = watch::channel(Activity {
+            requests: 0,
+            in_flight: 0,
+            since: accepted,
+        });
         let app = self.app;
         let head = Arc::clone(&self.head);
         let service =
@@ -117,16 +121,6 @@ struct Activity {
     in_flight: usize,
     /// When the connection was accepted or its last request finished.
     since: Instant,
-}
-
-impl Activity {
-    fn new(accepted: Instant) -> Self {
-        Self {
-            requests: 0,
-            in_flight: 0,
-            since: accepted,
-        }
-    }
 }
 
 /// Marks a request in flight on its connection until dropped (also when the request's
