@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionResponse, AdmissionReview};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 
 use crate::access::view::ClusterView;
 use crate::core::message::{self, Printable};
@@ -17,10 +17,11 @@ use crate::core::policy::{TargetKind, Verdict};
 use crate::decision::{Checked, Enforcement};
 use crate::telemetry::events::{self, Events, Refusal};
 use crate::telemetry::metrics::Metrics;
-use crate::webhook::admission::Request;
 
 pub(super) const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 pub(super) const REVIEW_KIND: &str = "AdmissionReview";
+
+type Request = AdmissionRequest<DynamicObject>;
 
 /// A guarded deletion (or an UPDATE that completes one) and what was decided about it.
 #[derive(Debug)]
