@@ -164,23 +164,15 @@ impl Events {
                     .map(|r| r.map(|e| (e.metadata.name.unwrap_or_default(), 1)))
             }
         };
+        let object = regarding.name.as_deref().unwrap_or_default();
         match result {
             Ok(Ok((name, count))) => {
                 let last = Instant::now();
                 let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
                 seen.insert(key, Seen { name, count, last });
             }
-            Ok(Err(e)) => tracing::warn!(
-                reason,
-                object = regarding.name.as_deref().unwrap_or_default(),
-                error = %e,
-                "could not record an Event"
-            ),
-            Err(_) => tracing::warn!(
-                reason,
-                object = regarding.name.as_deref().unwrap_or_default(),
-                "recording an Event timed out"
-            ),
+            Ok(Err(e)) => tracing::warn!(reason, object, error = %e, "could not record an Event"),
+            Err(_) => tracing::warn!(reason, object, "recording an Event timed out"),
         }
     }
 
