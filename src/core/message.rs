@@ -192,7 +192,9 @@ pub fn removed_note(overridden_by: Option<&str>) -> String {
 /// it (`--mco-user`): `refusal` is what the guard would have answered.
 pub fn admitted_for_mco(refusal: &str) -> String {
     format!(
-        "Admitted as the machine-config-operator's own request: mosc-guard never refuses those,          because by the time MCO deletes a build it has deleted the build's image or never pushed          one, and a refusal only stops its build pipeline. mosc-guard would have refused it: {refusal}"
+        "Admitted as the machine-config-operator's own request: mosc-guard never refuses those, \
+         because by the time MCO deletes a build it has deleted the build's image or never pushed \
+         one, and a refusal only stops its build pipeline. mosc-guard would have refused it: {refusal}"
     )
 }
 

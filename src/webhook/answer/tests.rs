@@ -26,6 +26,11 @@ fn mcos_request_is_admitted_and_an_allow_is_left_as_it_is() {
     assert!(a.allowed);
     assert_eq!(a.outcome, Outcome::McoWouldDeny);
     assert!(a.message.contains("line one"), "{}", a.message);
+    assert!(
+        a.message.starts_with("Admitted as the machine-config-operator's own request: mosc-guard never refuses those, because"),
+        "one space between words: {}",
+        a.message
+    );
     let allow = Answer::allow(Outcome::Allowed, vec![]).admitted_for_mco();
     assert_eq!(allow.outcome, Outcome::Allowed);
     assert_eq!(
