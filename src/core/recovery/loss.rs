@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::core::node::NodeImages;
 use crate::core::policy::Membership;
 use crate::core::registry::{Answer, Status};
 
@@ -123,10 +122,9 @@ pub fn images_to_ask(snapshot: &RecoverySnapshot, pool: Option<&str>) -> BTreeSe
     snapshot
         .nodes
         .iter()
-        .filter(|node| match (members.primary(*node), pool) {
-            (None, _) => false,
-            (Some(p), Some(want)) => p == want,
-            (Some(_), None) => true,
+        .filter(|node| {
+            let node_pool = members.primary(*node);
+            node_pool.is_some_and(|p| pool.is_none_or(|want| p == want))
         })
         .filter_map(|node| lost(node, snapshot))
         .map(str::to_string)
@@ -135,10 +133,5 @@ pub fn images_to_ask(snapshot: &RecoverySnapshot, pool: Option<&str>) -> BTreeSe
 
 /// The image `node` is stuck on ([`lost_image`]), if it is.
 pub(super) fn lost<'n>(node: &'n RecoveryNode, snapshot: &RecoverySnapshot) -> Option<&'n str> {
-    let images = NodeImages {
-        desired: node.desired_image(),
-        current: node.current_image(),
-        state: node.state(),
-    };
-    lost_image(images, &snapshot.objects.machine_os_builds)
+    lost_image(node.images(), &snapshot.objects.machine_os_builds)
 }

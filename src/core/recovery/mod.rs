@@ -107,13 +107,6 @@ impl Plan {
         })
     }
 
-    pub fn cancelled(&self) -> impl Iterator<Item = (&NodePlan, &Marker)> {
-        self.nodes.iter().filter_map(|n| match &n.diagnosis {
-            Diagnosis::Cancelled { marker, .. } => Some((n, marker)),
-            _ => None,
-        })
-    }
-
     /// Whether some node needs a person (the command's exit status 1).
     pub fn needs_attention(&self) -> bool {
         self.nodes

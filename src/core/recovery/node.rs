@@ -15,6 +15,7 @@ use crate::core::model::node_annotations::{
     DESIRED_IMAGE, LAST_APPLIED_DRAIN, PREFIX, REASON, STATE,
 };
 use crate::core::model::trimmed;
+use crate::core::node::NodeImages;
 use crate::core::selector::Labels;
 
 /// The annotation of mosc-guard's recovery marker ([`super::marker`]), kept with MCO's.
@@ -73,6 +74,15 @@ impl RecoveryNode {
 
     pub fn last_applied_drain(&self) -> Option<&str> {
         self.annotation(LAST_APPLIED_DRAIN)
+    }
+
+    /// Its images and state, as [`NodeImages::of`] reads a lean node.
+    pub fn images(&self) -> NodeImages<'_> {
+        NodeImages {
+            desired: self.desired_image(),
+            current: self.current_image(),
+            state: self.state(),
+        }
     }
 
     /// Whether the daemon skips the drain on this node: MCO's `getControlPlaneTopology` reads

@@ -80,7 +80,7 @@ pub fn progress(node: &RecoveryNode, marker: &Marker, objects: &Snapshot) -> Pro
 }
 
 /// [`progress`], with `mco` what the node controller writes to a candidate of the node's pool.
-pub fn progress_toward(node: &RecoveryNode, marker: &Marker, mco: &PoolTarget<'_>) -> Progress {
+fn progress_toward(node: &RecoveryNode, marker: &Marker, mco: &PoolTarget<'_>) -> Progress {
     let was = |key: &str| trimmed(marker.annotations.get(key).map(String::as_str));
     let config = was(CURRENT_CONFIG).unwrap_or_default();
     if node.boot_id != marker.boot_id {

@@ -68,11 +68,8 @@ pub struct Attention {
     /// What to do, one entry per problem.
     #[serde(rename = "do")]
     pub to_do: Vec<String>,
-    /// The problems' stable names (`imageStillCarried`, `imageStillServed`,
-    /// `imageLossUnverified`, `poolTargetedNotPaused`, `uncordonedByHand`, `drainNotFinished`,
-    /// `notDrained`, `machineConfigGone`, `machineConfigsUnknown`, `configAnnotationMissing`,
-    /// `copiesDisagree`, and from `--apply` `changedSincePlan`, `patchRefused`, `rebooted`,
-    /// `timedOut`, `nodeGone`).
+    /// The problems' stable names ([`words::problem_code`], and from `--apply` a
+    /// [`words::apply::Stop`]'s; docs/cli.md lists them).
     pub problems: Vec<&'static str>,
     /// What the registry said of the image the node is stuck on (null when it was no question
     /// for this node: a build still carries the image, or `--apply` stopped before asking).
@@ -118,11 +115,7 @@ impl Report {
                 Diagnosis::NeedsAttention(problems) => report.needs_attention.push(Attention {
                     node: n.node.clone(),
                     pool: n.pool.clone(),
-                    why: problems
-                        .iter()
-                        .map(words::problem)
-                        .collect::<Vec<_>>()
-                        .join("; "),
+                    why: words::problems_text(problems),
                     to_do: problems.iter().map(|p| words::remedy(p, &n.node)).collect(),
                     problems: problems.iter().map(words::problem_code).collect(),
                     registry: n.registry.clone(),

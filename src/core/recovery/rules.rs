@@ -14,7 +14,6 @@
 //! 7. the source shows one version of it (a dump's disagreeing copies cannot be trusted).
 
 use crate::core::model::node_annotations::{CURRENT_CONFIG, DESIRED_CONFIG};
-use crate::core::node::NodeImages;
 use crate::core::node_controller::{self, PoolBuild, can_layered_continue, pool_build};
 
 use super::loss::{Judged, Loss, RegistryAnswers, RegistrySaid};
@@ -114,15 +113,9 @@ pub(super) fn diagnose(
             _ => None,
         };
     }
-    let images = NodeImages {
-        desired: node.desired_image(),
-        current: node.current_image(),
-        state: node.state(),
-    };
-    let lost = images
-        .desired
-        .filter(|d| images.current != Some(*d))
-        .filter(|d| carrier(d, builds).is_none());
+    let images = node.images();
+    let differs = images.desired.filter(|d| images.current != Some(*d));
+    let lost = differs.filter(|d| carrier(d, builds).is_none());
     // MCO manages no node it places in no pool: only one that looks stuck is worth a word.
     let Some(pool) = pool else {
         let stuck = node.state() == Some("Degraded") && lost.is_some();
@@ -140,7 +133,7 @@ pub(super) fn diagnose(
             });
         }
     }
-    let Some(desired) = images.desired.filter(|d| images.current != Some(*d)) else {
+    let Some(desired) = differs else {
         return Some(Diagnosis::OutOfScope(Scope::NoImageDifference {
             earlier_recovery: marker.is_some(),
         }));

@@ -18,7 +18,7 @@ use super::super::{Diagnosis, Recovery};
 use super::{diagnosis, remedy, short};
 
 /// What a person does after most stops.
-pub const RERUN: &str = "run recover again: it re-reads and re-plans every node";
+const RERUN: &str = "run recover again: it re-reads and re-plans every node";
 
 // What a turn ends with where nothing else needs saying.
 pub const NOTHING_TO_APPLY: &str =

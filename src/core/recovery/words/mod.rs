@@ -158,6 +158,11 @@ pub fn problem(p: &Problem) -> String {
     }
 }
 
+/// Every problem, in one text.
+pub fn problems_text(problems: &[Problem]) -> String {
+    problems.iter().map(problem).collect::<Vec<_>>().join("; ")
+}
+
 /// What to do about it: commands where there is one.
 pub fn remedy(p: &Problem, node: &str) -> String {
     match p {
@@ -263,10 +268,9 @@ pub fn diagnosis(v: &Diagnosis) -> String {
     match v {
         Diagnosis::Recoverable(_) => "recoverable".to_string(),
         Diagnosis::Cancelled { waiting, .. } => cancelled(waiting),
-        Diagnosis::NeedsAttention(problems) => format!(
-            "it needs attention: {}",
-            problems.iter().map(problem).collect::<Vec<_>>().join("; ")
-        ),
+        Diagnosis::NeedsAttention(problems) => {
+            format!("it needs attention: {}", problems_text(problems))
+        }
         Diagnosis::OutOfScope(s) => format!("not this tool's: {}", scope(s)),
     }
 }
