@@ -18,7 +18,6 @@ use crate::core::registry::node_config::PullConfig;
 use crate::core::registry::report::{self, CheckedImage};
 use crate::core::registry::{NeededImage, needed_images, needed_images_of_all};
 
-/// Runs `images`; returns the exit status.
 pub async fn images(args: ImagesArgs) -> ExitCode {
     output::passed(run(&args).await)
 }

@@ -172,15 +172,13 @@ impl<V: ClusterView> Engine<V> {
         let Some(read) = read.filter(|_| !cached.overridden()) else {
             return Checked::Decided(cached);
         };
-        let read = tokio::time::timeout(confirm_timeout, read.wait()).await;
-        let read = match read {
+        let read = match tokio::time::timeout(confirm_timeout, read.wait()).await {
             Ok((result, started)) => {
-                let ended = Instant::now();
+                // The wait for a turn (or the window), then the read itself.
                 let read_from = started.max(phase);
                 self.metrics
                     .decision_phase(DecisionPhase::Wait, read_from - phase);
-                self.metrics
-                    .decision_phase(DecisionPhase::Read, ended - read_from);
+                self.phase_ended(DecisionPhase::Read, read_from);
                 Ok(result)
             }
             Err(elapsed) => {

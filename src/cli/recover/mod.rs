@@ -22,7 +22,6 @@ use crate::core::recovery::{self, Plan, RecoverySnapshot, words};
 
 use crate::access::registry::RegistryAsk;
 
-/// Runs `recover`; returns the exit status.
 pub async fn recover(args: RecoverArgs) -> ExitCode {
     output::status(run(&args).await)
 }
@@ -124,16 +123,10 @@ async fn gather(
 
 /// `recover POOL` names a pool the source holds.
 fn check_pool(snapshots: &[RecoverySnapshot], pool: &str, place: String) -> Result<(), CliError> {
-    let pools: Vec<String> = snapshots
-        .first()
-        .map(|s| {
-            s.objects
-                .pools
-                .iter()
-                .map(|p| p.name().to_string())
-                .collect()
-        })
-        .unwrap_or_default();
+    let pools: Vec<String> = (snapshots.iter().take(1))
+        .flat_map(|s| &s.objects.pools)
+        .map(|p| p.name().to_string())
+        .collect();
     if pools.iter().any(|p| p == pool) {
         return Ok(());
     }
