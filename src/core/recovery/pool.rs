@@ -46,7 +46,7 @@ pub fn pool_state(
     let name = pool.name();
     let unpause =
         format!("oc patch mcp {name} --type=merge -p '{{\"spec\":{{\"paused\":false}}}}'");
-    let Some(config) = config_of(name, configs) else {
+    let Some(mosc) = config_of(name, configs) else {
         return if pool.is_paused() {
             PoolState::Waiting(format!(
                 "paused: waiting until you unpause it ({unpause}) and MCO finishes it ({counts})"
@@ -57,7 +57,7 @@ pub fn pool_state(
             PoolState::Waiting(format!("waiting for Updated=True ({counts})"))
         };
     };
-    let config = config.name();
+    let config = mosc.name();
     if pool.is_paused() {
         return PoolState::Waiting(format!(
             "paused, and MachineOSConfig {config} targets it: waiting until you unpause it \
@@ -76,11 +76,7 @@ pub fn pool_state(
             "Updated=True: every node runs MachineOSConfig {config}'s image"
         ));
     }
-    let configs_build = configs
-        .iter()
-        .find(|c| c.name() == config)
-        .and_then(|c| pool_build(pool, c, builds));
-    match configs_build {
+    match pool_build(pool, mosc, builds) {
         Some(PoolBuild::Running(build)) => resumed(format!(
             "the rollout of MachineOSConfig {config} resumed: its build {build} for the pool's \
              configuration is running, and MCO sends the nodes its image once it succeeds"
