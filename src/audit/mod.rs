@@ -18,9 +18,10 @@ use crate::access::registry::{self, Checker, Limits};
 use crate::access::view::ClusterView;
 use crate::core::policy::{PolicyMode, TargetKind};
 use crate::core::registry::answer::{Answer, Status};
-use crate::core::registry::needed::NeededImage;
+use crate::core::registry::needed::{Need, NeededImage};
 use crate::core::registry::needed_images;
-use crate::core::registry::report::{one_line, pool_counts};
+use crate::core::registry::report::{one_line, pool_counts, who};
+use crate::core::snapshot::Snapshot;
 use crate::telemetry::events::{Events, reference};
 use crate::telemetry::metrics::Metrics;
 
@@ -201,7 +202,7 @@ pub async fn run<V: ClusterView>(
 /// that needs it.
 async fn missing_events(
     events: &Events,
-    snapshot: &crate::core::snapshot::Snapshot,
+    snapshot: &Snapshot,
     needed: &NeededImage,
     verdict: &Answer,
 ) {
@@ -214,11 +215,11 @@ async fn missing_events(
             "{} ({} in pool {}): {}",
             one_line(&needed.image, verdict),
             match need {
-                crate::core::registry::needed::Need::Pending => "a node is about to pull it",
-                crate::core::registry::needed::Need::Running => "nodes run it",
+                Need::Pending => "a node is about to pull it",
+                Need::Running => "nodes run it",
             },
             mosc.pool_name(),
-            crate::core::registry::report::who(needed),
+            who(needed),
         );
         let regarding = reference(TargetKind::MachineOSConfig, mosc.name(), mosc.uid());
         events

@@ -90,7 +90,6 @@ async fn gather(
                 Want::Recovery,
                 "no plan can say a cancel is safe",
             )?;
-            let notes = notes::of_dump(&loaded);
             let extra = loaded.recovery.as_ref();
             let snapshots = loaded
                 .snapshots()
@@ -101,9 +100,9 @@ async fn gather(
                     disagreeing: extra.map(|e| e.disagreeing.clone()).unwrap_or_default(),
                 })
                 .collect();
-            let authfile = args.authfile.as_deref();
-            let registry = RegistryAsk::dump(&loaded, dir, authfile, verified)
+            let registry = RegistryAsk::dump(&loaded, dir, args.authfile.as_deref(), verified)
                 .map_err(|e| CliError::Usage(e.to_string()))?;
+            let notes = notes::of_dump(&loaded);
             (snapshots, notes, dir.display().to_string(), registry)
         }
         None => {

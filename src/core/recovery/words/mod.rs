@@ -337,11 +337,10 @@ fn short(annotation: &str) -> &str {
 
 /// The plan as text: one block per node, recoverable ones with their `oc patch` command.
 pub fn text(plan: &Plan) -> String {
-    let mut out = String::new();
     if plan.nodes.is_empty() {
-        out.push_str("No node is stuck on a lost image: nothing to recover.\n");
-        return out;
+        return "No node is stuck on a lost image: nothing to recover.\n".to_string();
     }
+    let mut out = String::new();
     for n in &plan.nodes {
         let pool = n.pool.as_deref().unwrap_or("<no pool>");
         let _ = match &n.diagnosis {
