@@ -145,7 +145,7 @@ pub(super) fn diagnose(
         }]));
     }
     let image = desired.to_string();
-    let (loss, mut problems) = match registry.judge(desired) {
+    let (loss, problems) = match registry.judge(desired) {
         Judged::Available(said) => {
             return Some(Diagnosis::NeedsAttention(vec![Problem::ImageStillServed {
                 image,
@@ -156,12 +156,7 @@ pub(super) fn diagnose(
         Judged::Unverified(said) => (None, vec![Problem::ImageLossUnverified { image, said }]),
     };
     Some(lost_image_diagnosis(
-        snapshot,
-        node,
-        pool,
-        desired,
-        loss,
-        &mut problems,
+        snapshot, node, pool, desired, loss, problems,
     ))
 }
 
@@ -173,7 +168,7 @@ fn lost_image_diagnosis(
     pool: &str,
     image: &str,
     loss: Option<Loss>,
-    problems: &mut Vec<Problem>,
+    mut problems: Vec<Problem>,
 ) -> Diagnosis {
     let pool_config = pool_config(snapshot, pool);
     if let PoolConfig::SendsImage { config } = &pool_config {
@@ -182,8 +177,8 @@ fn lost_image_diagnosis(
             config: config.clone(),
         });
     }
-    let drain = drain(node, problems);
-    let configs = configs(snapshot, node, problems);
+    let drain = drain(node, &mut problems);
+    let configs = configs(snapshot, node, &mut problems);
     if snapshot.disagreeing.contains(&node.name) {
         problems.push(Problem::CopiesDisagree);
     }
@@ -204,7 +199,7 @@ fn lost_image_diagnosis(
                 marker,
             }))
         }
-        _ => Diagnosis::NeedsAttention(std::mem::take(problems)),
+        _ => Diagnosis::NeedsAttention(problems),
     }
 }
 
