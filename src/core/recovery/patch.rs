@@ -77,18 +77,9 @@ impl NodePatch {
 
     /// The exact command a person runs for it, every argument shell-quoted.
     pub fn command(&self, node: &str) -> String {
-        let args = [
-            "oc",
-            "patch",
-            "node",
-            node,
-            "--type=json",
-            "-p",
-            &self.to_json(),
-        ];
-        args.iter()
-            .map(|a| shell_word(a))
-            .collect::<Vec<_>>()
+        let json = self.to_json();
+        ["oc", "patch", "node", node, "--type=json", "-p", &json]
+            .map(shell_word)
             .join(" ")
     }
 }

@@ -102,12 +102,10 @@ fn shown(annotations: &BTreeMap<String, String>) -> String {
         DESIRED_CONFIG,
         CURRENT_CONFIG,
     ]
-    .into_iter()
     .map(|key| {
         let value = annotations.get(key).map_or("<none>", String::as_str);
         format!("{}={value}", short(key))
     })
-    .collect::<Vec<_>>()
     .join(", ")
 }
 
