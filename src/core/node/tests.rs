@@ -94,3 +94,12 @@ fn serializes_back_to_the_shape_it_reads() {
     let again: NodeMeta = serde_json::from_value(v).expect("node");
     assert_eq!(node, again);
 }
+
+#[test]
+fn an_annotation_key_is_borrowed_from_the_input_unless_it_has_escapes() {
+    let key: Key =
+        serde_json::from_str("\"machineconfiguration.openshift.io/state\"").expect("key");
+    assert!(matches!(key.0, Cow::Borrowed(_)), "no copy for a plain key");
+    let key: Key = serde_json::from_str("\"escaped\\\"key\"").expect("key");
+    assert_eq!(key.0, "escaped\"key");
+}
