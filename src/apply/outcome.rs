@@ -6,8 +6,6 @@ use std::fmt::Display;
 
 use serde::Serialize;
 
-use crate::core::recovery::words::apply::Stop;
-
 use super::Clock;
 
 /// What became of one item.
@@ -123,13 +121,6 @@ impl<S: Subject, F> Applied<S, F> {
         self.why = why;
         self.elapsed_seconds = clock.seconds();
         self
-    }
-
-    /// Stopped where `stop` says, with what a person does about it.
-    pub(crate) fn stop(self, clock: &Clock, stop: Stop) -> Self {
-        let mut a = self.end(clock, Outcome::Stopped(stop.problem), stop.why);
-        a.to_do = stop.to_do;
-        a
     }
 
     /// Whether the run goes on to the next item after this one.

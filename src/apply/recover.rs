@@ -49,6 +49,15 @@ impl outcome::Subject for Node {
     const THIS: &'static str = "this node";
 }
 
+impl Entry {
+    /// Stopped where `stop` says, with what a person does about it.
+    fn stop(self, clock: &Clock, stop: words::Stop) -> Self {
+        let mut a = self.end(clock, Outcome::Stopped(stop.problem), stop.why);
+        a.to_do = stop.to_do;
+        a
+    }
+}
+
 /// What a node's turn learnt on the way.
 #[derive(Clone, Debug, Default, Serialize)]
 pub(crate) struct Found {
