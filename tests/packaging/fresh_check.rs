@@ -74,7 +74,7 @@ fn every_program_the_tiers_start_is_installed_or_always_there() {
         ("podman", "Debian package podman"),
         ("kubectl", "Debian package kubernetes-client"),
         ("promtool", "Debian package prometheus"),
-        ("cargo-deny", "cargo install, version"),
+        ("cargo-deny", "else cargo install; version"),
         ("bash", "always there"),
     ] {
         assert!(
