@@ -30,13 +30,17 @@ impl<'a> Trial<'a> {
         if mco::mcps(client).get_opt(&self.pool).await?.is_none() {
             create_pool(client, &self.pool, &role_label(&self.pool), max_unavailable).await?;
         }
+        // Also when an API-server restart cut the pool's creation short before its rendered
+        // config (the nodes would degrade on the missing MachineConfig); creates only if missing.
+        let rendered = rendered_config(&self.pool);
+        testkit::scenario::create_rendered_config(client, &self.pool, &rendered).await?;
         for node in &self.nodes {
             if mco::nodes(client).get_opt(node).await?.is_none() {
                 create_nodes(
                     client,
                     std::slice::from_ref(node),
                     &role_label(&self.pool),
-                    &rendered_config(&self.pool),
+                    &rendered,
                 )
                 .await?;
             }
