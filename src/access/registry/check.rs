@@ -1,9 +1,8 @@
 //! [`Checker`]: is an image still served, asked where and as a node pulls it.
 
-use reqwest::Method;
 use tokio::sync::Semaphore;
 
-use super::session::{ACCEPT_MANIFESTS, Actions, Limits, Request, Session, sha256_hex};
+use super::session::{ACCEPT_MANIFESTS, Limits, Request, Session, sha256_hex};
 use crate::core::registry::answer::{Answer, Exchange, Reply, Status};
 use crate::core::registry::node_config::PullConfig;
 use crate::core::registry::sources::{PullSource, pull_sources};
@@ -124,14 +123,7 @@ impl Checker {
 
     async fn manifest(&self, place: &PullSource) -> Reply {
         let path = format!("/v2/{}/manifests/{}", place.repository, place.reference);
-        let request = Request {
-            method: Method::GET,
-            host: &place.host,
-            repository: &place.repository,
-            path: &path,
-            accept: Some(ACCEPT_MANIFESTS),
-            actions: Actions::Pull,
-        };
+        let request = Request::get(&place.host, &place.repository, &path, ACCEPT_MANIFESTS);
         let resp = match self.session.send(&request).await {
             Ok(resp) => resp,
             Err(reply) => return reply,

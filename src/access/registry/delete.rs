@@ -34,7 +34,7 @@ impl ImageDeleter {
             host,
             repository,
             path: &path,
-            accept: Some(ACCEPT_MANIFESTS),
+            accept: ACCEPT_MANIFESTS,
             actions: Actions::All,
         };
         let reply = match self.session.send(&request).await {

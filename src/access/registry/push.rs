@@ -138,8 +138,10 @@ async fn push_secret(client: &kube::Client, name: &str) -> Result<AuthFile, Push
         Ok(Some(s)) => s,
         Ok(None) => return Err(PushSecretError::Missing { name }),
         Err(e) => {
-            let reason = chain(&e);
-            return Err(PushSecretError::Read { name, reason });
+            return Err(PushSecretError::Read {
+                reason: chain(&e),
+                name,
+            });
         }
     };
     let data = secret.data.unwrap_or_default();

@@ -1,12 +1,8 @@
-//! One set of registry credentials in use: requests to any host and repository they cover,
-//! authorised as containers/image authorises them, bounded and redacted; the [`Checker`], the
-//! [`tags`](super::tags) reader and the [`delete`](super::delete) path all send through one.
-//! A request goes with the token cached for its host, repository and actions; a `401` with a
-//! `Bearer` challenge fetches one for `repository:<name>:<actions>` (`pull` to read, `*` to delete,
-//! as containers/image asks: Quay refuses `delete` but takes `*`), a `Basic` challenge takes the
-//! credentials directly. Every reason passes through its [`Redactor`].
-//!
-//! [`Checker`]: super::Checker
+//! One set of registry credentials in use, for any host and repository they cover: each request
+//! goes with the token cached for its host, repository and [`Actions`] (fetched on a `401` by the
+//! token protocol, [`super::token`]), bounded ([`Limits`]), and every reason redacted
+//! ([`Redactor`]). The [`Checker`](super::Checker), the tag reader and the delete all send
+//! through one.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,7 +60,8 @@ const PING_TTL: Duration = Duration::from_secs(300);
 pub enum Actions {
     /// Read manifests and tags: `pull`.
     Pull,
-    /// Everything, a delete included: `*` (containers/image's `deleteImage`).
+    /// Everything, a delete included: `*` (containers/image's `deleteImage`; Quay refuses a
+    /// `delete` scope but takes `*`).
     All,
 }
 
@@ -84,8 +81,22 @@ pub struct Request<'a> {
     pub repository: &'a str,
     /// The path and query (`/v2/<repository>/...`).
     pub path: &'a str,
-    pub accept: Option<&'a str>,
+    pub accept: &'a str,
     pub actions: Actions,
+}
+
+impl<'a> Request<'a> {
+    /// A read: `GET`, with a `pull` token.
+    pub fn get(host: &'a str, repository: &'a str, path: &'a str, accept: &'a str) -> Self {
+        Request {
+            method: Method::GET,
+            host,
+            repository,
+            path,
+            accept,
+            actions: Actions::Pull,
+        }
+    }
 }
 
 /// A token's key: host, repository, actions.
@@ -289,11 +300,10 @@ impl Session {
         auth: Option<Auth<'_>>,
     ) -> Result<reqwest::Response, Reply> {
         self.count();
-        let mut builder = client.request(request.method.clone(), url);
-        if let Some(accept) = request.accept {
-            builder = builder.header(reqwest::header::ACCEPT, accept);
-        }
-        builder = match auth {
+        let builder = client
+            .request(request.method.clone(), url)
+            .header(reqwest::header::ACCEPT, request.accept);
+        let builder = match auth {
             Some(Auth::Bearer(t)) => builder.bearer_auth(t),
             Some(Auth::Basic(c)) => builder.basic_auth(&c.username, Some(c.password())),
             None => builder,
@@ -335,10 +345,7 @@ impl Session {
 
 /// The lower-case hex of `body`'s sha256.
 pub fn sha256_hex(body: &[u8]) -> String {
-    Sha256::digest(body)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    format!("{:x}", Sha256::digest(body))
 }
 
 /// The `errors` of a registry's error body (none when it is not one).

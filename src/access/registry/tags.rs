@@ -1,20 +1,15 @@
 //! What a repository holds, read-only, with one session's credentials (`prune`: the push secret;
 //! `serve`'s audit: the nodes' pull secret): its tags (`GET /v2/<name>/tags/list`, a page at a
-//! time), and the digest each names (the sha256 of its manifest, checked against
-//! `Docker-Content-Digest`). A tag is gone only on the registry's own not-found answer
-//! ([`crate::core::registry::judge`]); anything else could not be told. Bounds, besides the
-//! session's: pages of 1,000 tags, at most 100 pages and 10,000 tags (more: not listed), the next
-//! page only on the same host, at most [`Limits::concurrency`] tags resolved at once.
-//!
-//! [`Limits::concurrency`]: super::Limits::concurrency
+//! time, the next page only on the same host), and the digest each names (the sha256 of its
+//! manifest, checked against `Docker-Content-Digest`). A tag is gone only on the registry's own
+//! not-found answer ([`crate::core::registry::judge`]); anything else could not be told.
 
 use crate::core::registry::internal::Internal;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use reqwest::Method;
 
-use super::session::{ACCEPT_MANIFESTS, Actions, Request, Session, sha256_hex};
+use super::session::{ACCEPT_MANIFESTS, Request, Session, sha256_hex};
 use crate::core::registry::answer::{Exchange, Reply, Status};
 use crate::core::registry::judge;
 use crate::core::registry::listing::{Listing, PushRepository, Resolved, TagAnswer};
@@ -24,7 +19,7 @@ use crate::core::registry::tags::{next_page, page_tags};
 const PAGE: usize = 1000;
 /// Pages followed per repository.
 const MAX_PAGES: usize = 100;
-/// Tags listed per repository.
+/// Tags listed per repository (a repository with more is not listed).
 const MAX_TAGS: usize = 10_000;
 
 /// Reads tags and what they hold, with one session's credentials.
@@ -68,14 +63,7 @@ impl TagReader {
         let mut path = format!("/v2/{repository}/tags/list?n={}", self.page);
         let mut tags: Vec<String> = Vec::new();
         for _ in 0..MAX_PAGES {
-            let request = Request {
-                method: Method::GET,
-                host,
-                repository,
-                path: &path,
-                accept: Some("application/json"),
-                actions: Actions::Pull,
-            };
+            let request = Request::get(host, repository, &path, "application/json");
             let resp = match self.session.send(&request).await {
                 Ok(r) => r,
                 Err(reply) => return Err(self.words(host, reply).await),
@@ -138,14 +126,7 @@ impl TagReader {
     /// What `reference` (a tag, or a digest) of `repository` holds now.
     pub async fn resolve(&self, host: &str, repository: &str, reference: &str) -> Resolved {
         let path = format!("/v2/{repository}/manifests/{reference}");
-        let request = Request {
-            method: Method::GET,
-            host,
-            repository,
-            path: &path,
-            accept: Some(ACCEPT_MANIFESTS),
-            actions: Actions::Pull,
-        };
+        let request = Request::get(host, repository, &path, ACCEPT_MANIFESTS);
         let resp = match self.session.send(&request).await {
             Ok(r) => r,
             Err(reply) => return Resolved::Unknown(self.words(host, reply).await),
