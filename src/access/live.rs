@@ -162,14 +162,11 @@ pub async fn around_the_pools(client: &Client) -> Result<Around, LiveError> {
         list::<Machine>(client, "machines"),
         list::<ClusterVersion>(client, "clusterversions"),
     );
-    let (versions, versions_served) = match versions {
-        Ok(v) => {
-            let served = v.is_some();
-            (v, served)
-        }
+    let (versions_served, versions) = match versions {
+        Ok(v) => (v.is_some(), v),
         Err(e) if forbidden(&e) => {
             tracing::warn!(error = %e, "cannot read the ClusterVersion; deciding with the most cautious rules");
-            (None, true)
+            (true, None)
         }
         Err(e) => return Err(e),
     };
@@ -263,9 +260,11 @@ pub(crate) async fn list_nodes(
 /// metadata), so every node change committed before this call is at or below it. `None` if
 /// the API server's resourceVersions are not numbers.
 pub async fn node_revision(client: &Client) -> Result<Option<u64>, LiveError> {
-    let list = node_list(client, &ListParams::default().limit(1))
+    let text = node_page_text(client, &ListParams::default().limit(1))
         .await
         .map_err(|e| LiveError::list("nodes", e))?;
+    let list: NodeList = serde_json::from_str(&text)
+        .map_err(|e| LiveError::list("nodes", kube::Error::SerdeError(e)))?;
     Ok(revision_of(list.metadata.resource_version.as_deref()))
 }
 
@@ -302,12 +301,6 @@ impl Drop for Prefetch {
 struct ListHead {
     #[serde(default)]
     metadata: ListMeta,
-}
-
-/// One list request for node metadata (`PartialObjectMetadataList`), decoded lean.
-async fn node_list(client: &Client, params: &ListParams) -> Result<NodeList, kube::Error> {
-    let text = node_page_text(client, params).await?;
-    serde_json::from_str(&text).map_err(kube::Error::SerdeError)
 }
 
 /// One list request for node metadata, as the API server sent it; bounded by [`PAGE_TIMEOUT`]

@@ -248,7 +248,7 @@ impl Driver {
         // failing from the moment it went silent, not from when the reconnect gives up.
         let mut down_since = Instant::now();
         loop {
-            let revision = match self.relist().await {
+            let mut from = match self.relist().await {
                 Ok(revision) => revision,
                 Err(e) => {
                     self.health.failed(down_since, &e);
@@ -256,7 +256,6 @@ impl Driver {
                     continue;
                 }
             };
-            let mut from = revision;
             loop {
                 let ended = self.watch(&mut from).await;
                 down_since = Instant::now();
@@ -285,11 +284,9 @@ impl Driver {
             }
         })
         .await?;
-        let revision = match listed {
-            Some(Some(revision)) => revision,
-            Some(None) => return Err(NodeWatchError::Revision),
-            None => return Err(NodeWatchError::NotServed),
-        };
+        let revision = listed
+            .ok_or(NodeWatchError::NotServed)?
+            .ok_or(NodeWatchError::Revision)?;
         next.revision = revision;
         let count = next.nodes.len();
         {

@@ -230,18 +230,14 @@ impl ClusterView for StaticView {
     }
 
     fn sizes(&self) -> Vec<(&'static str, usize)> {
-        sizes_of(&self.0)
+        let s = &self.0;
+        vec![
+            ("machineosconfigs", s.machine_os_configs.len()),
+            ("machineosbuilds", s.machine_os_builds.len()),
+            ("machineconfigpools", s.pools.len()),
+            ("nodes", s.nodes.len()),
+        ]
     }
-}
-
-/// Object counts of a snapshot, labelled as the metrics expect.
-pub fn sizes_of(s: &Snapshot) -> Vec<(&'static str, usize)> {
-    vec![
-        ("machineosconfigs", s.machine_os_configs.len()),
-        ("machineosbuilds", s.machine_os_builds.len()),
-        ("machineconfigpools", s.pools.len()),
-        ("nodes", s.nodes.len()),
-    ]
 }
 
 #[cfg(test)]
