@@ -112,10 +112,7 @@ impl Objects {
             }
             (_, "MachineConfig") if mco_v1 => {
                 if let Some((_, names)) = &mut self.recovery {
-                    let name = object
-                        .get("metadata")
-                        .and_then(|m| m.get("name"))
-                        .and_then(Value::as_str)
+                    let name = name_of(&object)
                         .filter(|n| !n.is_empty())
                         .ok_or_else(|| Skipped::NoName { kind: kind.clone() })?;
                     names.get_or_insert_default().insert(name.to_string());
@@ -232,15 +229,13 @@ fn null_values_are_empty(object: &mut Map<String, Value>) {
     }
 }
 
+fn name_of(object: &Map<String, Value>) -> Option<&str> {
+    object.get("metadata")?.get("name")?.as_str()
+}
+
+/// The object's name as messages quote it.
 fn name_in(object: &Map<String, Value>) -> String {
-    match object
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-    {
-        Some(name) => format!("{name:?}"),
-        None => "<unnamed>".to_string(),
-    }
+    name_of(object).map_or_else(|| "<unnamed>".to_string(), |name| format!("{name:?}"))
 }
 
 /// A Node reduced to what the policy reads (see [`crate::core::node`]), its strings shared with the

@@ -125,17 +125,12 @@ fn utf16(raw: &[u8]) -> Option<Vec<u16>> {
         [0xFE, 0xFF, body @ ..] => (false, body),
         _ => return None,
     };
-    Some(
-        body.chunks_exact(2)
-            .map(|p| {
-                if le {
-                    u16::from_le_bytes([p[0], p[1]])
-                } else {
-                    u16::from_be_bytes([p[0], p[1]])
-                }
-            })
-            .collect(),
-    )
+    let unit: fn([u8; 2]) -> u16 = if le {
+        u16::from_le_bytes
+    } else {
+        u16::from_be_bytes
+    };
+    Some(body.chunks_exact(2).map(|p| unit([p[0], p[1]])).collect())
 }
 
 /// The file's text: UTF-8, without a byte-order mark.

@@ -12,21 +12,17 @@ pub(super) struct Typed {
     pub(super) object: Map<String, Value>,
 }
 
-/// Type a list's items inherit when they lack their own (`NodeList` items are Nodes).
-struct ItemType<'a> {
-    api_version: &'a str,
-    kind: &'a str,
-}
-
 /// Pushes the object(s) `value` holds onto `out`: itself, or the items of a list.
 /// Items that are not objects are dropped and reported as one problem.
 pub(super) fn flatten(value: Value, out: &mut Vec<Typed>) -> Result<(), Skipped> {
     flatten_as(value, None, out)
 }
 
+/// [`flatten`], with the `(apiVersion, kind)` a list's items inherit when they lack their own
+/// (`NodeList` items are Nodes).
 fn flatten_as(
     value: Value,
-    inherit: Option<&ItemType<'_>>,
+    inherit: Option<(&str, &str)>,
     out: &mut Vec<Typed>,
 ) -> Result<(), Skipped> {
     let mut object = match value {
@@ -45,9 +41,8 @@ fn flatten_as(
             .filter(|s| !s.is_empty())
             .map(str::to_string)
     };
-    let api_version =
-        field(&object, "apiVersion").or_else(|| inherit.map(|t| t.api_version.to_string()));
-    let kind = field(&object, "kind").or_else(|| inherit.map(|t| t.kind.to_string()));
+    let api_version = field(&object, "apiVersion").or_else(|| inherit.map(|(v, _)| v.to_string()));
+    let kind = field(&object, "kind").or_else(|| inherit.map(|(_, k)| k.to_string()));
     let (Some(api_version), Some(kind)) = (api_version, kind) else {
         return Err(Skipped::NoKind);
     };
@@ -67,13 +62,10 @@ fn flatten_as(
     };
     // `kind: List` says nothing about its items; `NodeList` says they are `v1` Nodes.
     let item_kind = kind.strip_suffix("List").filter(|k| !k.is_empty());
-    let inherit = item_kind.map(|kind| ItemType {
-        api_version: &api_version,
-        kind,
-    });
+    let inherit = item_kind.map(|kind| (api_version.as_str(), kind));
     let mut problems = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
-        if let Err(reason) = flatten_as(item, inherit.as_ref(), out) {
+        if let Err(reason) = flatten_as(item, inherit, out) {
             problems.push(Skipped::Item {
                 list: kind.clone(),
                 index: i + 1,
