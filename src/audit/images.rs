@@ -1,10 +1,10 @@
 //! The audit's count of deletable images (`mosc_guard_deletable_images{machineosconfig}`): what
 //! `prune --apply --images` would delete, counted with the nodes' pull secret, never the push
 //! secret (docs/security.md). Once per interval, on a task of its own: the repositories prune would
-//! list, each listed one at a time with prune's bounds and at most [`Counter::bound`], planned by
-//! prune's own code and counted per MachineOSConfig. A repository not listed gives its configs no
-//! count. The internal registry is told by host names only (its Services and Routes are beyond
-//! `serve`'s RBAC), and mirrors are not listed (they serve pulls by digest, not tag lists).
+//! list, each listed one at a time with prune's bounds and within the interval (a minute at least),
+//! planned by prune's own code and counted per MachineOSConfig. A repository not listed gives its
+//! configs no count. The internal registry is told by host names only (its Services and Routes are
+//! beyond `serve`'s RBAC); mirrors are not listed (they serve pulls by digest, not tag lists).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,11 +61,6 @@ impl Counter {
         self.session = Some(Arc::new(Session::new(config.clone(), Limits::default())));
     }
 
-    /// How long one repository's listing may take: the interval, at least a minute.
-    pub(super) fn bound(interval: Duration) -> Duration {
-        interval.max(MIN_BOUND)
-    }
-
     /// Publishes a finished round, and starts the next when due: listing with the session, or,
     /// while the pull configuration cannot be read (`unreadable`: the answer it gives), every
     /// config unknown.
@@ -101,7 +96,7 @@ impl Counter {
                 self.running = Some(tokio::spawn(round(
                     Arc::clone(session),
                     snapshot.clone(),
-                    Self::bound(interval),
+                    interval.max(MIN_BOUND),
                 )));
             }
             (None, None) => {}
