@@ -56,14 +56,12 @@ enum NodeWatchError {
     Event { code: u16, message: String },
 }
 
-/// What the cache holds; one lock, so the index, the nodes and the revision always agree.
+/// What the cache holds; one lock, so the index and the nodes always agree.
 #[derive(Default)]
 struct NodeState {
     nodes: HashMap<Arc<str>, Arc<NodeMeta>>,
     index: NodeIndex,
     interner: Interner,
-    /// Every node change at or below this revision is applied (0: no list completed yet).
-    revision: u64,
     /// Raised by every change to what a decision reads of a node (a node added, removed, or
     /// its lean copy changed; a relist): equal generations mean equal nodes. A kubelet's
     /// status update changes nothing kept, and raises nothing.
@@ -287,7 +285,6 @@ impl Driver {
         let revision = listed
             .ok_or(NodeWatchError::NotServed)?
             .ok_or(NodeWatchError::Revision)?;
-        next.revision = revision;
         let count = next.nodes.len();
         {
             let mut state = write(&self.state);
@@ -357,14 +354,10 @@ impl Driver {
                 return Ended::Relist;
             };
             *from = revision;
-            {
-                let mut state = write(&self.state);
-                match change {
-                    Change::Upsert(meta) => state.upsert(meta),
-                    Change::Remove(name) => state.remove(&name),
-                    Change::None => {}
-                }
-                state.revision = state.revision.max(revision);
+            match change {
+                Change::Upsert(meta) => write(&self.state).upsert(meta),
+                Change::Remove(name) => write(&self.state).remove(&name),
+                Change::None => {}
             }
             // Published after the change is applied: a reader that sees `revision` finds it.
             self.revision.send_if_modified(|r| {
