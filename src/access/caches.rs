@@ -160,15 +160,6 @@ where
     }
 }
 
-/// "machineconfigpools (watch failing for 35s: ...)" when `health` is stale at `now`.
-fn describe_stale(what: &str, health: &WatchHealth, now: Instant) -> Option<String> {
-    let (for_, error) = health.stale(now)?;
-    Some(format!(
-        "{what} (watch failing for {}s: {error})",
-        for_.as_secs()
-    ))
-}
-
 /// The webhook's view of the cluster: three reflectors, the node cache (with its index of
 /// nodes by image digest), and a client for fresh reads.
 pub struct Caches {
@@ -311,14 +302,18 @@ impl Caches {
         Ok(FreshNodes::Listed(nodes.unwrap_or_default()))
     }
 
-    /// Each required cache's "stale at `now`" description (optional ones are never stale).
+    /// Each required cache, and "machineconfigpools (watch failing for 35s: ...)" when it is
+    /// stale at `now` (optional ones are never stale).
     fn stale_at(&self, now: Instant) -> Vec<(&'static str, Option<String>)> {
         self.table()
             .into_iter()
             .filter(|c| !c.kind.optional)
             .map(|c| {
                 let name = c.kind.name;
-                (name, describe_stale(name, c.health, now))
+                let stale = c.health.stale(now).map(|(for_, error)| {
+                    format!("{name} (watch failing for {}s: {error})", for_.as_secs())
+                });
+                (name, stale)
             })
             .collect()
     }
