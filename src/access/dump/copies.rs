@@ -46,16 +46,11 @@ impl<T> Kept<T> {
             });
         }
         let new = (decoded.content, Arc::new(decoded.object));
-        let Some(kept) = self.0.get_mut(&decoded.name) else {
-            self.0.insert(
-                decoded.name,
-                Copies {
-                    resource_version: decoded.resource_version,
-                    objects: vec![new],
-                },
-            );
-            return Ok(());
-        };
+        // A first copy meets an empty entry of its own resourceVersion: the last arm keeps it.
+        let kept = self.0.entry(decoded.name).or_insert(Copies {
+            resource_version: decoded.resource_version,
+            objects: Vec::new(),
+        });
         match (kept.resource_version, decoded.resource_version) {
             (Some(old), Some(rv)) if old > rv => {}
             (Some(old), Some(rv)) if old < rv => {
