@@ -2,9 +2,8 @@
 //! <digest>`, as MCO's image pruner makes it (containers/image's `deleteImage`: by digest, with
 //! the push secret, a token scoped `repository:<name>:*`). The registry deletes the manifest
 //! with every tag on it. [`ImageDeleter`] is its own type with an explicit constructor: the
-//! [`Checker`](super::Checker) and the [`TagReader`](super::tags::TagReader) never write.
-//!
-//! What the answer means is [`crate::core::registry::deletion`]'s; its words are redacted.
+//! [`Checker`](super::Checker) and the [`TagReader`](super::tags::TagReader) never write. What
+//! the answer means is [`crate::core::registry::deletion`]'s; its words are redacted.
 
 use std::sync::Arc;
 
@@ -13,8 +12,7 @@ use reqwest::Method;
 use super::session::{ACCEPT_MANIFESTS, Actions, Request, Session};
 use crate::core::registry::deletion::{DeleteAnswer, judge_delete};
 
-/// Deletes manifests by digest, with the session's credentials (the push secret MCO deletes
-/// with).
+/// Deletes manifests by digest, with the push secret MCO deletes with.
 pub struct ImageDeleter {
     session: Arc<Session>,
 }
