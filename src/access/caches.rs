@@ -160,7 +160,7 @@ where
     }
 }
 
-/// The webhook's view of the cluster: three reflectors, the node cache (with its index of
+/// The webhook's view of the cluster: a reflector per kind, the node cache (with its index of
 /// nodes by image digest), and a client for fresh reads.
 pub struct Caches {
     client: Client,

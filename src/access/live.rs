@@ -47,7 +47,6 @@ pub enum LiveError {
 }
 
 impl LiveError {
-    /// Listing `what` failed with `source`.
     pub(crate) fn list(what: &'static str, source: kube::Error) -> Self {
         LiveError::List { what, source }
     }

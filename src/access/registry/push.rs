@@ -98,7 +98,6 @@ impl Registries {
         Internal::of(&source.host, known)
     }
 
-    /// Lists `source` now.
     pub async fn listing(&self, source: &PushRepository) -> Listing {
         let internal = self.internal(source);
         match self.reader(source) {

@@ -99,7 +99,6 @@ impl<'a> Request<'a> {
     }
 }
 
-/// A token's key: host, repository, actions.
 type TokenKey = (String, String, Actions);
 
 /// Credentials, CAs and proxy in use, with their tokens and pings.
