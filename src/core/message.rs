@@ -405,12 +405,9 @@ pub struct Printable<'a>(pub &'a str);
 
 impl std::fmt::Display for Printable<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use std::fmt::Write as _;
         for c in self.0.chars() {
             if c.is_control() {
-                for e in c.escape_default() {
-                    f.write_char(e)?;
-                }
+                write!(f, "{}", c.escape_default())?;
             } else {
                 f.write_char(c)?;
             }
