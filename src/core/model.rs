@@ -367,7 +367,6 @@ impl MachineConfigPool {
     }
 }
 
-/// Whether condition `type_` is True.
 pub(crate) fn is_true(conditions: &[Condition], type_: &str) -> bool {
     conditions
         .iter()

@@ -147,7 +147,6 @@ impl NodeIndex {
         }
     }
 
-    /// Forgets a node.
     pub fn remove(&mut self, name: &str) {
         let Some(filed) = self.filed.remove(name) else {
             return;

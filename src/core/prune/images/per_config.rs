@@ -28,7 +28,6 @@ pub enum ConfigImages {
 }
 
 impl ConfigImages {
-    /// The count, when there is one.
     pub fn count(&self) -> Option<usize> {
         match self {
             ConfigImages::Deletable(n) => Some(*n),
