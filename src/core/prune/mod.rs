@@ -166,6 +166,11 @@ impl Planned {
         self.why.is_empty()
     }
 
+    /// Oldest first, one without a `creationTimestamp` after every dated one.
+    fn age_order(&self) -> (bool, Option<Timestamp>) {
+        (self.created.is_none(), self.created)
+    }
+
     /// The reasons' stable names, each once.
     pub fn reasons(&self) -> Vec<Keep> {
         reason_names(&self.why)
@@ -243,12 +248,7 @@ pub fn plan_with(
     revisions::add(&mut builds, options);
     shared::add(&mut builds, snapshot);
     builds.sort_by(|a, b| {
-        (&a.config, a.created.is_none(), a.created, &a.name).cmp(&(
-            &b.config,
-            b.created.is_none(),
-            b.created,
-            &b.name,
-        ))
+        (&a.config, a.age_order(), &a.name).cmp(&(&b.config, b.age_order(), &b.name))
     });
     Plan {
         builds,
