@@ -133,12 +133,11 @@ pub fn override_warnings(v: &Verdict) -> Vec<String> {
 
 /// The refusal when a would-be allow could not be confirmed against the API server.
 pub fn unverified(kind: TargetKind, name: &str, why: &str) -> String {
+    let kind = kind.cli_name();
     format!(
-        "{} \"{name}\" cannot be deleted right now: mosc-guard could not verify that no node still needs its images ({why}). \
+        "{kind} \"{name}\" cannot be deleted right now: mosc-guard could not verify that no node still needs its images ({why}). \
          The guard fails closed because deleting an image a node still needs degrades the pool. \
-         Retry in a moment; if the API server stays unreachable, override with: oc annotate {} {name} {OVERRIDE_ANNOTATION}=\"<reason>\"",
-        kind.cli_name(),
-        kind.cli_name()
+         Retry in a moment; if the API server stays unreachable, override with: oc annotate {kind} {name} {OVERRIDE_ANNOTATION}=\"<reason>\""
     )
 }
 
@@ -405,12 +404,9 @@ pub struct Printable<'a>(pub &'a str);
 
 impl std::fmt::Display for Printable<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use std::fmt::Write as _;
         for c in self.0.chars() {
             if c.is_control() {
-                for e in c.escape_default() {
-                    f.write_char(e)?;
-                }
+                write!(f, "{}", c.escape_default())?;
             } else {
                 f.write_char(c)?;
             }

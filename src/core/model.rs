@@ -120,10 +120,9 @@ pub struct MachineOSBuildSpec {
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct MachineOSBuildStatus {
     pub digested_image_push_spec: Option<String>,
-    #[serde(default)]
     pub conditions: Vec<Condition>,
 }
 
@@ -147,12 +146,11 @@ pub struct MachineConfigPoolSpec {
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct MachineConfigPoolStatus {
     /// The rendered config the pool's machines are on (the MCS serves it to joining machines
     /// until one machine has updated).
     pub configuration: Option<NameRef>,
-    #[serde(default)]
     pub conditions: Vec<Condition>,
     pub machine_count: Option<i64>,
     pub updated_machine_count: Option<i64>,
@@ -212,11 +210,12 @@ impl MachineOSConfig {
 
     /// `spec.renderedImagePushSecret.name`.
     pub fn push_secret(&self) -> Option<&str> {
-        self.spec
-            .rendered_image_push_secret
-            .as_ref()
-            .map(|r| r.name.trim())
-            .filter(|n| !n.is_empty())
+        trimmed(
+            self.spec
+                .rendered_image_push_secret
+                .as_ref()
+                .map(|r| r.name.as_str()),
+        )
     }
 
     /// The values of its annotations (a pre-built image's among them), for the digests they
@@ -299,16 +298,6 @@ impl MachineOSBuild {
             .map(|o| o.uid.as_str())
     }
 
-    /// Whether an ownerReference names `uid`: the garbage collector deletes the build once
-    /// its owners are gone.
-    pub fn owned_by(&self, uid: &str) -> bool {
-        self.metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.uid == uid)
-    }
-
     /// Whether every ownerReference names `uid` (and there is one): once that owner is gone
     /// the garbage collector deletes the build.
     pub fn only_owner_is(&self, uid: &str) -> bool {
@@ -334,8 +323,6 @@ impl MachineOSBuild {
     /// The push secret MCO names on it (the annotation MCO deletes its image with).
     pub fn push_secret(&self) -> Option<&str> {
         annotation(&self.metadata, ANNOTATION_PUSH_SECRET)
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
     }
 
     /// Whether MCO labelled it the synthetic build of a pre-built image (4.21 on).
@@ -380,7 +367,6 @@ impl MachineConfigPool {
     }
 }
 
-/// Whether condition `type_` is True.
 pub(crate) fn is_true(conditions: &[Condition], type_: &str) -> bool {
     conditions
         .iter()

@@ -3,7 +3,6 @@
 //! selector fails them.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
@@ -74,23 +73,16 @@ pub enum InvalidRequirement {
 }
 
 /// What is wrong with a requirement's operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum OperatorProblem {
     /// `In`/`NotIn` without values.
+    #[error("needs at least one value")]
     NoValues,
     /// `Exists`/`DoesNotExist` with values.
+    #[error("takes no values")]
     Values,
+    #[error("is not a known operator")]
     Unknown,
-}
-
-impl fmt::Display for OperatorProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            OperatorProblem::NoValues => "needs at least one value",
-            OperatorProblem::Values => "takes no values",
-            OperatorProblem::Unknown => "is not a known operator",
-        })
-    }
 }
 
 /// Checks a selector as `metav1.LabelSelectorAsSelector` does.

@@ -37,8 +37,7 @@ pub fn guarded_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTre
 /// without the pool rule), or `None` when only a scan of every node can find such nodes.
 /// Candidates the index names for them feed [`evaluate_blocked`].
 pub fn blocking_digests(snapshot: &Snapshot, target: Deletion<'_>) -> Option<BTreeSet<String>> {
-    let guarded = guarded_images(snapshot, target);
-    guarded.digests()
+    guarded_images(snapshot, target).digests()
 }
 
 /// The verdict when a node among `snapshot.nodes` blocks by itself (or a joining machine does,
@@ -130,17 +129,15 @@ impl NodeIndex {
         let name = Arc::clone(node.shared_name());
         let filed = self.classify(node);
         self.remove(&name);
-        if let Some(d) = &filed.in_flight {
-            self.in_flight
-                .entry(Arc::clone(d))
-                .or_default()
-                .insert(Arc::clone(&name));
-        }
-        if let Some(d) = &filed.running {
-            self.running
-                .entry(Arc::clone(d))
-                .or_default()
-                .insert(Arc::clone(&name));
+        for (map, digest) in [
+            (&mut self.in_flight, &filed.in_flight),
+            (&mut self.running, &filed.running),
+        ] {
+            if let Some(d) = digest {
+                map.entry(Arc::clone(d))
+                    .or_default()
+                    .insert(Arc::clone(&name));
+            }
         }
         if filed.unindexed {
             self.unindexed.insert(Arc::clone(&name));
@@ -150,7 +147,6 @@ impl NodeIndex {
         }
     }
 
-    /// Forgets a node.
     pub fn remove(&mut self, name: &str) {
         let Some(filed) = self.filed.remove(name) else {
             return;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::core::cluster::Machine;
-use crate::core::image::ImageKey;
+use crate::core::image::repo_of;
 use crate::core::model::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use crate::core::snapshot::Snapshot;
 
@@ -83,8 +83,7 @@ fn served_image<'a>(
 /// (`<service>.openshift-image-registry.svc[.cluster.local]`). MCO also counts the registry's
 /// Routes; a Route host counts as external here, which can only refuse more.
 fn internal_registry(image: &str) -> bool {
-    let key = ImageKey::parse(image);
-    key.repo().is_some_and(|r| {
+    repo_of(image).is_some_and(|r| {
         let host = r.registry.split(':').next().unwrap_or_default();
         host.ends_with(".openshift-image-registry.svc")
             || host.ends_with(".openshift-image-registry.svc.cluster.local")

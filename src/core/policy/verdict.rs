@@ -49,7 +49,6 @@ impl TargetKind {
         }
     }
 
-    /// The API kind.
     pub fn kind(self) -> &'static str {
         match self {
             TargetKind::MachineOSConfig => "MachineOSConfig",

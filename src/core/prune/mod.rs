@@ -28,7 +28,7 @@ use crate::core::release::Rules;
 use crate::core::snapshot::Snapshot;
 
 pub use recheck::{Recheck, recheck};
-pub use report::{Deletable, Kept, Report};
+pub use report::{About, Kept, Report};
 
 /// `--keep` and `--keep-younger-than`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,11 +113,28 @@ pub enum Keep {
     EarlierImageUnderTag,
 }
 
-/// One reason a build is kept, in words.
+/// One reason a build (`K`: [`Keep`]) or a tag ([`images::TagKeep`]) is kept, in words.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Why {
-    pub keep: Keep,
+pub struct Reason<K> {
+    pub keep: K,
     pub text: String,
+}
+
+pub type Why = Reason<Keep>;
+
+/// Adds a reason to `why` unless it is there already, keeping `why` sorted.
+fn add_reason<K: Ord>(why: &mut Vec<Reason<K>>, keep: K, text: String) {
+    let reason = Reason { keep, text };
+    if !why.contains(&reason) {
+        why.push(reason);
+        why.sort();
+    }
+}
+
+/// The reasons' stable names, each once.
+fn reason_names<K: Ord + Copy>(why: &[Reason<K>]) -> Vec<K> {
+    let set: BTreeSet<K> = why.iter().map(|w| w.keep).collect();
+    set.into_iter().collect()
 }
 
 /// One MachineOSBuild, planned.
@@ -149,21 +166,18 @@ impl Planned {
         self.why.is_empty()
     }
 
+    /// Oldest first, one without a `creationTimestamp` after every dated one.
+    fn age_order(&self) -> (bool, Option<Timestamp>) {
+        (self.created.is_none(), self.created)
+    }
+
     /// The reasons' stable names, each once.
     pub fn reasons(&self) -> Vec<Keep> {
-        let set: BTreeSet<Keep> = self.why.iter().map(|w| w.keep).collect();
-        set.into_iter().collect()
+        reason_names(&self.why)
     }
 
     fn keep(&mut self, keep: Keep, text: impl Into<String>) {
-        let why = Why {
-            keep,
-            text: text.into(),
-        };
-        if !self.why.contains(&why) {
-            self.why.push(why);
-            self.why.sort();
-        }
+        add_reason(&mut self.why, keep, text.into());
     }
 }
 
@@ -234,12 +248,7 @@ pub fn plan_with(
     revisions::add(&mut builds, options);
     shared::add(&mut builds, snapshot);
     builds.sort_by(|a, b| {
-        (&a.config, a.created.is_none(), a.created, &a.name).cmp(&(
-            &b.config,
-            b.created.is_none(),
-            b.created,
-            &b.name,
-        ))
+        (&a.config, a.age_order(), &a.name).cmp(&(&b.config, b.age_order(), &b.name))
     });
     Plan {
         builds,

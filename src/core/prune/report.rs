@@ -13,7 +13,7 @@ use super::{Keep, Plan, Planned, State};
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report<'a> {
-    pub deletable: Vec<Deletable<'a>>,
+    pub deletable: Vec<About<'a>>,
     pub kept: Vec<Kept<'a>>,
     /// The tags no MachineOSBuild names, each deletable or kept.
     pub images: Vec<ImageReport<'a>>,
@@ -28,7 +28,7 @@ pub struct Report<'a> {
     pub warnings: Vec<String>,
 }
 
-/// What a deletable and a kept build have in common.
+/// A deletable build, and what a kept one says besides its reasons.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct About<'a> {
@@ -46,12 +46,6 @@ pub struct About<'a> {
     pub tag: Option<&'a str>,
     /// The images deleting it makes MCO delete from the registry (empty: none).
     pub deletes: &'a [String],
-}
-
-#[derive(Debug, Serialize)]
-pub struct Deletable<'a> {
-    #[serde(flatten)]
-    pub about: About<'a>,
 }
 
 #[derive(Debug, Serialize)]
@@ -75,10 +69,7 @@ impl<'a> Report<'a> {
         );
         let (images, image_repositories) = images.report();
         Report {
-            deletable: plan
-                .deletable()
-                .map(|b| Deletable { about: about(b) })
-                .collect(),
+            deletable: plan.deletable().map(about).collect(),
             kept: plan
                 .kept()
                 .map(|b| Kept {

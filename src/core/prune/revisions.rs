@@ -21,11 +21,7 @@ pub(super) fn add(builds: &mut [Planned], options: &Options) {
         // Newest first: no timestamp first, then the latest; ties by name (for the text only).
         members.sort_by(|&a, &b| {
             let (a, b) = (&builds[a], &builds[b]);
-            (b.created.is_none(), b.created, &a.name).cmp(&(
-                a.created.is_none(),
-                a.created,
-                &b.name,
-            ))
+            (b.age_order(), &a.name).cmp(&(a.age_order(), &b.name))
         });
         let of = match &config {
             Some(c) => format!("MachineOSConfig {c}"),

@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::core::model::trimmed;
 use crate::core::node::NodeImages;
 use crate::core::policy::Membership;
 use crate::core::snapshot::Snapshot;
@@ -109,6 +110,7 @@ pub fn needed_images(snapshot: &Snapshot) -> Vec<NeededImage> {
     let membership = Membership::new(&snapshot.pools);
     let mut pool_names: HashMap<&str, Arc<str>> = HashMap::new();
     let mut images: BTreeMap<String, Vec<Holder>> = BTreeMap::new();
+    let mut add = |image: &str, holder| images.entry(image.to_string()).or_default().push(holder);
     // Per pool: how many member nodes run each current image, and how many nodes there are.
     let mut running: HashMap<(&str, &str), usize> = HashMap::new();
     let mut members: HashMap<&str, usize> = HashMap::new();
@@ -122,35 +124,17 @@ pub fn needed_images(snapshot: &Snapshot) -> Vec<NeededImage> {
                 *running.entry((p, current)).or_default() += 1;
             }
         }
-        if let Some(desired) = seen.desired
-            && !seen.reached()
-        {
-            images
-                .entry(desired.to_string())
-                .or_default()
-                .push(Holder::Node {
-                    node: Arc::clone(node.shared_name()),
-                    pool: shared_pool.clone(),
-                    need: Need::Pending,
-                });
-        }
-        if let Some(current) = seen.current {
-            images
-                .entry(current.to_string())
-                .or_default()
-                .push(Holder::Node {
-                    node: Arc::clone(node.shared_name()),
-                    pool: shared_pool,
-                    need: Need::Running,
-                });
+        let pending = seen.desired.filter(|_| !seen.reached());
+        for (image, need) in [(pending, Need::Pending), (seen.current, Need::Running)] {
+            if let Some(image) = image {
+                let node = Arc::clone(node.shared_name());
+                let pool = shared_pool.clone();
+                add(image, Holder::Node { node, pool, need });
+            }
         }
     }
     for mosc in &snapshot.machine_os_configs {
-        let Some(image) = mosc
-            .current_image()
-            .map(str::trim)
-            .filter(|i| !i.is_empty())
-        else {
+        let Some(image) = trimmed(mosc.current_image()) else {
             continue;
         };
         let pool = mosc.pool_name();
@@ -160,32 +144,19 @@ pub fn needed_images(snapshot: &Snapshot) -> Vec<NeededImage> {
         } else {
             Need::Running
         };
-        images
-            .entry(image.to_string())
-            .or_default()
-            .push(Holder::MachineOSConfig {
-                name: mosc.name().to_string(),
-                pool: pool.to_string(),
-                need,
-            });
+        let name = mosc.name().to_string();
+        let pool = pool.to_string();
+        add(image, Holder::MachineOSConfig { name, pool, need });
     }
     for build in &snapshot.machine_os_builds {
         if !build.succeeded() {
             continue;
         }
-        let Some(image) = build
-            .digested_image()
-            .map(str::trim)
-            .filter(|i| !i.is_empty())
-        else {
-            continue;
-        };
-        images
-            .entry(image.to_string())
-            .or_default()
-            .push(Holder::MachineOSBuild {
-                name: build.name().to_string(),
-            });
+        // `digested_image` is trimmed and never empty.
+        if let Some(image) = build.digested_image() {
+            let name = build.name().to_string();
+            add(image, Holder::MachineOSBuild { name });
+        }
     }
     images
         .into_iter()

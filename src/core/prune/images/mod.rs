@@ -16,7 +16,7 @@ mod report;
 mod repositories;
 mod words;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -26,7 +26,7 @@ use crate::core::registry::internal::Internal;
 use crate::core::registry::listing::{Listing, PushRepository, Resolved, TagAnswer};
 use crate::core::snapshot::Snapshot;
 
-use super::{listed, nodes_do};
+use super::{Reason, add_reason, listed, nodes_do, reason_names};
 pub use named::Named;
 pub use per_config::{ConfigImages, per_config};
 pub use relisted::{Relisted, relisted};
@@ -58,12 +58,7 @@ pub enum TagKeep {
     InternalRegistryUnknown,
 }
 
-/// One reason a tag is kept, in words.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct TagWhy {
-    pub keep: TagKeep,
-    pub text: String,
-}
+pub type TagWhy = Reason<TagKeep>;
 
 /// One tag no build names, planned.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,19 +85,11 @@ impl PlannedTag {
     }
 
     pub fn reasons(&self) -> Vec<TagKeep> {
-        let set: BTreeSet<TagKeep> = self.why.iter().map(|w| w.keep).collect();
-        set.into_iter().collect()
+        reason_names(&self.why)
     }
 
     fn keep(&mut self, keep: TagKeep, text: impl Into<String>) {
-        let why = TagWhy {
-            keep,
-            text: text.into(),
-        };
-        if !self.why.contains(&why) {
-            self.why.push(why);
-            self.why.sort();
-        }
+        add_reason(&mut self.why, keep, text.into());
     }
 }
 

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::core::image::ImageKey;
+use crate::core::image::repo_of;
 use crate::core::snapshot::Snapshot;
 
 use super::ImagePlan;
@@ -28,7 +28,6 @@ pub enum ConfigImages {
 }
 
 impl ConfigImages {
-    /// The count, when there is one.
     pub fn count(&self) -> Option<usize> {
         match self {
             ConfigImages::Deletable(n) => Some(*n),
@@ -87,13 +86,8 @@ fn owners(snapshot: &Snapshot, repository: &str, configs: &[String]) -> BTreeSet
             .machine_os_builds
             .iter()
             .filter(|b| {
-                b.push_spec()
-                    .and_then(|s| {
-                        ImageKey::parse(s)
-                            .repo()
-                            .map(|r| r.to_string() == repository)
-                    })
-                    .unwrap_or(false)
+                let repo = b.push_spec().and_then(repo_of);
+                repo.is_some_and(|r| r.to_string() == repository)
             })
             .map(|b| b.config_name().unwrap_or_default().to_string())
             .collect();

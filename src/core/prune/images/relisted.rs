@@ -21,7 +21,6 @@ pub enum Relisted {
 }
 
 impl Relisted {
-    /// In one sentence.
     pub fn why(&self) -> String {
         match self {
             Relisted::Same => "still deletable, with the tags it was planned with".to_string(),

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::core::image::{ImageKey, RepoKey};
+use crate::core::image::{RepoKey, repo_of};
 use crate::core::registry::listing::PushRepository;
 use crate::core::snapshot::Snapshot;
 
@@ -24,10 +24,7 @@ pub fn push_repositories(snapshot: &Snapshot) -> Vec<PushRepository> {
     let mut configs: Vec<_> = snapshot.machine_os_configs.iter().collect();
     configs.sort_by(|a, b| a.name().cmp(b.name()));
     for config in configs {
-        let Some(key) = config
-            .push_spec()
-            .and_then(|s| ImageKey::parse(s).repo().cloned())
-        else {
+        let Some(key) = config.push_spec().and_then(repo_of) else {
             continue;
         };
         let source = entry(&mut by_repo, key);
@@ -37,10 +34,7 @@ pub fn push_repositories(snapshot: &Snapshot) -> Vec<PushRepository> {
         }
     }
     for build in &snapshot.machine_os_builds {
-        let Some(key) = build
-            .push_spec()
-            .and_then(|s| ImageKey::parse(s).repo().cloned())
-        else {
+        let Some(key) = build.push_spec().and_then(repo_of) else {
             continue;
         };
         entry(&mut by_repo, key.clone()).builds += 1;

@@ -8,7 +8,6 @@ use crate::core::image::abbreviate;
 
 use super::{ImagePlan, PlannedTag, RepositoryPlan};
 
-/// The images part of the plan as text.
 pub fn text(plan: &ImagePlan) -> String {
     let mut out = String::new();
     if let Some(why) = &plan.skipped {
