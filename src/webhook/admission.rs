@@ -74,10 +74,10 @@ impl<V: ClusterView> Admission<V> {
         self
     }
 
-    /// Stops adding the finalizer (draining before an uninstall); deferred deletions still
-    /// complete.
-    pub fn without_new_finalizers(mut self) -> Self {
-        self.no_new_finalizers = true;
+    /// `without`: stops adding the finalizer (draining before an uninstall); deferred
+    /// deletions still complete.
+    pub fn without_new_finalizers(mut self, without: bool) -> Self {
+        self.no_new_finalizers = without;
         self
     }
 
