@@ -14,9 +14,9 @@ fn main() -> ExitCode {
     // kube's client logs connection failures itself; `check` reports them as its error.
     let default = match cli.command {
         Command::Serve(_) => "info",
-        Command::Check(_) => "warn,kube_client=off",
         Command::Certs(_) => "warn",
-        Command::RemoveFinalizers(_)
+        Command::Check(_)
+        | Command::RemoveFinalizers(_)
         | Command::Recover(_)
         | Command::Images(_)
         | Command::Prune(_) => "warn,kube_client=off",

@@ -8,7 +8,6 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use crate::access::live;
 use crate::access::registry::delete::ImageDeleter;
 use crate::access::registry::session::Session;
 use crate::access::registry::tags::TagReader;
@@ -40,12 +39,9 @@ impl PruneStep<'_> {
             image.image(),
             source.repository
         ));
-        let fresh = match live::snapshot(self.client).await {
-            Ok((snapshot, _)) => snapshot.with_release_override(self.settings.version),
-            Err(e) => {
-                let why = format!("could not re-read the cluster: {e}; nothing was deleted");
-                return (Outcome::ReadFailed, why);
-            }
+        let fresh = match self.reread().await {
+            Ok(fresh) => fresh,
+            Err(why) => return (Outcome::ReadFailed, why),
         };
         let Some(session) = registries.session(source) else {
             let why = "its push secret could not be used: nothing was deleted".to_string();

@@ -18,6 +18,7 @@ use crate::access::live;
 use crate::access::prune::{DeleteError, build_exists, delete_build};
 use crate::core::prune::images::DeletableImage;
 use crate::core::prune::{self, Options, Plan, Recheck, words};
+use crate::core::snapshot::Snapshot;
 
 use super::outcome::{self, Applied, Outcome};
 use super::{Clock, Stage, Step};
@@ -202,12 +203,9 @@ impl PruneStep<'_> {
             "build {name}: re-reading what its plan rests on (MachineOSBuilds, MachineOSConfigs, \
              pools, nodes, Machines, the release) and re-planning it"
         ));
-        let fresh = match live::snapshot(self.client).await {
-            Ok((snapshot, _)) => snapshot.with_release_override(self.settings.version),
-            Err(e) => {
-                let why = format!("could not re-read the cluster: {e}; nothing was deleted");
-                return a.end(clock, Outcome::ReadFailed, why);
-            }
+        let fresh = match self.reread().await {
+            Ok(fresh) => fresh,
+            Err(why) => return a.end(clock, Outcome::ReadFailed, why),
         };
         let plan = prune::plan(&fresh, &self.settings.options, Timestamp::now());
         let (build, uid, version) = match prune::recheck(&plan, name) {
@@ -262,6 +260,16 @@ impl PruneStep<'_> {
             ),
         };
         a.end(clock, outcome, why)
+    }
+
+    /// The cluster read again, with `--openshift-version` applied; `Err`: why not.
+    pub(super) async fn reread(&self) -> Result<Snapshot, String> {
+        match live::snapshot(self.client).await {
+            Ok((snapshot, _)) => Ok(snapshot.with_release_override(self.settings.version)),
+            Err(e) => Err(format!(
+                "could not re-read the cluster: {e}; nothing was deleted"
+            )),
+        }
     }
 
     /// Until the build (this uid) is gone, or the timeout.

@@ -40,8 +40,14 @@ pub(super) fn status(ran: Result<ExitCode, CliError>) -> ExitCode {
 
 /// The exit status of a run that passes or not: 0 passed, 1 not, 2 it could not run.
 pub(super) fn passed(ran: Result<bool, CliError>) -> ExitCode {
-    status(ran.map(|passed| match passed {
-        true => ExitCode::SUCCESS,
-        false => ExitCode::from(1),
-    }))
+    status(ran.map(exit_code))
+}
+
+/// 0 when `passed`, else 1.
+pub(super) fn exit_code(passed: bool) -> ExitCode {
+    if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }

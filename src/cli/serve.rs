@@ -63,9 +63,8 @@ pub struct ServeConfig {
     pub confirm_batch_window: Duration,
     /// `--openshift-version`: overrides the cluster's release.
     pub release: Option<String>,
-    pub lease_namespace: String,
-    pub lease_name: String,
-    pub identity: String,
+    /// The Lease, and this replica's identity in it and in Events.
+    pub lease: LeaseSettings,
     /// `--registry-check-interval`; `None` when 0 (off).
     pub registry_check: Option<Duration>,
 }
@@ -125,9 +124,11 @@ impl TryFrom<ServeArgs> for ServeConfig {
             fence_wait: Duration::from_millis(args.fence_wait_ms),
             confirm_batch_window: Duration::from_millis(args.confirm_batch_window_ms),
             release: args.source.openshift_version,
-            lease_namespace: args.lease_namespace,
-            lease_name: args.lease_name,
-            identity: args.identity.unwrap_or_else(default_identity),
+            lease: LeaseSettings::new(
+                args.lease_namespace,
+                args.lease_name,
+                args.identity.unwrap_or_else(default_identity),
+            ),
             registry_check: (args.registry_check_interval > 0)
                 .then(|| secs(args.registry_check_interval)),
         })
@@ -190,7 +191,7 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
     match &config.read_from {
         ReadFrom::Live(cluster) => {
             let client = cluster.client().await?;
-            let events = Events::new(client.clone(), &config.identity);
+            let events = Events::new(client.clone(), &config.lease.identity);
             let caches = Caches::start(client.clone(), config.stale_after)
                 .with_fence_wait(config.fence_wait);
             let admission = admission(&config, caches, metrics).with_events(events.clone());
@@ -218,15 +219,11 @@ fn admission<V: ClusterView>(
     let view = ReleaseOverride::new(view, config.release.clone());
     let engine = Engine::new(view, config.policy, metrics, config.confirm_timeout)
         .with_confirm_batch_window(config.confirm_batch_window);
-    let admission = Admission::new(engine)
+    Admission::new(engine)
         .with_deletion_mode(config.deletion_mode)
         .with_enforcement(config.enforcement)
-        .with_mco_users(config.mco_users.clone());
-    if config.no_new_finalizers {
-        admission.without_new_finalizers()
-    } else {
-        admission
-    }
+        .with_mco_users(config.mco_users.clone())
+        .without_new_finalizers(config.no_new_finalizers)
 }
 
 /// Serving from the caches, with the Lease holder's finalizer controller: in defer mode it adds
@@ -241,11 +238,6 @@ async fn run_live<V: ClusterView>(
 ) {
     let admission = Arc::new(admission);
     let shutdown = CancellationToken::new();
-    let settings = LeaseSettings::new(
-        config.lease_namespace.clone(),
-        config.lease_name.clone(),
-        config.identity.clone(),
-    );
     let add = admission.adds_finalizers();
     // The registry audit: its own task, never on the admission path.
     let audit = config.registry_check.map(|interval| {
@@ -266,7 +258,7 @@ async fn run_live<V: ClusterView>(
         let metrics = Arc::clone(&engine.metrics);
         tokio::spawn(leader::run(
             client.clone(),
-            settings,
+            config.lease.clone(),
             Arc::clone(&metrics),
             shutdown.clone(),
             move |term| {

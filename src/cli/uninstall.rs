@@ -27,10 +27,8 @@ async fn run(args: &RemoveFinalizersArgs) -> Result<ExitCode, CliError> {
             names.join(", ")
         );
         ExitCode::from(2)
-    } else if summary.complete() {
-        ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        output::exit_code(summary.complete())
     })
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -27,7 +28,7 @@ use crate::telemetry::events::{self, Events};
 use crate::telemetry::metrics::Metrics;
 
 /// Field manager of the controller's patches.
-pub const FIELD_MANAGER: &str = "mosc-guard";
+const FIELD_MANAGER: &str = "mosc-guard";
 /// Every MachineOSConfig is looked at again this often (adoption of any that lack the finalizer).
 const RESYNC: Duration = Duration::from_secs(300);
 /// Backoff between checks of a deferred deletion: 1, 2, 4, 8 s, then every 10 s.
@@ -104,11 +105,7 @@ struct Context<V> {
 impl<V> Context<V> {
     /// A Normal Event about `mosc`.
     async fn record(&self, mosc: &MachineOSConfig, reason: &str, note: &str) {
-        let regarding = events::reference(
-            TargetKind::MachineOSConfig,
-            mosc.name(),
-            mosc.metadata.uid.as_deref(),
-        );
+        let regarding = regarding(mosc);
         self.events.record(&regarding, false, reason, note).await;
     }
 
@@ -298,11 +295,7 @@ fn error_policy<V>(mosc: Arc<MachineOSConfig>, error: &Error, ctx: Arc<Context<V
         finalizer::FINALIZER,
         retry.as_secs()
     );
-    let regarding = events::reference(
-        TargetKind::MachineOSConfig,
-        mosc.name(),
-        mosc.metadata.uid.as_deref(),
-    );
+    let regarding = regarding(&mosc);
     let events = ctx.events.clone();
     tokio::spawn(async move {
         events
@@ -310,6 +303,12 @@ fn error_policy<V>(mosc: Arc<MachineOSConfig>, error: &Error, ctx: Arc<Context<V
             .await;
     });
     Action::requeue(retry)
+}
+
+/// What the controller's Events about `mosc` refer to.
+fn regarding(mosc: &MachineOSConfig) -> ObjectReference {
+    let uid = mosc.metadata.uid.as_deref();
+    events::reference(TargetKind::MachineOSConfig, mosc.name(), uid)
 }
 
 /// Applies `patch` (planned from resourceVersion `planned`). A 422 is told apart: if the
@@ -321,13 +320,9 @@ async fn patch_mosc(
     planned: Option<&str>,
     patch: json_patch::Patch,
 ) -> Result<(), Error> {
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_string()),
-        ..Default::default()
-    };
     let patch = Patch::Json::<()>(patch);
-    let call = api.patch(name, &params, &patch);
-    match tokio::time::timeout(PATCH_TIMEOUT, call).await {
+    let params = patch_params();
+    match tokio::time::timeout(PATCH_TIMEOUT, api.patch(name, &params, &patch)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(kube::Error::Api(s))) if s.code == 422 => {
             let now = tokio::time::timeout(PATCH_TIMEOUT, api.get_opt(name)).await;
@@ -348,6 +343,14 @@ async fn patch_mosc(
         Err(_) => Err(Error::PatchTimeout {
             name: name.to_string(),
         }),
+    }
+}
+
+/// The parameters of mosc-guard's patches (the controller's, and `remove-finalizers`').
+pub fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..Default::default()
     }
 }
 

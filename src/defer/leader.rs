@@ -103,7 +103,7 @@ impl Elector {
                     namespace: Some(self.settings.namespace.clone()),
                     ..Default::default()
                 },
-                spec: Some(self.spec(now.clone(), now, 0)),
+                spec: Some(self.spec(now, 0)),
             };
             return self.write(self.api.create(&PostParams::default(), &lease).await);
         };
@@ -124,10 +124,7 @@ impl Elector {
                 lease_duration_seconds: Some(self.duration_seconds()),
                 ..spec
             },
-            Move::TakeOver => {
-                let transitions = spec.lease_transitions.unwrap_or(0).saturating_add(1);
-                self.spec(now.clone(), now, transitions)
-            }
+            Move::TakeOver => self.spec(now, spec.lease_transitions.unwrap_or(0).saturating_add(1)),
         };
         let updated = Lease {
             spec: Some(next),
@@ -178,12 +175,13 @@ impl Elector {
         Ok(true)
     }
 
-    fn spec(&self, acquire: MicroTime, renew: MicroTime, transitions: i32) -> LeaseSpec {
+    /// This replica's Lease, acquired and renewed `now`.
+    fn spec(&self, now: MicroTime, transitions: i32) -> LeaseSpec {
         LeaseSpec {
             holder_identity: Some(self.settings.identity.clone()),
             lease_duration_seconds: Some(self.duration_seconds()),
-            acquire_time: Some(acquire),
-            renew_time: Some(renew),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
             lease_transitions: Some(transitions),
             ..Default::default()
         }
@@ -233,12 +231,19 @@ pub async fn run<F, Fut>(
     let retry = settings.retry_period;
     let deadline = settings.renew_deadline;
     let mut elector = Elector::new(client, settings);
-    let mut errors = ErrorLog::default();
+    // The last error logged: the same one is logged once until a success clears it.
+    let mut logged: Option<String> = None;
     while !shutdown.is_cancelled() {
         let held = attempt(&mut elector, deadline).await;
         match &held {
-            Ok(_) => errors.clear(),
-            Err(e) => errors.warn(e, "cannot read or write the lease; retrying"),
+            Ok(_) => logged = None,
+            Err(e) => {
+                let error = e.to_string();
+                if logged.as_ref() != Some(&error) {
+                    tracing::warn!(%error, "cannot read or write the lease; retrying");
+                    logged = Some(error);
+                }
+            }
         }
         if !matches!(held, Ok(true)) {
             pause(&shutdown, retry).await;
@@ -308,24 +313,6 @@ async fn attempt(elector: &mut Elector, within: Duration) -> Result<bool, LeaseE
     match tokio::time::timeout(within, elector.try_hold()).await {
         Ok(held) => Ok(held?),
         Err(_) => Err(LeaseError::Timeout(within)),
-    }
-}
-
-/// Logs an error once until it changes or a success clears it.
-#[derive(Default)]
-struct ErrorLog(Option<String>);
-
-impl ErrorLog {
-    fn warn(&mut self, error: &LeaseError, what: &str) {
-        let error = error.to_string();
-        if self.0.as_ref() != Some(&error) {
-            tracing::warn!(%error, "{what}");
-            self.0 = Some(error);
-        }
-    }
-
-    fn clear(&mut self) {
-        self.0 = None;
     }
 }
 

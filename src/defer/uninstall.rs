@@ -6,14 +6,14 @@
 
 use std::fmt::Write as _;
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 
 use crate::access::live::{self, LiveError};
 use crate::core::finalizer::{self, Uninstall};
 use crate::core::message;
 use crate::core::model::MachineOSConfig;
 use crate::core::policy::{self, Deletion, PolicyMode};
-use crate::defer::controller::FIELD_MANAGER;
+use crate::defer::controller::patch_params;
 
 /// Attempts per object when its resourceVersion changes under us.
 const ATTEMPTS: usize = 3;
@@ -137,11 +137,10 @@ async fn remove_one(
         let Some(patch) = finalizer::remove_patch(&current.metadata, rv, forced) else {
             return Ok(Removal::Nothing);
         };
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_string()),
-            ..Default::default()
-        };
-        match api.patch(name, &params, &Patch::Json::<()>(patch)).await {
+        match api
+            .patch(name, &patch_params(), &Patch::Json::<()>(patch))
+            .await
+        {
             Ok(after) if finalizer::has(&after.metadata) => return Ok(Removal::Readded),
             Ok(_) => return Ok(Removal::Done),
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Removal::Nothing),

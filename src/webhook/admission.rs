@@ -74,10 +74,10 @@ impl<V: ClusterView> Admission<V> {
         self
     }
 
-    /// Stops adding the finalizer (draining before an uninstall); deferred deletions still
-    /// complete.
-    pub fn without_new_finalizers(mut self) -> Self {
-        self.no_new_finalizers = true;
+    /// `without`: stops adding the finalizer (draining before an uninstall); deferred
+    /// deletions still complete.
+    pub fn without_new_finalizers(mut self, without: bool) -> Self {
+        self.no_new_finalizers = without;
         self
     }
 
@@ -225,17 +225,10 @@ pub fn classify(req: &Request) -> Classified {
     if matches!(req.operation, Operation::Update) {
         return classify_update(req);
     }
-    if !matches!(req.operation, Operation::Delete) || req.resource.group != GROUP {
+    let Some(kind) = guarded_kind(req).filter(|_| matches!(req.operation, Operation::Delete))
+    else {
         return Classified::Ignore;
-    }
-    let kind = match req.resource.resource.as_str() {
-        "machineosconfigs" => TargetKind::MachineOSConfig,
-        "machineosbuilds" => TargetKind::MachineOSBuild,
-        _ => return Classified::Ignore,
     };
-    if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
-        return Classified::Ignore;
-    }
     let subject = match &req.old_object {
         None => Err(Unreadable::NoOldObject),
         Some(obj) => decode_subject(kind, obj),
@@ -253,9 +246,7 @@ pub fn classify(req: &Request) -> Classified {
 /// again). It is decided on the new object, so an override annotation set in the same
 /// request counts.
 fn classify_update(req: &Request) -> Classified {
-    let relevant = req.resource.group == GROUP
-        && req.resource.resource == "machineosconfigs"
-        && req.sub_resource.as_deref().unwrap_or_default().is_empty();
+    let relevant = guarded_kind(req) == Some(TargetKind::MachineOSConfig);
     let (Some(old), Some(new)) = (&req.old_object, &req.object) else {
         return Classified::Ignore;
     };
@@ -270,6 +261,20 @@ fn classify_update(req: &Request) -> Classified {
         name: req.name.clone(),
         subject: decode_subject(TargetKind::MachineOSConfig, new),
         finalizer_removal: true,
+    }
+}
+
+/// The guarded kind `req` is about: a MachineOSConfig or MachineOSBuild itself (not a
+/// subresource), else `None`.
+pub(super) fn guarded_kind(req: &Request) -> Option<TargetKind> {
+    let no_subresource = req.sub_resource.as_deref().unwrap_or_default().is_empty();
+    if req.resource.group != GROUP || !no_subresource {
+        return None;
+    }
+    match req.resource.resource.as_str() {
+        "machineosconfigs" => Some(TargetKind::MachineOSConfig),
+        "machineosbuilds" => Some(TargetKind::MachineOSBuild),
+        _ => None,
     }
 }
 

@@ -184,12 +184,11 @@ fn override_of(req: &Request) -> Option<&str> {
         .and_then(|o| crate::core::model::override_reason(&o.metadata))
 }
 
-/// What one guarded request came to, typed: allowed or not, the words the admin sees, the
-/// warnings, and how it is counted.
+/// What one guarded request came to, typed: how it is counted (which says whether it is
+/// allowed), the words the admin sees and the warnings.
 #[derive(Debug)]
 struct Answer {
     outcome: Outcome,
-    allowed: bool,
     /// A refusal's text (what `kubectl delete` prints); on an admitted would-be refusal, its
     /// words kept for the Event.
     message: String,
@@ -202,7 +201,6 @@ impl Answer {
     fn allow(outcome: Outcome, warnings: Vec<String>) -> Self {
         Self {
             outcome,
-            allowed: true,
             message: String::new(),
             warnings,
             blocking_nodes: 0,
@@ -212,7 +210,6 @@ impl Answer {
     fn deny(outcome: Outcome, message: String) -> Self {
         Self {
             outcome,
-            allowed: false,
             message,
             warnings: Vec::new(),
             blocking_nodes: 0,
@@ -309,7 +306,6 @@ impl Answer {
         warnings.extend(self.warnings);
         Self {
             outcome: Outcome::WouldDeny,
-            allowed: true,
             warnings,
             // The refusal's words also go to the Event, as for an enforced refusal.
             ..self
@@ -324,7 +320,6 @@ impl Answer {
         }
         Self {
             outcome: Outcome::McoWouldDeny,
-            allowed: true,
             message: message::admitted_for_mco(&self.message),
             warnings: vec![
                 "mosc-guard: admitted as MCO's own request (--mco-user); it would have refused it"
@@ -334,10 +329,14 @@ impl Answer {
         }
     }
 
+    fn allowed(&self) -> bool {
+        !self.outcome.refuses()
+    }
+
     /// Adds `why` to a refusal (why it could not be deferred, or that it was a finalizer's
     /// removal).
     fn explain(mut self, why: &str) -> Self {
-        if !self.allowed {
+        if !self.allowed() {
             self.message.push_str(why);
         }
         self
@@ -345,7 +344,7 @@ impl Answer {
 
     /// The AdmissionResponse for `req`.
     fn encode(self, req: &Request) -> AdmissionResponse {
-        if self.allowed {
+        if self.allowed() {
             let mut response = allow(req, self.warnings);
             response.result.message = self.message;
             response

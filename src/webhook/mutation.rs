@@ -14,8 +14,8 @@ use kube::core::admission::{AdmissionResponse, Operation};
 
 use crate::access::view::ClusterView;
 use crate::core::finalizer;
-use crate::core::model::GROUP;
 use crate::core::outcome::Mutation;
+use crate::core::policy::TargetKind;
 use crate::webhook::admission::{self, Admission, Request};
 use crate::webhook::answer;
 
@@ -38,9 +38,7 @@ pub async fn mutate<V: ClusterView>(
 pub fn review(req: &Request, add_finalizers: bool) -> (Mutation, AdmissionResponse) {
     let allow = || answer::allow(req, Vec::new());
     let relevant = matches!(req.operation, Operation::Create | Operation::Update)
-        && req.resource.group == GROUP
-        && req.resource.resource == "machineosconfigs"
-        && req.sub_resource.as_deref().unwrap_or_default().is_empty();
+        && admission::guarded_kind(req) == Some(TargetKind::MachineOSConfig);
     let Some(object) = req.object.as_ref().filter(|_| relevant) else {
         return (Mutation::Ignored, allow());
     };

@@ -100,11 +100,7 @@ async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
                 );
             }
         }
-        return Ok(if unlisted {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        });
+        return Ok(output::exit_code(!unlisted));
     };
     if matches!(args.output, Output::Text) {
         print!("{}", words::text(&plan, &image_plan));

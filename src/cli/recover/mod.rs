@@ -62,7 +62,7 @@ async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
                 "Nothing was written: run again with --apply to cancel the recoverable nodes' targets."
             );
         }
-        return Ok(exit_status(&report));
+        return Ok(output::exit_code(report.needs_attention.is_empty()));
     }
     if matches!(args.output, Output::Text) {
         print!("{}", words::text(&plan));
@@ -154,13 +154,4 @@ fn stopped(a: &Entry) -> Option<Attention> {
         problems: vec![a.problem?],
         registry: a.found.registry.clone(),
     })
-}
-
-/// 1 when a person is needed (a node needs attention), else 0.
-fn exit_status(report: &Report) -> ExitCode {
-    if report.needs_attention.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
 }

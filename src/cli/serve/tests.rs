@@ -86,7 +86,7 @@ fn durations_are_validated_into_the_config() {
         "the flag's default is the library's"
     );
     assert!(matches!(c.read_from, ReadFrom::Live(_)));
-    assert!(!c.identity.is_empty());
+    assert!(!c.lease.identity.is_empty());
 }
 
 #[test]

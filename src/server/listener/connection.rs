@@ -174,18 +174,12 @@ async fn stalled(
         let started = head
             .head_started()
             .map(|at| (at + head_timeout, "request head too slow"));
-        let deadline = match now {
-            Activity {
-                requests: 0, since, ..
-            } => Some((
-                since + limits.first_request,
+        let deadline = match (now.requests, now.in_flight) {
+            (0, _) => Some((
+                now.since + limits.first_request,
                 "no request before the deadline",
             )),
-            Activity {
-                in_flight: 0,
-                since,
-                ..
-            } => Some((since + limits.idle, "idle")),
+            (_, 0) => Some((now.since + limits.idle, "idle")),
             _ => None,
         };
         // A head being read may end sooner than either (never while a request is in flight:
@@ -194,22 +188,21 @@ async fn stalled(
             .into_iter()
             .chain(started)
             .min_by_key(|(at, _)| *at);
-        let changed = activity.changed();
-        let head_starts = head.started.notified();
-        match deadline {
-            Some((at, why)) => tokio::select! {
-                () = tokio::time::sleep_until(at) => return why,
-                () = head_starts => {},
-                changed = changed => if changed.is_err() {
-                    // The service is gone: the connection is ending by itself.
-                    return std::future::pending().await;
-                },
-            },
-            None => tokio::select! {
-                () = head_starts => {},
-                changed = changed => if changed.is_err() {
-                    return std::future::pending().await;
-                },
+        let due = async {
+            match deadline {
+                Some((at, why)) => {
+                    tokio::time::sleep_until(at).await;
+                    why
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            why = due => return why,
+            () = head.started.notified() => {},
+            changed = activity.changed() => if changed.is_err() {
+                // The service is gone: the connection is ending by itself.
+                return std::future::pending().await;
             },
         }
     }

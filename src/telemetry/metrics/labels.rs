@@ -4,26 +4,15 @@
 
 use prometheus_client::encoding::EncodeLabelSet;
 
+/// A family's one label, its name and value (`("result", "confirmed")`): every value is a
+/// `label()` of a domain enum or a fixed string.
+pub(super) type Label = [(&'static str, &'static str); 1];
+
 /// Every label value below is a `label()` of a domain enum or a fixed string.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct DecisionLabels {
     pub(super) resource: &'static str,
     pub(super) result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ResultLabels {
-    pub(super) result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ReasonLabels {
-    pub(super) reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct ControllerErrorLabels {
-    pub(super) error: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -58,16 +47,6 @@ pub(super) struct NeededImageLabels {
 pub(super) struct ConfigLabels {
     /// A MachineOSConfig's name (empty for builds that name none): bounded by the pools.
     pub(super) machineosconfig: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct CacheLabels {
-    pub(super) cache: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct SourceLabels {
-    pub(super) source: &'static str,
 }
 
 /// The phases of a decision the engine confirms, in order.
@@ -118,14 +97,4 @@ impl ReadStep {
             Self::NodeList => "node_list",
         }
     }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct StepLabels {
-    pub(super) step: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct PhaseLabels {
-    pub(super) phase: &'static str,
 }

@@ -27,21 +27,21 @@ pub struct Metrics {
     registry: Registry,
     decisions: Family<DecisionLabels, Counter>,
     latency: Histogram,
-    phases: Family<PhaseLabels, Histogram, fn() -> Histogram>,
-    read_steps: Family<StepLabels, Histogram, fn() -> Histogram>,
+    phases: Family<Label, Histogram, fn() -> Histogram>,
+    read_steps: Family<Label, Histogram, fn() -> Histogram>,
     unchanged: Counter,
-    confirmations: Family<ResultLabels, Counter>,
-    confirmation_nodes: Family<SourceLabels, Counter>,
-    cache_objects: Family<CacheLabels, Gauge>,
-    cache_stale: Family<CacheLabels, Gauge>,
+    confirmations: Family<Label, Counter>,
+    confirmation_nodes: Family<Label, Counter>,
+    cache_objects: Family<Label, Gauge>,
+    cache_stale: Family<Label, Gauge>,
     ready: Gauge,
-    mutations: Family<ResultLabels, Counter>,
+    mutations: Family<Label, Counter>,
     deferred: Gauge,
     oldest_deferred: Gauge,
-    removals: Family<ReasonLabels, Counter>,
+    removals: Family<Label, Counter>,
     deferral_seconds: Histogram,
     leader: Gauge,
-    controller_errors: Family<ControllerErrorLabels, Counter>,
+    controller_errors: Family<Label, Counter>,
     certificate_expiry: Gauge,
     release_cautious: Gauge,
     release_rows: Family<ReleaseRowLabels, Gauge>,
@@ -49,7 +49,7 @@ pub struct Metrics {
     stuck: Family<PoolLabels, Gauge>,
     needed_images: Family<NeededImageLabels, Gauge>,
     registry_requests: Counter,
-    registry_checks: Family<ResultLabels, Counter>,
+    registry_checks: Family<Label, Counter>,
     deletable_builds: Family<ConfigLabels, Gauge>,
     deletable_images: Family<ConfigLabels, Gauge>,
     deletable_images_unknown: Family<ConfigLabels, Gauge>,
@@ -78,9 +78,8 @@ impl Metrics {
 
     /// Time spent in one phase of a confirmed decision (see [`DecisionPhase`]).
     pub fn decision_phase(&self, phase: DecisionPhase, took: std::time::Duration) {
-        let phase = phase.label();
         self.phases
-            .get_or_create(&PhaseLabels { phase })
+            .get_or_create(&[("phase", phase.label())])
             .observe(took.as_secs_f64());
     }
 
@@ -92,7 +91,7 @@ impl Metrics {
     /// One step of a confirming read (see [`ReadStep`]), once per read.
     pub fn read_step(&self, step: ReadStep, took: std::time::Duration) {
         self.read_steps
-            .get_or_create(&StepLabels { step: step.label() })
+            .get_or_create(&[("step", step.label())])
             .observe(took.as_secs_f64());
     }
 
@@ -100,34 +99,35 @@ impl Metrics {
     /// "refusal-overturned" (a would-be refusal), "failed".
     pub fn confirmation(&self, result: &'static str) {
         self.confirmations
-            .get_or_create(&ResultLabels { result })
+            .get_or_create(&[("result", result)])
             .inc();
     }
 
     /// `source` is "cache" or "list" (see [`crate::access::view::Fresh::source`]).
     pub fn confirmation_nodes(&self, source: &'static str) {
         self.confirmation_nodes
-            .get_or_create(&SourceLabels { source })
+            .get_or_create(&[("source", source)])
             .inc();
     }
 
     pub fn mutation(&self, result: Mutation) {
-        let result = result.label();
-        self.mutations.get_or_create(&ResultLabels { result }).inc();
+        self.mutations
+            .get_or_create(&[("result", result.label())])
+            .inc();
     }
 
     /// A deferred deletion's finalizer removed `seconds` after its deletionTimestamp.
     pub fn finalizer_removed(&self, reason: RemovalReason, seconds: f64) {
-        let reason = reason.label();
-        self.removals.get_or_create(&ReasonLabels { reason }).inc();
+        self.removals
+            .get_or_create(&[("reason", reason.label())])
+            .inc();
         self.deferral_seconds.observe(seconds);
     }
 
     /// The finalizer controller's patch failed with `error`.
     pub fn controller_error(&self, error: Failure) {
-        let error = error.label();
         self.controller_errors
-            .get_or_create(&ControllerErrorLabels { error })
+            .get_or_create(&[("error", error.label())])
             .inc();
     }
 
@@ -156,9 +156,8 @@ impl Metrics {
 
     /// One image the audit asked about, and the requests it took so far (a running total).
     pub fn registry_check(&self, status: Status) {
-        let result = status.label();
         self.registry_checks
-            .get_or_create(&ResultLabels { result })
+            .get_or_create(&[("result", status.label())])
             .inc();
     }
 
@@ -269,12 +268,12 @@ impl Metrics {
     ) -> String {
         for (cache, n) in sizes {
             self.cache_objects
-                .get_or_create(&CacheLabels { cache })
+                .get_or_create(&[("cache", cache)])
                 .set(count(*n));
         }
         for (cache, stale) in stale {
             self.cache_stale
-                .get_or_create(&CacheLabels { cache })
+                .get_or_create(&[("cache", cache)])
                 .set(i64::from(*stale));
         }
         self.ready.set(i64::from(ready));

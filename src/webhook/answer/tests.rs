@@ -11,7 +11,7 @@ fn refusal() -> Answer {
 #[test]
 fn warn_mode_admits_a_refusal_with_its_lines_as_warnings_and_keeps_its_words() {
     let a = refusal().not_enforced();
-    assert!(a.allowed);
+    assert!(a.allowed());
     assert_eq!(a.outcome, Outcome::WouldDeny);
     assert_eq!(a.message, "line one\n\nline two", "the Event's note");
     assert_eq!(a.warnings.len(), 4, "{:?}", a.warnings);
@@ -23,7 +23,7 @@ fn warn_mode_admits_a_refusal_with_its_lines_as_warnings_and_keeps_its_words() {
 #[test]
 fn mcos_request_is_admitted_and_an_allow_is_left_as_it_is() {
     let a = refusal().admitted_for_mco();
-    assert!(a.allowed);
+    assert!(a.allowed());
     assert_eq!(a.outcome, Outcome::McoWouldDeny);
     assert!(a.message.contains("line one"), "{}", a.message);
     assert!(

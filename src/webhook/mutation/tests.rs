@@ -1,4 +1,5 @@
 use super::*;
+use crate::core::model::GROUP;
 use serde_json::{Value, json};
 
 fn request(operation: &str, object: Value) -> Request {
