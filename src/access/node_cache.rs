@@ -1,9 +1,9 @@
 //! The node cache: every node, lean ([`NodeMeta`]), kept current by a paged list and a watch of
-//! node metadata, with the [`NodeIndex`] updated under the same lock, and the revision up to which
-//! it has applied the API server's node changes: the confirming read's fence (docs/design.md, "a
-//! revision fence"). A watch delivers changes in revision order, so past revision R the cache
-//! holds every node change committed at or before R. Hand-written rather than kube's reflector
-//! (docs/design.md, "Crates tried, and why not").
+//! node metadata, with the [`NodeIndex`] updated under the same lock; a watch channel publishes the
+//! revision up to which it has applied the API server's node changes: the confirming read's fence
+//! (docs/design.md, "a revision fence"). A watch delivers changes in revision order, so past
+//! revision R the cache holds every node change committed at or before R. Hand-written rather than
+//! kube's reflector (docs/design.md, "Crates tried, and why not").
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
