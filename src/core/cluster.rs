@@ -87,7 +87,7 @@ impl ClusterVersion {
 pub fn running(versions: &[std::sync::Arc<ClusterVersion>]) -> ClusterRelease {
     versions
         .iter()
-        .find(|v| v.metadata.name.as_deref() == Some("version"))
+        .find(|v| v.name() == "version")
         .map(|v| v.release())
         .unwrap_or_default()
 }
@@ -117,12 +117,7 @@ pub struct ProviderSpec {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderValue {
-    pub user_data_secret: Option<SecretRef>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-pub struct SecretRef {
-    pub name: Option<String>,
+    pub user_data_secret: Option<LocalRef>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -131,11 +126,12 @@ pub struct MachineStatus {
     /// Provisioning, Provisioned, Running, Deleting, Failed.
     pub phase: Option<String>,
     /// Set once the machine's Node registered.
-    pub node_ref: Option<NodeRef>,
+    pub node_ref: Option<LocalRef>,
 }
 
+/// `{name: ...}`: the user-data secret's, the node's.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-pub struct NodeRef {
+pub struct LocalRef {
     pub name: Option<String>,
 }
 
@@ -143,10 +139,6 @@ pub struct NodeRef {
 pub const LABEL_MACHINESET: &str = "machine.openshift.io/cluster-api-machineset";
 
 impl Machine {
-    pub fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
-    }
-
     pub fn namespace(&self) -> &str {
         self.metadata.namespace.as_deref().unwrap_or_default()
     }

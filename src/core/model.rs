@@ -166,10 +166,6 @@ pub struct Condition {
 }
 
 impl MachineOSConfig {
-    pub fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
-    }
-
     /// `metadata.uid`, when the object carries one (every object a cluster serves does).
     pub fn uid(&self) -> Option<&str> {
         self.metadata.uid.as_deref().filter(|u| !u.is_empty())
@@ -210,12 +206,7 @@ impl MachineOSConfig {
 
     /// `spec.renderedImagePushSecret.name`.
     pub fn push_secret(&self) -> Option<&str> {
-        trimmed(
-            self.spec
-                .rendered_image_push_secret
-                .as_ref()
-                .map(|r| r.name.as_str()),
-        )
+        trimmed(named(self.spec.rendered_image_push_secret.as_ref()))
     }
 
     /// The values of its annotations (a pre-built image's among them), for the digests they
@@ -243,10 +234,6 @@ impl MachineOSConfig {
 }
 
 impl MachineOSBuild {
-    pub fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
-    }
-
     /// True when this build belongs to the named MachineOSConfig, by spec or by label
     /// (MCO itself finds a config's builds by the label).
     pub fn belongs_to(&self, mosc: &str) -> bool {
@@ -338,10 +325,6 @@ impl MachineOSBuild {
 }
 
 impl MachineConfigPool {
-    pub fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
-    }
-
     /// Whether the pool is paused: MCO then sends no further node to a new config or image
     /// (nodes it already sent keep updating).
     pub fn is_paused(&self) -> bool {
@@ -403,9 +386,15 @@ pub fn override_reason(meta: &ObjectMeta) -> Option<&str> {
 }
 
 /// Implements `kube::Resource` for a kind we read, so `kube::Api` and the reflectors can list
-/// and watch it without a generated client.
+/// and watch it without a generated client; and `name()`, empty when unset.
 macro_rules! kube_resource {
     ($ty:ty, $scope:ty, $group:expr, $version:expr, $kind:literal, $plural:literal) => {
+        impl $ty {
+            pub fn name(&self) -> &str {
+                self.metadata.name.as_deref().unwrap_or_default()
+            }
+        }
+
         impl kube::core::Resource for $ty {
             type DynamicType = ();
             type Scope = $scope;
