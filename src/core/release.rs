@@ -95,10 +95,7 @@ pub const CAUTIOUS: Row = Row {
 
 /// "4.19 to 4.23": the releases the table knows, for every message that names them.
 pub fn known_range() -> String {
-    match (ROWS.first(), ROWS.last()) {
-        (Some(first), Some(last)) => format!("{} to {}", first.release, last.release),
-        _ => "none".to_string(),
-    }
+    format!("{} to {}", ROWS[0].release, ROWS[ROWS.len() - 1].release)
 }
 
 /// The row of `version` (`4.21.3`, `4.20.0-rc.1`, `v4.22`): its minor release's, or
@@ -177,14 +174,6 @@ impl Rules {
             upgrading: release.upgrading,
             rows,
         }
-    }
-
-    /// The rules of one release, as if nothing else ran.
-    pub fn for_version(version: Option<&str>) -> Rules {
-        Rules::for_release(&ClusterRelease {
-            desired: version.map(str::to_string),
-            ..Default::default()
-        })
     }
 
     /// Whether a row that decided is the cautious one for a release the table does not know.

@@ -1,5 +1,15 @@
 use super::*;
 
+impl Rules {
+    /// The rules of one release, as if nothing else ran.
+    pub(crate) fn for_version(version: Option<&str>) -> Rules {
+        Rules::for_release(&ClusterRelease {
+            desired: version.map(str::to_string),
+            ..Default::default()
+        })
+    }
+}
+
 fn rules(v: &str) -> Rules {
     Rules::for_version(Some(v))
 }
