@@ -241,14 +241,6 @@ impl Interner {
     pub fn purge(&mut self) {
         self.strings.retain(|s| Arc::strong_count(s) > 1);
     }
-
-    pub fn len(&self) -> usize {
-        self.strings.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.strings.is_empty()
-    }
 }
 
 #[cfg(test)]

@@ -2,21 +2,13 @@
 //! checks `metav1.LabelSelectorAsSelector` makes, since MCO places no node at all while a pool's
 //! selector fails them.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::core::node::NodeMeta;
 
-/// Something with labels to match: a node, or a plain map.
+/// Something with labels to match: a node (the policy's, or recovery's).
 pub trait Labels {
     fn label(&self, key: &str) -> Option<&str>;
-}
-
-impl Labels for BTreeMap<String, String> {
-    fn label(&self, key: &str) -> Option<&str> {
-        self.get(key).map(String::as_str)
-    }
 }
 
 impl Labels for NodeMeta {
@@ -87,15 +79,12 @@ pub enum OperatorProblem {
 
 /// Checks a selector as `metav1.LabelSelectorAsSelector` does.
 pub fn check(selector: &LabelSelector) -> Validity {
-    let mut any = false;
     for (key, value) in selector.match_labels.iter().flatten() {
-        any = true;
         if let Err(e) = valid_key(key).and_then(|()| valid_value(value)) {
             return Validity::Invalid(e);
         }
     }
     for e in selector.match_expressions.iter().flatten() {
-        any = true;
         let values = e.values.as_deref().unwrap_or_default();
         let problem = match e.operator.as_str() {
             "In" | "NotIn" if values.is_empty() => Some(OperatorProblem::NoValues),
@@ -116,10 +105,9 @@ pub fn check(selector: &LabelSelector) -> Validity {
             return Validity::Invalid(err);
         }
     }
-    if any {
-        Validity::Valid
-    } else {
-        Validity::Empty
+    match keys(selector).next() {
+        Some(_) => Validity::Valid,
+        None => Validity::Empty,
     }
 }
 

@@ -124,11 +124,6 @@ impl<T> Coalesced<T> {
             at: Instant::now(),
         }
     }
-
-    /// How many reads have started.
-    pub fn reads(&self) -> u64 {
-        self.started.load(Ordering::SeqCst)
-    }
 }
 
 impl<T: Send + Sync + 'static> Coalesced<T> {

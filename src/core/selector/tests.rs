@@ -1,5 +1,13 @@
+use std::collections::BTreeMap;
+
 use super::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+impl Labels for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs

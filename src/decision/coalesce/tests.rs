@@ -1,5 +1,12 @@
 use super::*;
 
+impl<T> Coalesced<T> {
+    /// How many reads have started.
+    pub(crate) fn reads(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
+}
+
 /// A caller that asks as it arrives and waits at once.
 async fn get<T: Send + Sync + 'static, Fut: Future<Output = T> + Send + 'static>(
     shared: &Coalesced<T>,
