@@ -4,14 +4,8 @@
 //! interned strings ([`crate::core::node::Interner`]).
 
 /// An optional string as a memo key, borrowed for the length of one scan.
-#[derive(Clone, Copy)]
-pub(super) struct Text<'a>(Option<&'a str>);
-
-impl<'a> Text<'a> {
-    pub(super) fn of(s: Option<&'a str>) -> Self {
-        Text(s)
-    }
-}
+#[derive(Clone, Copy, Default)]
+pub(super) struct Text<'a>(pub(super) Option<&'a str>);
 
 impl PartialEq for Text<'_> {
     fn eq(&self, other: &Self) -> bool {
@@ -26,18 +20,10 @@ impl PartialEq for Text<'_> {
 
 /// A few recent results by key: enough for the handful of distinct images a cluster runs,
 /// bounded so that nodes that share nothing cost a short search each.
+#[derive(Default)]
 pub(super) struct Memo<K, V> {
     entries: Vec<(K, V)>,
     next: usize,
-}
-
-impl<K, V> Default for Memo<K, V> {
-    fn default() -> Self {
-        Memo {
-            entries: Vec::new(),
-            next: 0,
-        }
-    }
 }
 
 impl<K: PartialEq + Copy, V: Clone> Memo<K, V> {

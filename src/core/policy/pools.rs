@@ -118,12 +118,12 @@ pub(super) fn rolling_pools(
         // node on this image, and still `Updated` for a moment after the config points at a
         // new image, so the pool's status decides nothing here.
         .filter_map(|(pool, current, image)| {
-            let pending = pending_nodes(snapshot, pool, current, members);
-            (pending.count > 0).then(|| RollingPool {
+            let (count, first) = pending_nodes(snapshot, pool, current, members);
+            (count > 0).then(|| RollingPool {
                 pool: pool.name().to_string(),
                 image: image.image,
-                pending_nodes: Some(pending.count),
-                next_nodes: pending.first,
+                pending_nodes: Some(count),
+                next_nodes: first,
                 updated_machines: pool.status.updated_machine_count,
                 machines: pool.status.machine_count,
             })
@@ -168,39 +168,31 @@ pub(super) fn config_of<'s>(
     target: Deletion<'s>,
     pool: &str,
 ) -> Option<&'s MachineOSConfig> {
-    let deleted = match target {
-        Deletion::MachineOSConfig(m) => Some(m),
-        Deletion::MachineOSBuild(_) => None,
-    };
-    deleted
-        .filter(|m| m.pool_name() == pool)
-        .or_else(|| node_controller::config_of(pool, &snapshot.machine_os_configs))
+    match target {
+        Deletion::MachineOSConfig(m) if m.pool_name() == pool => Some(m),
+        _ => node_controller::config_of(pool, &snapshot.machine_os_configs),
+    }
 }
 
-/// The nodes of a pool that do not run an image: how many, and the first few by name.
-struct Pending {
-    count: usize,
-    first: Vec<String>,
-}
-
-/// Nodes of `pool` (by [`Membership`]) whose `currentImage` is not `image` as MCO compares it:
-/// the exact string (a node whose annotation spells the image differently is sent to it again,
-/// and pulls it again). It needs every node: which is why `guarded_digests` sends a decision
-/// with such a pool to a full scan, and why the cheap tests (the image text, then the pool's own
-/// selector) run before the full ones.
+/// How many nodes of `pool` (by [`Membership`]) have a `currentImage` that is not `image` as MCO
+/// compares it, and the first [`NAMED_NEXT_NODES`] of them by name: the exact string (a node
+/// whose annotation spells the image differently is sent to it again, and pulls it again). It
+/// needs every node: which is why `guarded_digests` sends a decision with such a pool to a full
+/// scan, and why the cheap tests (the image text, then the pool's own selector) run before the
+/// full ones.
 fn pending_nodes(
     snapshot: &Snapshot,
     pool: &MachineConfigPool,
     image: &str,
     members: &Membership<'_>,
-) -> Pending {
+) -> (usize, Vec<String>) {
     let mut on_image = Memo::default();
     let mut count = 0;
     // A max-heap of the smallest names seen: its top is the one to drop.
     let mut first: BinaryHeap<&str> = BinaryHeap::new();
     for node in &snapshot.nodes {
         let current = NodeImages::of(node).current;
-        let reached = on_image.get_or(Text::of(current), || current == Some(image.trim()));
+        let reached = on_image.get_or(Text(current), || current == Some(image.trim()));
         if reached || !members.is_member(node, pool.name()) {
             continue;
         }
@@ -210,12 +202,6 @@ fn pending_nodes(
             first.pop();
         }
     }
-    Pending {
-        count,
-        first: first
-            .into_sorted_vec()
-            .into_iter()
-            .map(str::to_string)
-            .collect(),
-    }
+    let first = first.into_sorted_vec().into_iter().map(str::to_string);
+    (count, first.collect())
 }

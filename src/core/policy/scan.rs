@@ -4,7 +4,7 @@
 //! what this rule reads must change [`super::index`]'s filing and
 //! [`crate::core::node::ImageAnnotations`] (which decodes only these annotations) too.
 
-use crate::core::node::{NodeImages, NodeMeta};
+use crate::core::node::NodeImages;
 use crate::core::snapshot::Snapshot;
 
 use super::images::GuardedImages;
@@ -21,33 +21,43 @@ pub(super) fn blocking_nodes(
     if guarded.is_empty() {
         return Vec::new();
     }
-    let prefilter = Prefilter::for_images(guarded);
+    let digests: Option<Vec<String>> = guarded.digests();
     let mut memo = Memo::default();
     let mut blocking = Vec::new();
     for node in &snapshot.nodes {
         let images = NodeImages::of(node);
-        let key = (Text::of(images.desired), Text::of(images.current));
-        let hit = memo.get_or(key, || classify(images, guarded, &prefilter, mode));
+        let key = (Text(images.desired), Text(images.current));
+        let hit = memo.get_or(key, || classify(images, guarded, digests.as_deref(), mode));
         if let Some((image, reason)) = hit {
-            let mut blocked = blocking_node(node, images, image, reason);
-            blocked.pool = members.primary(node.as_ref()).map(str::to_string);
-            blocking.push(blocked);
+            blocking.push(BlockingNode {
+                node: node.name().to_string(),
+                pool: members.primary(node.as_ref()).map(str::to_string),
+                current_image: images.current.map(str::to_string),
+                desired_image: images.desired.map(str::to_string),
+                state: images.state.map(str::to_string),
+                image: image.image,
+                machine_os_build: image.machine_os_build,
+                reason,
+            });
         }
     }
     blocking.sort_by(|a, b| a.node.cmp(&b.node));
     blocking
 }
 
-/// Whether a node with these images blocks, and on which guarded image.
+/// Whether a node with these images blocks, and on which guarded image. `digests`, the guarded
+/// images' lower-case digest hex (`None` when one has none: tag-only or unparseable), is a cheap
+/// test run before full parsing, so a decision over 50,000 nodes parses only the few pull specs
+/// that can match; it never rejects a spec the full comparison accepts ([`ends_with_digest`]).
 fn classify(
     images: NodeImages<'_>,
     guarded: &GuardedImages,
-    prefilter: &Prefilter,
+    digests: Option<&[String]>,
     mode: PolicyMode,
 ) -> Option<(GuardedImage, BlockReason)> {
     let find = |spec: &str| {
-        prefilter
-            .may_match(spec)
+        digests
+            .is_none_or(|hexes| hexes.iter().any(|hex| ends_with_digest(spec, hex)))
             .then(|| guarded.find(spec))
             .flatten()
     };
@@ -63,49 +73,6 @@ fn classify(
             .map(|hit| (hit.clone(), BlockReason::InUse)),
         PolicyMode::InFlight => None,
     })
-}
-
-fn blocking_node(
-    node: &NodeMeta,
-    images: NodeImages<'_>,
-    image: GuardedImage,
-    reason: BlockReason,
-) -> BlockingNode {
-    BlockingNode {
-        node: node.name().to_string(),
-        pool: None,
-        current_image: images.current.map(str::to_string),
-        desired_image: images.desired.map(str::to_string),
-        state: images.state.map(str::to_string),
-        image: image.image,
-        machine_os_build: image.machine_os_build,
-        reason,
-    }
-}
-
-/// Cheap test run before full parsing, so a decision over 50,000 nodes parses only the
-/// few pull specs that can match. It never rejects a spec the full comparison accepts:
-/// a digest is always the last part of a reference.
-enum Prefilter {
-    /// Lower-case digest hex strings of the guarded images.
-    DigestSuffix(Vec<String>),
-    /// Nothing cheap applies (tag-only or unparseable guarded images): parse everything.
-    None,
-}
-
-impl Prefilter {
-    fn for_images(guarded: &GuardedImages) -> Prefilter {
-        guarded
-            .digests::<Vec<String>>()
-            .map_or(Prefilter::None, Prefilter::DigestSuffix)
-    }
-
-    fn may_match(&self, spec: &str) -> bool {
-        match self {
-            Prefilter::DigestSuffix(hexes) => hexes.iter().any(|hex| ends_with_digest(spec, hex)),
-            Prefilter::None => true,
-        }
-    }
 }
 
 /// Whether `spec` ends with the digest hex `hex`, in any case: a digest is always the last
