@@ -299,10 +299,9 @@ pub fn summary(v: &Verdict) -> String {
     }
     if n == 0 && !v.rolling.is_empty() {
         let pools: Vec<&str> = v.rolling.iter().map(|p| p.pool.as_str()).collect();
-        let (noun, verb) = if pools.len() == 1 {
-            ("pool", "is")
-        } else {
-            ("pools", "are")
+        let (noun, verb) = match pools.len() {
+            1 => ("pool", "is"),
+            _ => ("pools", "are"),
         };
         return format!(
             "{noun} {} {verb} still rolling out {}",
@@ -310,19 +309,13 @@ pub fn summary(v: &Verdict) -> String {
             images_phrase(v.kind)
         );
     }
-    let nodes = if n == 1 { "node" } else { "nodes" };
-    let verb = match (n == 1, v.mode) {
-        (true, PolicyMode::InFlight) => "still needs",
-        (false, PolicyMode::InFlight) => "still need",
-        (true, PolicyMode::InUse) => "still needs or runs",
-        (false, PolicyMode::InUse) => "still need or run",
+    let (nodes, verb, policy) = match (n, v.mode) {
+        (1, PolicyMode::InFlight) => ("node", "still needs", ""),
+        (_, PolicyMode::InFlight) => ("nodes", "still need", ""),
+        (1, PolicyMode::InUse) => ("node", "still needs or runs", " (policy in-use)"),
+        (_, PolicyMode::InUse) => ("nodes", "still need or run", " (policy in-use)"),
     };
-    let what = images_phrase(v.kind);
-    let policy = match v.mode {
-        PolicyMode::InFlight => "",
-        PolicyMode::InUse => " (policy in-use)",
-    };
-    format!("{n} {nodes} {verb} {what}{policy}")
+    format!("{n} {nodes} {verb} {}{policy}", images_phrase(v.kind))
 }
 
 fn pool_line(p: &RollingPool) -> String {

@@ -123,9 +123,11 @@ pub fn table(verdicts: &[Verdict]) -> String {
 /// A text table: `head`, then `rows`, every column but the last padded to its widest cell.
 pub fn columns<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String {
     let head = head.map(str::to_string);
+    // Width 0 for the last column: it is not padded.
     let width = |c: usize| {
         std::iter::once(&head)
             .chain(rows)
+            .filter(|_| c + 1 < N)
             .map(|r| r[c].chars().count())
             .max()
             .unwrap_or(0)
@@ -136,11 +138,7 @@ pub fn columns<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String 
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)
-            .enumerate()
-            .map(|(i, (cell, w))| match i + 1 == N {
-                true => cell.clone(),
-                false => format!("{cell:w$}"),
-            })
+            .map(|(c, w)| format!("{c:w$}"))
             .collect();
         out.push_str(&cells.join("  "));
         out.push('\n');
@@ -161,12 +159,11 @@ fn named(v: &Verdict) -> String {
     if names.is_empty() {
         return String::new();
     }
-    let more = names.len().saturating_sub(SHOWN);
-    let mut out = format!(": {}", names[..names.len().min(SHOWN)].join(", "));
-    if more > 0 {
-        out.push_str(&format!(" (+{more} more)"));
-    }
-    out
+    let more = match names.len().saturating_sub(SHOWN) {
+        0 => String::new(),
+        more => format!(" (+{more} more)"),
+    };
+    format!(": {}{more}", names[..names.len().min(SHOWN)].join(", "))
 }
 
 /// Human-readable verdict: the denial message when blocked, a one-line summary and any
