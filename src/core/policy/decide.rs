@@ -4,7 +4,7 @@
 use crate::core::model::override_reason;
 use crate::core::snapshot::Snapshot;
 
-use super::images::{self, GuardedImages};
+use super::images::{GuardedImages, guarded_images};
 use super::pools::{self, Membership};
 use super::verdict::{
     BlockingNode, Deletion, JoiningMachine, PolicyMode, RollingPool, TargetKind, Verdict,
@@ -49,11 +49,4 @@ pub(super) fn verdict(
     };
     v.allowed = !v.blocked() || v.override_reason.is_some();
     v
-}
-
-pub(super) fn guarded_images(snapshot: &Snapshot, target: Deletion<'_>) -> GuardedImages {
-    match target {
-        Deletion::MachineOSConfig(mosc) => images::of_config(snapshot, mosc),
-        Deletion::MachineOSBuild(mosb) => images::of_build(snapshot, mosb),
-    }
 }

@@ -12,7 +12,7 @@ use crate::core::model::{MachineOSBuild, MachineOSConfig};
 use crate::core::release::Cleanup;
 use crate::core::snapshot::Snapshot;
 
-use super::verdict::GuardedImage;
+use super::verdict::{Deletion, GuardedImage};
 
 /// The images a deletion would remove, and how to recognise them on nodes.
 #[derive(Default)]
@@ -64,26 +64,27 @@ impl GuardedImages {
     }
 }
 
-/// The images deleting `mosc` removes: those of the builds it deletes.
-pub(super) fn of_config(snapshot: &Snapshot, mosc: &MachineOSConfig) -> GuardedImages {
+/// The images deleting `target` removes: those of the builds it deletes (a MachineOSConfig's),
+/// or the build's own; none of a build without the `machine-os-config` label.
+pub(super) fn guarded_images(snapshot: &Snapshot, target: Deletion<'_>) -> GuardedImages {
+    let builds = &snapshot.machine_os_builds;
     let mut guarded = GuardedImages::default();
-    for build in deleted_with(snapshot, mosc) {
-        if build.config_label().is_some()
-            && let Some(image) = tag_target(build, Some(mosc), &snapshot.machine_os_builds)
-        {
-            guarded.add(image, build.name());
+    match target {
+        Deletion::MachineOSConfig(mosc) => {
+            for build in deleted_with(snapshot, mosc) {
+                if build.config_label().is_some()
+                    && let Some(image) = tag_target(build, Some(mosc), builds)
+                {
+                    guarded.add(image, build.name());
+                }
+            }
         }
-    }
-    guarded
-}
-
-/// The image deleting `mosb` removes (none without the `machine-os-config` label).
-pub(super) fn of_build(snapshot: &Snapshot, mosb: &MachineOSBuild) -> GuardedImages {
-    let mut guarded = GuardedImages::default();
-    if let Some(config) = mosb.config_label() {
-        let config = snapshot.machine_os_config(config);
-        if let Some(image) = tag_target(mosb, config, &snapshot.machine_os_builds) {
-            guarded.add(image, mosb.name());
+        Deletion::MachineOSBuild(mosb) => {
+            if let Some(config) = mosb.config_label()
+                && let Some(image) = tag_target(mosb, snapshot.machine_os_config(config), builds)
+            {
+                guarded.add(image, mosb.name());
+            }
         }
     }
     guarded

@@ -13,7 +13,8 @@ use crate::core::image::ImageKey;
 use crate::core::node::{NodeImages, NodeMeta};
 use crate::core::snapshot::Snapshot;
 
-use super::decide::{evaluate, guarded_images, verdict};
+use super::decide::{evaluate, verdict};
+use super::images::guarded_images;
 use super::pools::{self, Membership};
 use super::verdict::{Deletion, PolicyMode, RollingPool, Verdict};
 use super::{joining, scan};
