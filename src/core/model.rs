@@ -209,8 +209,7 @@ impl MachineOSConfig {
         trimmed(named(self.spec.rendered_image_push_secret.as_ref()))
     }
 
-    /// The values of its annotations (a pre-built image's among them), for the digests they
-    /// name.
+    /// Its annotations' values (a pre-built image's among them), for the digests they name.
     pub fn annotation_values(&self) -> impl Iterator<Item = &str> {
         self.metadata
             .annotations

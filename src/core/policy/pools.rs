@@ -174,12 +174,11 @@ pub(super) fn config_of<'s>(
     }
 }
 
-/// How many nodes of `pool` (by [`Membership`]) have a `currentImage` that is not `image` as MCO
-/// compares it, and the first [`NAMED_NEXT_NODES`] of them by name: the exact string (a node
-/// whose annotation spells the image differently is sent to it again, and pulls it again). It
-/// needs every node: which is why `guarded_digests` sends a decision with such a pool to a full
-/// scan, and why the cheap tests (the image text, then the pool's own selector) run before the
-/// full ones.
+/// Nodes of `pool` (by [`Membership`]) whose `currentImage` is not `image` as MCO compares it,
+/// counted, and the first [`NAMED_NEXT_NODES`] by name: the exact string (a node whose
+/// annotation spells the image differently is sent to it again, and pulls it again). It needs
+/// every node: which is why `guarded_digests` sends a decision with such a pool to a full scan,
+/// and why the cheap tests (the image text, then the pool's own selector) run before the full ones.
 fn pending_nodes(
     snapshot: &Snapshot,
     pool: &MachineConfigPool,
