@@ -16,6 +16,7 @@ use crate::audit;
 use crate::cli::args::{ClusterArgs, ServeArgs};
 use crate::cli::dump::load_static;
 use crate::cli::error::{CliError, ConfigError};
+use crate::cli::output;
 use crate::core::policy::PolicyMode;
 use crate::decision::{DeletionMode, Enforcement, Engine};
 use crate::defer::controller;
@@ -141,14 +142,8 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
         Ok(config) => run(config).await,
         Err(e) => Err(e.into()),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    let result = result.inspect_err(|e| tracing::error!("{e}"));
+    output::status(result.map(|()| ExitCode::SUCCESS))
 }
 
 /// The two listeners and their TLS: the webhook's (with the client CA, if any) and the ops
