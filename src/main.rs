@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mosc_guard::cli::{self, Cli, Command, LogFormat};
+use mosc_guard::cli::{self, Cli, Command, Output};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -27,8 +27,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match cli.log_format {
-        LogFormat::Json => fmt.json().init(),
-        LogFormat::Text => fmt.init(),
+        Output::Json => fmt.json().init(),
+        Output::Text => fmt.init(),
     }
     // kube and our server both use rustls with ring; make it the process default.
     let _ = rustls::crypto::ring::default_provider().install_default();

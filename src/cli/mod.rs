@@ -14,7 +14,7 @@ pub mod recover;
 pub mod serve;
 pub mod uninstall;
 
-pub use args::{Cli, Command, LogFormat};
+pub use args::{Cli, Command, Output};
 pub use certs::certs;
 pub use check::check;
 pub use images::images;
