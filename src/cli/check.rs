@@ -145,21 +145,14 @@ fn most_cautious(
     name: &str,
     mode: PolicyMode,
 ) -> Option<policy::Verdict> {
-    let mut verdict: Option<policy::Verdict> = None;
-    for snapshot in snapshots {
-        let Some(target) = find(snapshot, kind, name) else {
-            continue;
-        };
-        let v = policy::evaluate(snapshot, target, mode);
-        let refused = !v.allowed;
-        if verdict.is_none() || refused {
-            verdict = Some(v);
-        }
-        if refused {
-            break;
-        }
-    }
-    verdict
+    let mut verdicts = snapshots
+        .iter()
+        .filter_map(|s| Some(policy::evaluate(s, find(s, kind, name)?, mode)));
+    let first = verdicts.next()?;
+    Some(match first.allowed {
+        true => verdicts.find(|v| !v.allowed).unwrap_or(first),
+        false => first,
+    })
 }
 
 /// `check --all`: every MachineOSConfig (and with --builds every MachineOSBuild), as a table or
