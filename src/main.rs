@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mosc_guard::cli::{self, Cli, Command, Output};
+use mosc_guard::cli::args::{Cli, Command, Output};
+use mosc_guard::cli::{certs, check, images, prune, recover, serve, uninstall};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -44,13 +45,13 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => cli::serve(args).await,
-            Command::Check(args) => cli::check(args).await,
-            Command::Certs(args) => cli::certs(args),
-            Command::RemoveFinalizers(args) => cli::remove_finalizers(args).await,
-            Command::Recover(args) => cli::recover(args).await,
-            Command::Images(args) => cli::images(args).await,
-            Command::Prune(args) => cli::prune(args).await,
+            Command::Serve(args) => serve::serve(args).await,
+            Command::Check(args) => check::check(args).await,
+            Command::Certs(args) => certs::certs(args),
+            Command::RemoveFinalizers(args) => uninstall::remove_finalizers(args).await,
+            Command::Recover(args) => recover::recover(args).await,
+            Command::Images(args) => images::images(args).await,
+            Command::Prune(args) => prune::prune(args).await,
         }
     })
 }
