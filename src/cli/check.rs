@@ -166,22 +166,18 @@ fn all(
     let Some(first) = snapshots.first() else {
         return Ok(true);
     };
-    let mut targets: Vec<(TargetKind, String)> = first
+    let configs = first
         .machine_os_configs
         .iter()
-        .map(|m| (TargetKind::MachineOSConfig, m.name().to_string()))
-        .collect();
-    if args.builds {
-        targets.extend(
-            first
-                .machine_os_builds
-                .iter()
-                .map(|b| (TargetKind::MachineOSBuild, b.name().to_string())),
-        );
-    }
-    let verdicts: Vec<policy::Verdict> = targets
+        .map(|m| (TargetKind::MachineOSConfig, m.name()));
+    let builds = first
+        .machine_os_builds
         .iter()
-        .filter_map(|(kind, name)| most_cautious(snapshots, *kind, name, mode))
+        .filter(|_| args.builds)
+        .map(|b| (TargetKind::MachineOSBuild, b.name()));
+    let verdicts: Vec<policy::Verdict> = configs
+        .chain(builds)
+        .filter_map(|(kind, name)| most_cautious(snapshots, kind, name, mode))
         .collect();
     // Nodes the bug already hurt: listed, not counted in the exit status (deleting is a
     // separate question); the JSON array of reports keeps its schema, so they go to stderr there.
