@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mosc_guard::cli::{self, Cli, Command, LogFormat};
+use mosc_guard::cli::args::{Cli, Command, Output};
+use mosc_guard::cli::{certs, check, images, prune, recover, serve, uninstall};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -27,8 +28,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match cli.log_format {
-        LogFormat::Json => fmt.json().init(),
-        LogFormat::Text => fmt.init(),
+        Output::Json => fmt.json().init(),
+        Output::Text => fmt.init(),
     }
     // kube and our server both use rustls with ring; make it the process default.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -44,13 +45,13 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => cli::serve(args).await,
-            Command::Check(args) => cli::check(args).await,
-            Command::Certs(args) => cli::certs(args),
-            Command::RemoveFinalizers(args) => cli::remove_finalizers(args).await,
-            Command::Recover(args) => cli::recover(args).await,
-            Command::Images(args) => cli::images(args).await,
-            Command::Prune(args) => cli::prune(args).await,
+            Command::Serve(args) => serve::serve(args).await,
+            Command::Check(args) => check::check(args).await,
+            Command::Certs(args) => certs::certs(args),
+            Command::RemoveFinalizers(args) => uninstall::remove_finalizers(args).await,
+            Command::Recover(args) => recover::recover(args).await,
+            Command::Images(args) => images::images(args).await,
+            Command::Prune(args) => prune::prune(args).await,
         }
     })
 }

@@ -21,16 +21,10 @@ use crate::decision::{DeletionMode, Enforcement};
 )]
 pub struct Cli {
     /// Log format on stderr: text, or json (one object per line, for log collectors).
-    #[arg(long, global = true, value_enum, env = "MOSC_GUARD_LOG_FORMAT", default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    #[arg(long, global = true, value_enum, env = "MOSC_GUARD_LOG_FORMAT", default_value_t = Output::Text)]
+    pub log_format: Output,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 // Parsed once at start-up and matched once: the size of the largest variant does not matter.

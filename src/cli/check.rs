@@ -145,21 +145,14 @@ fn most_cautious(
     name: &str,
     mode: PolicyMode,
 ) -> Option<policy::Verdict> {
-    let mut verdict: Option<policy::Verdict> = None;
-    for snapshot in snapshots {
-        let Some(target) = find(snapshot, kind, name) else {
-            continue;
-        };
-        let v = policy::evaluate(snapshot, target, mode);
-        let refused = !v.allowed;
-        if verdict.is_none() || refused {
-            verdict = Some(v);
-        }
-        if refused {
-            break;
-        }
-    }
-    verdict
+    let mut verdicts = snapshots
+        .iter()
+        .filter_map(|s| Some(policy::evaluate(s, find(s, kind, name)?, mode)));
+    let first = verdicts.next()?;
+    Some(match first.allowed {
+        true => verdicts.find(|v| !v.allowed).unwrap_or(first),
+        false => first,
+    })
 }
 
 /// `check --all`: every MachineOSConfig (and with --builds every MachineOSBuild), as a table or
@@ -173,22 +166,18 @@ fn all(
     let Some(first) = snapshots.first() else {
         return Ok(true);
     };
-    let mut targets: Vec<(TargetKind, String)> = first
+    let configs = first
         .machine_os_configs
         .iter()
-        .map(|m| (TargetKind::MachineOSConfig, m.name().to_string()))
-        .collect();
-    if args.builds {
-        targets.extend(
-            first
-                .machine_os_builds
-                .iter()
-                .map(|b| (TargetKind::MachineOSBuild, b.name().to_string())),
-        );
-    }
-    let verdicts: Vec<policy::Verdict> = targets
+        .map(|m| (TargetKind::MachineOSConfig, m.name()));
+    let builds = first
+        .machine_os_builds
         .iter()
-        .filter_map(|(kind, name)| most_cautious(snapshots, *kind, name, mode))
+        .filter(|_| args.builds)
+        .map(|b| (TargetKind::MachineOSBuild, b.name()));
+    let verdicts: Vec<policy::Verdict> = configs
+        .chain(builds)
+        .filter_map(|(kind, name)| most_cautious(snapshots, kind, name, mode))
         .collect();
     // Nodes the bug already hurt: listed, not counted in the exit status (deleting is a
     // separate question); the JSON array of reports keeps its schema, so they go to stderr there.

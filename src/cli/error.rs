@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::access::dump::DumpError;
 use crate::access::live::LiveError;
+use crate::access::registry::PullConfigError;
 use crate::core::policy::TargetKind;
 use crate::defer::uninstall::UninstallError;
 use crate::server::tls::TlsError;
@@ -19,6 +20,9 @@ pub enum CliError {
     Live(#[from] LiveError),
     #[error(transparent)]
     Dump(#[from] DumpError),
+    /// What nodes pull with (the ControllerConfig, mirror sets, `--authfile`) cannot be used.
+    #[error(transparent)]
+    Pull(#[from] PullConfigError),
     /// A dump that could not be read whole, and `--allow-incomplete` was not given.
     #[error(
         "{} is incomplete, so {trust}; what could not be read:{}\n\

@@ -60,9 +60,7 @@ async fn gather(
         None => {
             let client = args.cluster.client().await?;
             let (snapshot, missing) = live::snapshot(&client).await?;
-            let pull = registry::pull_config(&client)
-                .await
-                .map_err(|e| CliError::Usage(e.to_string()))?;
+            let pull = registry::pull_config(&client).await?;
             Ok((needed_images(&snapshot), pull, notes::of_live(&missing)))
         }
         Some(dir) => {
@@ -73,8 +71,7 @@ async fn gather(
                 "the images it lists may not be every image nodes need",
             )?;
             let mut notes = notes::of_dump(&loaded);
-            let dump = registry::dump_pull_config(&loaded, dir, args.authfile.as_deref())
-                .map_err(|e| CliError::Usage(e.to_string()))?;
+            let dump = registry::dump_pull_config(&loaded, dir, args.authfile.as_deref())?;
             if !dump.controller_config {
                 notes.push(
                     "the dump holds no ControllerConfig: per-host CAs and the proxy are not known, \
@@ -89,7 +86,7 @@ async fn gather(
                         .to_string(),
                 );
             }
-            let pull = dump.config.map_err(|e| CliError::Usage(e.to_string()))?;
+            let pull = dump.config?;
             Ok((needed_images_of_all(loaded.snapshots()), pull, notes))
         }
     }

@@ -13,12 +13,3 @@ pub mod prune;
 pub mod recover;
 pub mod serve;
 pub mod uninstall;
-
-pub use args::{Cli, Command, LogFormat};
-pub use certs::certs;
-pub use check::check;
-pub use images::images;
-pub use prune::prune;
-pub use recover::recover;
-pub use serve::serve;
-pub use uninstall::remove_finalizers;

@@ -16,6 +16,7 @@ use crate::audit;
 use crate::cli::args::{ClusterArgs, ServeArgs};
 use crate::cli::dump::load_static;
 use crate::cli::error::{CliError, ConfigError};
+use crate::cli::output;
 use crate::core::policy::PolicyMode;
 use crate::decision::{DeletionMode, Enforcement, Engine};
 use crate::defer::controller;
@@ -141,14 +142,8 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
         Ok(config) => run(config).await,
         Err(e) => Err(e.into()),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    let result = result.inspect_err(|e| tracing::error!("{e}"));
+    output::status(result.map(|()| ExitCode::SUCCESS))
 }
 
 /// The two listeners and their TLS: the webhook's (with the client CA, if any) and the ops
@@ -194,7 +189,8 @@ async fn run(config: ServeConfig) -> Result<(), CliError> {
             let events = Events::new(client.clone(), &config.lease.identity);
             let caches = Caches::start(client.clone(), config.stale_after)
                 .with_fence_wait(config.fence_wait);
-            let admission = admission(&config, caches, metrics).with_events(events.clone());
+            let mut admission = admission(&config, caches, metrics);
+            admission.answers.events = Some(events.clone());
             run_live(&config, client, events, admission, listeners).await;
         }
         ReadFrom::Dump {
@@ -219,11 +215,12 @@ fn admission<V: ClusterView>(
     let view = ReleaseOverride::new(view, config.release.clone());
     let engine = Engine::new(view, config.policy, metrics, config.confirm_timeout)
         .with_confirm_batch_window(config.confirm_batch_window);
-    Admission::new(engine)
-        .with_deletion_mode(config.deletion_mode)
-        .with_enforcement(config.enforcement)
-        .with_mco_users(config.mco_users.clone())
-        .without_new_finalizers(config.no_new_finalizers)
+    let mut admission = Admission::new(engine);
+    admission.deletion_mode = config.deletion_mode;
+    admission.answers.enforcement = config.enforcement;
+    admission.mco_users = config.mco_users.clone();
+    admission.no_new_finalizers = config.no_new_finalizers;
+    admission
 }
 
 /// Serving from the caches, with the Lease holder's finalizer controller: in defer mode it adds

@@ -105,8 +105,9 @@ struct Context<V> {
 impl<V> Context<V> {
     /// A Normal Event about `mosc`.
     async fn record(&self, mosc: &MachineOSConfig, reason: &str, note: &str) {
-        let regarding = regarding(mosc);
-        self.events.record(&regarding, false, reason, note).await;
+        self.events
+            .record(&regarding(mosc), false, reason, note)
+            .await;
     }
 
     /// Refreshes the gauges of deferred deletions (how many, and the oldest one's
@@ -322,27 +323,24 @@ async fn patch_mosc(
 ) -> Result<(), Error> {
     let patch = Patch::Json::<()>(patch);
     let params = patch_params();
-    match tokio::time::timeout(PATCH_TIMEOUT, api.patch(name, &params, &patch)).await {
+    let patched = tokio::time::timeout(PATCH_TIMEOUT, api.patch(name, &params, &patch)).await;
+    let name = name.to_string();
+    match patched {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(kube::Error::Api(s))) if s.code == 422 => {
-            let now = tokio::time::timeout(PATCH_TIMEOUT, api.get_opt(name)).await;
+            let now = tokio::time::timeout(PATCH_TIMEOUT, api.get_opt(&name)).await;
             match now {
-                Ok(Ok(current)) if changed_since(planned, current.as_ref()) => Err(Error::Stale {
-                    name: name.to_string(),
-                }),
+                Ok(Ok(current)) if changed_since(planned, current.as_ref()) => {
+                    Err(Error::Stale { name })
+                }
                 _ => Err(Error::Patch {
-                    name: name.to_string(),
+                    name,
                     source: kube::Error::Api(s),
                 }),
             }
         }
-        Ok(Err(source)) => Err(Error::Patch {
-            name: name.to_string(),
-            source,
-        }),
-        Err(_) => Err(Error::PatchTimeout {
-            name: name.to_string(),
-        }),
+        Ok(Err(source)) => Err(Error::Patch { name, source }),
+        Err(_) => Err(Error::PatchTimeout { name }),
     }
 }
 

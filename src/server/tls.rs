@@ -6,7 +6,7 @@
 //! sees a renewal that never got loaded.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use rustls::crypto::CryptoProvider;
@@ -73,11 +73,7 @@ impl ReloadingResolver {
         }
         let key = certified_key(&self.files, &raw, &self.provider)?;
         // A poisoned lock only means a panic elsewhere mid-swap; the pair is still whole.
-        let mut current = self
-            .current
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *current = Loaded { raw, key };
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Loaded { raw, key };
         Ok(true)
     }
 
@@ -165,10 +161,7 @@ impl ReloadingResolver {
     }
 
     fn read_current<T>(&self, f: impl FnOnce(&Loaded) -> T) -> T {
-        match self.current.read() {
-            Ok(guard) => f(&guard),
-            Err(poisoned) => f(&poisoned.into_inner()),
-        }
+        f(&self.current.read().unwrap_or_else(PoisonError::into_inner))
     }
 }
 

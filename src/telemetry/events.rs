@@ -95,24 +95,23 @@ impl Events {
     /// back are counted in the next Event's note), so callers of `/validate` cannot make the
     /// guard write Events at any rate.
     pub fn refusal(&self, refusal: Refusal) {
-        let Refusal {
-            kind,
-            name,
-            uid,
-            reason,
-            note,
-        } = refusal;
-        let note = match self.limiter.admit(kind, &name, Instant::now()) {
+        let note = match self
+            .limiter
+            .admit(refusal.kind, &refusal.name, Instant::now())
+        {
             Admit::Suppress => return,
-            Admit::Write { suppressed: 0 } => note,
+            Admit::Write { suppressed: 0 } => refusal.note,
             Admit::Write { suppressed } => {
-                format!("({suppressed} more refusals since the last Event) {note}")
+                format!(
+                    "({suppressed} more refusals since the last Event) {}",
+                    refusal.note
+                )
             }
         };
-        let regarding = reference(kind, &name, Some(&uid));
+        let regarding = reference(refusal.kind, &refusal.name, Some(&refusal.uid));
         let events = self.clone();
         tokio::spawn(async move {
-            events.record(&regarding, true, reason, &note).await;
+            events.record(&regarding, true, refusal.reason, &note).await;
         });
     }
 

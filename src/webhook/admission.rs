@@ -19,8 +19,7 @@ use crate::access::view::ClusterView;
 use crate::core::model::{GROUP, MachineOSBuild, MachineOSConfig};
 use crate::core::policy::{Deletion, TargetKind};
 use crate::core::{finalizer, message};
-use crate::decision::{DeletionMode, Enforcement, Engine};
-use crate::telemetry::events::Events;
+use crate::decision::{DeletionMode, Engine};
 use crate::webhook::answer::{
     self, Answers, Guarded, REVIEW_API_VERSION, REVIEW_KIND, Ruling, Unreadable,
 };
@@ -28,14 +27,19 @@ use crate::webhook::answer::{
 pub type Request = AdmissionRequest<DynamicObject>;
 
 /// The validating webhook's state: the engine it decides with, and what it does with a
-/// verdict (the deletion mode, MCO's users, and the [`Answers`]).
+/// verdict, which `serve` sets from its flags.
 pub struct Admission<V> {
     engine: Arc<Engine<V>>,
-    deletion_mode: DeletionMode,
-    no_new_finalizers: bool,
-    /// Users whose requests are MCO's own (`--mco-user`): never refused (see [`McoUsers`]).
-    mco_users: McoUsers,
-    answers: Answers,
+    /// How MachineOSConfig deletions are answered.
+    pub deletion_mode: DeletionMode,
+    /// Stops adding the finalizer (draining before an uninstall); deferred deletions still
+    /// complete.
+    pub no_new_finalizers: bool,
+    /// Users whose requests are MCO's own (`--mco-user`; by default the machine-os-builder):
+    /// never refused (see [`McoUsers`]).
+    pub mco_users: McoUsers,
+    /// The enforcement of refusals, and the DeletionBlocked Events (none by default).
+    pub answers: Answers,
 }
 
 impl<V: ClusterView> Admission<V> {
@@ -45,7 +49,7 @@ impl<V: ClusterView> Admission<V> {
             engine: Arc::new(engine),
             deletion_mode: DeletionMode::Deny,
             no_new_finalizers: false,
-            mco_users: McoUsers::machine_os_builder(),
+            mco_users: McoUsers::new([crate::core::model::MACHINE_OS_BUILDER_USER.to_string()]),
             answers,
         }
     }
@@ -55,41 +59,9 @@ impl<V: ClusterView> Admission<V> {
         &self.engine
     }
 
-    /// Admits every request of these users, MCO's own (see [`McoUsers`]; by default the
-    /// machine-os-builder).
-    pub fn with_mco_users(mut self, users: McoUsers) -> Self {
-        self.mco_users = users;
-        self
-    }
-
-    /// Answers MachineOSConfig deletions as `mode` says.
-    pub fn with_deletion_mode(mut self, mode: DeletionMode) -> Self {
-        self.deletion_mode = mode;
-        self
-    }
-
-    /// Enforces refusals, or only warns of them.
-    pub fn with_enforcement(mut self, enforcement: Enforcement) -> Self {
-        self.answers.enforcement = enforcement;
-        self
-    }
-
-    /// `without`: stops adding the finalizer (draining before an uninstall); deferred
-    /// deletions still complete.
-    pub fn without_new_finalizers(mut self, without: bool) -> Self {
-        self.no_new_finalizers = without;
-        self
-    }
-
     /// Whether the mutating webhook and the controller add the finalizer: defer mode only.
     pub fn adds_finalizers(&self) -> bool {
         self.deletion_mode == DeletionMode::Defer && !self.no_new_finalizers
-    }
-
-    /// Records a DeletionBlocked Event for every refused deletion that is not a dry run.
-    pub fn with_events(mut self, events: Events) -> Self {
-        self.answers.events = Some(events);
-        self
     }
 
     /// Classifies `req`, decides it and answers it.
@@ -104,7 +76,10 @@ impl<V: ClusterView> Admission<V> {
                 subject,
                 finalizer_removal,
             } => Some(Guarded {
-                ruling: self.decide(kind, subject, finalizer_removal).await,
+                ruling: match subject {
+                    Ok(subject) => self.decide(kind, subject, finalizer_removal).await,
+                    Err(why) => Ruling::Unreadable(why),
+                },
                 kind,
                 name,
             }),
@@ -116,16 +91,7 @@ impl<V: ClusterView> Admission<V> {
     /// A guarded deletion decided: by the cache alone when defer mode's finalizer holds the
     /// object (the controller confirms with a fresh read before it lets go; the cache only words
     /// the warning), otherwise by the engine's check (cache, then a confirming read).
-    async fn decide(
-        &self,
-        kind: TargetKind,
-        subject: Result<Subject, Unreadable>,
-        finalizer_removal: bool,
-    ) -> Ruling {
-        let subject = match subject {
-            Ok(s) => s,
-            Err(why) => return Ruling::Unreadable(why),
-        };
+    async fn decide(&self, kind: TargetKind, subject: Subject, finalizer_removal: bool) -> Ruling {
         let defer = self.deletion_mode == DeletionMode::Defer;
         if let Subject::Config(c) = &subject
             && defer
@@ -307,11 +273,6 @@ impl McoUsers {
                 .filter(|u| !u.is_empty())
                 .collect(),
         )
-    }
-
-    /// MCO's machine-os-builder alone: the default, as `serve --mco-user` has it.
-    pub fn machine_os_builder() -> Self {
-        Self::new([crate::core::model::MACHINE_OS_BUILDER_USER.to_string()])
     }
 
     /// Whether `req` was sent by one of them.

@@ -242,10 +242,7 @@ impl Answer {
                         }
                     }
                 };
-                match why_refused {
-                    Some(why) => answer.explain(&why),
-                    None => answer,
-                }
+                answer.explain(why_refused.as_deref().unwrap_or_default())
             }
         }
     }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tower_http::timeout::TimeoutLayer;
 
@@ -28,6 +27,8 @@ const ENVELOPE_BYTES: usize = 64 * 1024;
 /// its oldObject, each up to [`MAX_OBJECT_BYTES`], so a cap of one object's size refused the
 /// finalizer's removal from a large MachineOSConfig (failing closed).
 pub const MAX_BODY_BYTES: usize = 2 * MAX_OBJECT_BYTES + ENVELOPE_BYTES;
+/// `/metrics`' content type: the OpenMetrics text format.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The readiness of a guard deciding through `engine`: its view's (every cache synced, none
 /// stale), until the drain begins.
@@ -66,20 +67,8 @@ pub fn ops_router<V: ClusterView>(engine: Arc<Engine<V>>, readiness: Readiness) 
     probes::routes(readiness).route(
         "/metrics",
         get(move || {
-            let response = metrics(&engine, &ready);
-            async move { response }
+            let body = engine.render_metrics(ready.check().is_ok());
+            async move { ([(header::CONTENT_TYPE, OPENMETRICS)], body) }
         }),
     )
-}
-
-fn metrics<V: ClusterView>(engine: &Engine<V>, readiness: &Readiness) -> Response {
-    let body = engine.render_metrics(readiness.check().is_ok());
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        body,
-    )
-        .into_response()
 }

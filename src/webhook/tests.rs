@@ -174,16 +174,16 @@ fn admission(users: Option<McoUsers>) -> Admission<StaticView> {
         release: ClusterRelease::given("4.20.8"),
         ..Default::default()
     };
-    let r = Admission::new(Engine::new(
+    let mut r = Admission::new(Engine::new(
         StaticView(Arc::new(snapshot)),
         PolicyMode::InFlight,
         Arc::new(Metrics::default()),
         Duration::from_secs(1),
     ));
-    match users {
-        Some(u) => r.with_mco_users(u),
-        None => r,
+    if let Some(u) = users {
+        r.mco_users = u;
     }
+    r
 }
 
 fn delete_by(user: &str) -> Request {

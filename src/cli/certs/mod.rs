@@ -21,6 +21,8 @@ use rcgen::{
     ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
 };
 
+use crate::cli::output;
+
 /// Secret the manifests mount (`manifests/base/deployment.yaml`).
 pub const SECRET_NAME: &str = "mosc-guard-tls";
 /// Name of the webhook configurations (validating, and mutating where deployed).
@@ -247,14 +249,12 @@ pub fn write(dir: &Path, bundle: &Bundle, force: bool) -> Result<(), CertsError>
     let contents = [&bundle.ca_pem, &bundle.cert_pem, &bundle.key_pem];
     let modes = [0o644, 0o644, 0o600];
     for ((path, pem), mode) in paths.iter().zip(contents).zip(modes) {
-        if force {
-            // Removed, not truncated: a new file gets `mode` even if the old one had another.
-            match fs::remove_file(path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    return Err(io_err("replacing", path)(e));
-                }
-                _ => {}
-            }
+        // Removed, not truncated: a new file gets `mode` even if the old one had another.
+        if force
+            && let Err(e) = fs::remove_file(path)
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            return Err(io_err("replacing", path)(e));
         }
         let mut file = OpenOptions::new()
             .write(true)
@@ -298,13 +298,7 @@ pub fn certs(args: CertsArgs) -> ExitCode {
             .write_all(out.as_bytes())
             .map_err(|e| format!("writing to stdout: {e}"))
     });
-    match written {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    output::status(written.map(|()| ExitCode::SUCCESS))
 }
 
 #[cfg(test)]

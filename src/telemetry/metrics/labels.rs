@@ -4,11 +4,9 @@
 
 use prometheus_client::encoding::EncodeLabelSet;
 
-/// A family's one label, its name and value (`("result", "confirmed")`): every value is a
-/// `label()` of a domain enum or a fixed string.
+/// A family's one label, its name and value (`("result", "confirmed")`).
 pub(super) type Label = [(&'static str, &'static str); 1];
 
-/// Every label value below is a `label()` of a domain enum or a fixed string.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct DecisionLabels {
     pub(super) resource: &'static str,

@@ -161,13 +161,13 @@ async fn start_with_limits<V: ClusterView>(
         "https://127.0.0.1:{}",
         listener.local_addr().expect("addr").port()
     );
-    let admission = Admission::new(Engine::new(
+    let mut admission = Admission::new(Engine::new(
         view,
         PolicyMode::InFlight,
         metrics,
         Duration::from_millis(500),
-    ))
-    .with_deletion_mode(mode);
+    ));
+    admission.deletion_mode = mode;
     let (stop, stopped) = oneshot::channel::<()>();
     let readiness = routes::readiness(admission.engine());
     let app = routes::router(admission, limits.request_timeout, readiness);
