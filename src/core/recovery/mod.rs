@@ -106,13 +106,6 @@ impl Plan {
             _ => None,
         })
     }
-
-    /// Whether some node needs a person (the command's exit status 1).
-    pub fn needs_attention(&self) -> bool {
-        self.nodes
-            .iter()
-            .any(|n| matches!(n.diagnosis, Diagnosis::NeedsAttention(_)))
-    }
 }
 
 /// Plans the recovery of every node (of `pool` only, when given), with what the registry said
@@ -124,10 +117,10 @@ pub fn plan(snapshot: &RecoverySnapshot, pool: Option<&str>, registry: &Registry
         .iter()
         .filter_map(|node| {
             let node_pool = members.primary(node);
-            if pool.is_some() && node_pool != pool {
-                return None;
-            }
-            node_plan(snapshot, node, node_pool, registry)
+            let asked = pool.is_none() || node_pool == pool;
+            asked
+                .then(|| node_plan(snapshot, node, node_pool, registry))
+                .flatten()
         })
         .collect();
     nodes.sort_by(|a, b| (&a.pool, &a.node).cmp(&(&b.pool, &b.node)));
@@ -174,7 +167,7 @@ fn node_plan(
 /// object disagree): a node is recoverable only when every reading makes it recoverable with
 /// the same patch; a reading that needs a person decides; readings that otherwise differ need a
 /// person too, since the copies cannot tell which is true.
-pub fn most_cautious(plans: Vec<Plan>) -> Plan {
+pub fn most_cautious(plans: impl IntoIterator<Item = Plan>) -> Plan {
     let mut plans = plans.into_iter();
     let Some(mut merged) = plans.next() else {
         return Plan::default();
