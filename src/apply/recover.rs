@@ -201,9 +201,7 @@ impl<'a> Step for NodeStep<'a> {
                 };
                 r.marker
             }
-            Some(other) => {
-                return a.stop(clock, words::changed(node, &other));
-            }
+            Some(other) => return a.stop(clock, words::changed(node, &other)),
         };
         match wait::node(self.client, clock, node, &marker, self.timeout).await {
             Ok((outcome, why)) => a.end(clock, outcome, why),
@@ -227,10 +225,9 @@ impl NodeStep<'_> {
         let fresh = live::fresh_for(self.client, node)
             .await
             .map_err(|e| (Outcome::Failed, words::reread_failed(e)))?;
-        match fresh.nodes.first().map(|n| n.uid.clone()) {
-            Some(uid) => Ok((fresh, uid)),
-            None => Err((Outcome::NothingToDo, words::GONE_WHEN_REREAD.to_string())),
-        }
+        let gone = || (Outcome::NothingToDo, words::GONE_WHEN_REREAD.to_string());
+        let uid = fresh.nodes.first().ok_or_else(gone)?.uid.clone();
+        Ok((fresh, uid))
     }
 
     /// The node planned again from `fresh`, its registry asked again; `None`: no longer stuck
@@ -285,10 +282,11 @@ impl NodeStep<'_> {
                 Ok(a)
             }
             Err(PatchError::Refused(message)) => Err(a.stop(clock, words::patch_refused(&message))),
-            Err(PatchError::Rejected { code: 404, .. }) => {
-                let why = words::DELETED_BEFORE_PATCH.to_string();
-                Err(a.end(clock, Outcome::NothingToDo, why))
-            }
+            Err(PatchError::Rejected { code: 404, .. }) => Err(a.end(
+                clock,
+                Outcome::NothingToDo,
+                words::DELETED_BEFORE_PATCH.into(),
+            )),
             Err(e @ PatchError::Rejected { .. }) => {
                 Err(a.end(clock, Outcome::Failed, words::patch_rejected(e)))
             }
