@@ -83,7 +83,6 @@ impl Done {
         }
     }
 
-    /// The text summary.
     pub(crate) fn summary(&self) -> String {
         outcome::summary(self.builds.iter().chain(&self.images))
     }

@@ -32,7 +32,6 @@ use super::{Clock, Stage, Step, until_ctrl_c};
 /// A node's result, as `--output json` prints it under `applied`.
 pub(crate) type Entry = Applied<Node, Found>;
 
-/// Which node an entry is about.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Node {
     pub(crate) node: String,

@@ -52,7 +52,6 @@ pub struct Plan {
     pub nodes: Vec<NodePlan>,
 }
 
-/// One node's entry.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodePlan {
     pub node: String,

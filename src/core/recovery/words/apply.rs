@@ -68,11 +68,8 @@ pub fn asking(node: &str, image: &str) -> String {
 }
 
 pub fn registry_says(node: &str, said: &RegistrySaid) -> String {
-    format!(
-        "node {node}: the registry says {}: {}",
-        said.label(),
-        said.why
-    )
+    let label = said.label();
+    format!("node {node}: the registry says {label}: {}", said.why)
 }
 
 pub fn already_cancelled(node: &str) -> String {
