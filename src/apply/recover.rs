@@ -252,8 +252,8 @@ impl NodeStep<'_> {
 
     /// What the patch is about to change, said and kept (the entry, an Event on the node).
     async fn record(&self, node: &str, uid: Option<&str>, r: &Recovery, a: &mut Entry) {
-        let clock = self.clock;
-        clock.line(words::before_patch(node, &r.marker.annotations));
+        self.clock
+            .line(words::before_patch(node, &r.marker.annotations));
         a.found.recorded = Some(r.marker.annotations.clone());
         let note = words::event_note(node, r);
         let written =
@@ -262,7 +262,7 @@ impl NodeStep<'_> {
             Ok(name) => words::event_recorded(node, &name),
             Err(e) => words::event_not_recorded(node, e),
         };
-        clock.line(line);
+        self.clock.line(line);
         a.found.event = Some(event);
     }
 

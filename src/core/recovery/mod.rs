@@ -146,14 +146,11 @@ fn node_plan(
     registry: &RegistryAnswers,
 ) -> Option<NodePlan> {
     let diagnosis = rules::diagnose(snapshot, node, pool, registry)?;
-    let asked = matches!(
-        diagnosis,
-        Diagnosis::Recoverable(_) | Diagnosis::NeedsAttention(_)
-    );
-    let registry = asked
-        .then(|| loss::lost(node, snapshot))
-        .flatten()
-        .map(|image| registry.said(image));
+    let registry = match diagnosis {
+        Diagnosis::Recoverable(_) | Diagnosis::NeedsAttention(_) => loss::lost(node, snapshot),
+        _ => None,
+    }
+    .map(|image| registry.said(image));
     Some(NodePlan {
         node: node.name.clone(),
         pool: pool.map(str::to_string),

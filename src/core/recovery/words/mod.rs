@@ -377,13 +377,12 @@ pub fn stuck_table(stuck: &[super::stuck::Stuck]) -> String {
             ]
         })
         .collect();
-    let mut out = format!(
+    format!(
         "\n{} node(s) stuck on a lost image (Degraded; no MachineOSBuild carries their \
-         desiredImage); `mosc-guard recover` plans how to heal them:\n",
-        stuck.len()
-    );
-    out.push_str(&columns(["NODE", "POOL", "DESIRED IMAGE"], &rows));
-    out
+         desiredImage); `mosc-guard recover` plans how to heal them:\n{}",
+        stuck.len(),
+        columns(["NODE", "POOL", "DESIRED IMAGE"], &rows)
+    )
 }
 
 /// One line per stuck node, for `check --all -o json`'s warnings on stderr.
