@@ -97,9 +97,8 @@ pub(crate) async fn run<S: Step>(
             ran.interrupted = true;
             if let Some(i) = current.get() {
                 let why = step.interrupted(&items[i], stage.get());
-                let entry = step.entry(&items[i]);
-                ran.applied
-                    .push(entry.end(clock, Outcome::Interrupted, why));
+                let entry = step.entry(&items[i]).end(clock, Outcome::Interrupted, why);
+                ran.applied.push(entry);
             }
         }
     }

@@ -8,8 +8,9 @@ use serde::Serialize;
 
 use super::Clock;
 
-/// What became of one item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What became of one item; its name in the JSON output is the variant's, in camelCase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) enum Outcome {
     /// The API server (or, for an image, the registry) accepted the delete and it is gone.
     Deleted,
@@ -19,8 +20,6 @@ pub(crate) enum Outcome {
     MovedOn,
     /// Nothing to write when re-read (gone, no longer stuck).
     NothingToDo,
-    /// The run stopped at this item; a person looks (the problem's stable name).
-    Stopped(&'static str),
     /// A request failed on the way: it may or may not have been applied (recover: also a
     /// re-read).
     Failed,
@@ -30,24 +29,18 @@ pub(crate) enum Outcome {
     Interrupted,
     /// The run stopped before this item.
     NotAttempted,
+    /// The run stopped at this item; a person looks (the problem's stable name, which the JSON
+    /// output gives as the entry's `problem`).
+    #[serde(untagged, serialize_with = "stopped")]
+    Stopped(&'static str),
+}
+
+/// `stopped`, in the JSON output.
+fn stopped<S: serde::Serializer>(_: &&'static str, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str("stopped")
 }
 
 impl Outcome {
-    /// Its name in the JSON output.
-    fn name(self) -> &'static str {
-        match self {
-            Outcome::Deleted => "deleted",
-            Outcome::Recovered => "recovered",
-            Outcome::MovedOn => "movedOn",
-            Outcome::NothingToDo => "nothingToDo",
-            Outcome::Stopped(_) => "stopped",
-            Outcome::Failed => "failed",
-            Outcome::ReadFailed => "readFailed",
-            Outcome::Interrupted => "interrupted",
-            Outcome::NotAttempted => "notAttempted",
-        }
-    }
-
     /// In the text summary.
     fn shout(self) -> &'static str {
         match self {
@@ -60,12 +53,6 @@ impl Outcome {
             Outcome::Interrupted => "INTERRUPTED",
             Outcome::NotAttempted => "NOT ATTEMPTED",
         }
-    }
-}
-
-impl Serialize for Outcome {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.name())
     }
 }
 

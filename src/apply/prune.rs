@@ -83,7 +83,6 @@ impl Done {
         }
     }
 
-    /// The text summary.
     pub(crate) fn summary(&self) -> String {
         outcome::summary(self.builds.iter().chain(&self.images))
     }
@@ -161,14 +160,11 @@ impl<'a> Step for PruneStep<'a> {
     }
 
     async fn turn(&mut self, item: &Todo<'_>, stage: &Cell<Stage>) -> Entry {
-        let a = self.entry(item);
-        match *item {
-            Todo::Build(name) => self.build(name, a, stage).await,
-            Todo::Image(image) => {
-                let (outcome, why) = self.image(image, stage).await;
-                a.end(self.clock, outcome, why)
-            }
-        }
+        let (outcome, why) = match *item {
+            Todo::Build(name) => self.build(name, stage).await,
+            Todo::Image(image) => self.image(image, stage).await,
+        };
+        self.entry(item).end(self.clock, outcome, why)
     }
 
     fn interrupted(&self, item: &Todo, stage: Stage) -> String {
@@ -196,8 +192,9 @@ impl<'a> Step for PruneStep<'a> {
 }
 
 impl PruneStep<'_> {
-    /// One build's turn: re-read, re-plan, delete, wait.
-    async fn build(&self, name: &str, a: Entry, stage: &Cell<Stage>) -> Entry {
+    /// One build's turn: re-read, re-plan, delete, wait; what it came to, and why (said on the
+    /// clock by the caller).
+    async fn build(&self, name: &str, stage: &Cell<Stage>) -> (Outcome, String) {
         let clock = self.clock;
         clock.line(format!(
             "build {name}: re-reading what its plan rests on (MachineOSBuilds, MachineOSConfigs, \
@@ -205,7 +202,7 @@ impl PruneStep<'_> {
         ));
         let fresh = match self.reread().await {
             Ok(fresh) => fresh,
-            Err(why) => return a.end(clock, Outcome::ReadFailed, why),
+            Err(why) => return (Outcome::ReadFailed, why),
         };
         let plan = prune::plan(&fresh, &self.settings.options, Timestamp::now());
         let (build, uid, version) = match prune::recheck(&plan, name) {
@@ -214,75 +211,69 @@ impl PruneStep<'_> {
                 uid,
                 version,
             } => (build, uid, version),
-            Recheck::Gone(why) => return a.end(clock, Outcome::NothingToDo, why),
-            Recheck::Changed(why) => {
-                return a.end(clock, Outcome::Stopped("changedSincePlan"), why);
-            }
+            Recheck::Gone(why) => return (Outcome::NothingToDo, why),
+            Recheck::Changed(why) => return (Outcome::Stopped("changedSincePlan"), why),
         };
         clock.line(format!(
             "build {name}: still deletable; deleting it (uid {uid}, resourceVersion {version}): {}",
             words::deletes(build)
         ));
         stage.set(Stage::Writing);
-        let (why, outcome) = match delete_build(self.client, name, uid, version).await {
+        match delete_build(self.client, name, uid, version).await {
             Ok(()) => {
                 stage.set(Stage::Waiting);
                 clock.line(format!(
                     "build {name}: delete accepted; waiting up to {} for it to go",
                     words::duration(self.settings.timeout)
                 ));
-                return self.wait_gone(name, uid, a).await;
+                self.wait_gone(name, uid).await
             }
             Err(DeleteError::Gone) => (
-                "gone before its delete: nothing to delete".to_string(),
                 Outcome::NothingToDo,
+                "gone before its delete: nothing to delete".to_string(),
             ),
             Err(DeleteError::Changed(message)) => (
+                Outcome::Stopped("changedSincePlan"),
                 format!(
                     "the API server refused the delete's preconditions: the build changed \
                      between the read and the delete ({message}); nothing was deleted"
                 ),
-                Outcome::Stopped("changedSincePlan"),
             ),
             Err(DeleteError::Refused(message)) => (
+                Outcome::Stopped("refused"),
                 format!(
                     "the API server refused the delete; nothing was deleted, and prune does not \
                      try another way: {message}"
                 ),
-                Outcome::Stopped("refused"),
             ),
             Err(e @ DeleteError::Failed(_)) => (
+                Outcome::Failed,
                 format!(
                     "{e}; the API server may or may not have applied it: run prune again, which \
                      re-reads every build"
                 ),
-                Outcome::Failed,
             ),
-        };
-        a.end(clock, outcome, why)
+        }
     }
 
     /// The cluster read again, with `--openshift-version` applied; `Err`: why not.
     pub(super) async fn reread(&self) -> Result<Snapshot, String> {
-        match live::snapshot(self.client).await {
-            Ok((snapshot, _)) => Ok(snapshot.with_release_override(self.settings.version)),
-            Err(e) => Err(format!(
-                "could not re-read the cluster: {e}; nothing was deleted"
-            )),
-        }
+        live::snapshot(self.client)
+            .await
+            .map(|(snapshot, _)| snapshot.with_release_override(self.settings.version))
+            .map_err(|e| format!("could not re-read the cluster: {e}; nothing was deleted"))
     }
 
     /// Until the build (this uid) is gone, or the timeout.
-    async fn wait_gone(&self, name: &str, uid: &str, a: Entry) -> Entry {
+    async fn wait_gone(&self, name: &str, uid: &str) -> (Outcome, String) {
         let timeout = self.settings.timeout;
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             match build_exists(self.client, name, uid).await {
                 Ok(false) => {
                     let why = "deleted: MCO deletes its image from the registry (its \
-                               MachineOSBuild-delete handler)"
-                        .to_string();
-                    return a.end(self.clock, Outcome::Deleted, why);
+                               MachineOSBuild-delete handler)";
+                    return (Outcome::Deleted, why.to_string());
                 }
                 Ok(true) => {}
                 Err(e) => self.clock.line(format!(
@@ -296,7 +287,7 @@ impl PruneStep<'_> {
                      Job and ConfigMaps): not waiting longer",
                     words::duration(timeout)
                 );
-                return a.end(self.clock, Outcome::Stopped("timedOut"), why);
+                return (Outcome::Stopped("timedOut"), why);
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }

@@ -32,7 +32,6 @@ use super::{Clock, Stage, Step, until_ctrl_c};
 /// A node's result, as `--output json` prints it under `applied`.
 pub(crate) type Entry = Applied<Node, Found>;
 
-/// Which node an entry is about.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Node {
     pub(crate) node: String,
@@ -201,9 +200,7 @@ impl<'a> Step for NodeStep<'a> {
                 };
                 r.marker
             }
-            Some(other) => {
-                return a.stop(clock, words::changed(node, &other));
-            }
+            Some(other) => return a.stop(clock, words::changed(node, &other)),
         };
         match wait::node(self.client, clock, node, &marker, self.timeout).await {
             Ok((outcome, why)) => a.end(clock, outcome, why),
@@ -227,10 +224,9 @@ impl NodeStep<'_> {
         let fresh = live::fresh_for(self.client, node)
             .await
             .map_err(|e| (Outcome::Failed, words::reread_failed(e)))?;
-        match fresh.nodes.first().map(|n| n.uid.clone()) {
-            Some(uid) => Ok((fresh, uid)),
-            None => Err((Outcome::NothingToDo, words::GONE_WHEN_REREAD.to_string())),
-        }
+        let gone = || (Outcome::NothingToDo, words::GONE_WHEN_REREAD.to_string());
+        let uid = fresh.nodes.first().ok_or_else(gone)?.uid.clone();
+        Ok((fresh, uid))
     }
 
     /// The node planned again from `fresh`, its registry asked again; `None`: no longer stuck
@@ -256,8 +252,8 @@ impl NodeStep<'_> {
 
     /// What the patch is about to change, said and kept (the entry, an Event on the node).
     async fn record(&self, node: &str, uid: Option<&str>, r: &Recovery, a: &mut Entry) {
-        let clock = self.clock;
-        clock.line(words::before_patch(node, &r.marker.annotations));
+        self.clock
+            .line(words::before_patch(node, &r.marker.annotations));
         a.found.recorded = Some(r.marker.annotations.clone());
         let note = words::event_note(node, r);
         let written =
@@ -266,7 +262,7 @@ impl NodeStep<'_> {
             Ok(name) => words::event_recorded(node, &name),
             Err(e) => words::event_not_recorded(node, e),
         };
-        clock.line(line);
+        self.clock.line(line);
         a.found.event = Some(event);
     }
 
@@ -285,10 +281,11 @@ impl NodeStep<'_> {
                 Ok(a)
             }
             Err(PatchError::Refused(message)) => Err(a.stop(clock, words::patch_refused(&message))),
-            Err(PatchError::Rejected { code: 404, .. }) => {
-                let why = words::DELETED_BEFORE_PATCH.to_string();
-                Err(a.end(clock, Outcome::NothingToDo, why))
-            }
+            Err(PatchError::Rejected { code: 404, .. }) => Err(a.end(
+                clock,
+                Outcome::NothingToDo,
+                words::DELETED_BEFORE_PATCH.into(),
+            )),
             Err(e @ PatchError::Rejected { .. }) => {
                 Err(a.end(clock, Outcome::Failed, words::patch_rejected(e)))
             }

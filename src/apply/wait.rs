@@ -25,9 +25,9 @@ const NODE_POLL: Duration = Duration::from_secs(1);
 const POOL_POLL: Duration = Duration::from_secs(5);
 
 /// Waits until node `name`, cancelled as `marker` records, has finished its no-op update, or
-/// MCO moved it on (how, and why); or where it stopped. Each poll reads the node and the pools, MachineOSConfigs and
-/// MachineOSBuilds: a new target on a node still Degraded is MCO's only if it is what MCO's node
-/// controller sends its pool now.
+/// MCO moved it on (how, and why); or where it stopped. Each poll reads the node and the pools,
+/// MachineOSConfigs and MachineOSBuilds: a new target on a node still Degraded is MCO's only if
+/// it is what MCO's node controller sends its pool now.
 pub(super) async fn node(
     client: &Client,
     clock: &Clock,
@@ -40,13 +40,8 @@ pub(super) async fn node(
         let read = tokio::try_join!(get_node(client, name), live::decision_objects(client));
         let seen = match read {
             Ok((Some(node), objects)) => match words::seen(&progress(&node, marker, &objects)) {
-                Seen::Recovered { moved_on, why } => {
-                    let outcome = match moved_on {
-                        true => Outcome::MovedOn,
-                        false => Outcome::Recovered,
-                    };
-                    return Ok((outcome, why));
-                }
+                Seen::Recovered(why) => return Ok((Outcome::Recovered, why)),
+                Seen::MovedOn(why) => return Ok((Outcome::MovedOn, why)),
                 Seen::Stop(stop) => return Err(stop),
                 Seen::Waiting(what) => what,
             },

@@ -28,13 +28,6 @@ pub async fn prune(args: PruneArgs) -> ExitCode {
     output::status(run(&args).await)
 }
 
-fn options(args: &PruneArgs) -> Options {
-    Options {
-        keep: args.keep,
-        keep_younger_than: args.keep_younger_than,
-    }
-}
-
 async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
     live_only(
         &args.dump,
@@ -57,10 +50,14 @@ async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
         client,
         ..
     } = read_source(&args.cluster, &args.dump, trust, version).await?;
+    let options = Options {
+        keep: args.keep,
+        keep_younger_than: args.keep_younger_than,
+    };
     let now = Timestamp::now();
     let plans = snapshots
         .iter()
-        .map(|s| prune::plan(s, &options(args), now))
+        .map(|s| prune::plan(s, &options, now))
         .collect();
     let plan = prune::most_cautious(plans)
         .ok_or_else(|| CliError::Usage("the source holds nothing to plan from".to_string()))?;
@@ -106,13 +103,12 @@ async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
         print!("{}", words::text(&plan, &image_plan));
     }
     let deletable = image_plan.deletable();
-    let images = match (&registries, args.images) {
-        (Some(r), true) => Some((deletable.as_slice(), r)),
-        _ => None,
-    };
+    let images = (registries.as_ref())
+        .filter(|_| args.images)
+        .map(|r| (deletable.as_slice(), r));
     let settings = Settings {
-        options: options(args),
-        version: args.openshift_version.as_deref(),
+        options,
+        version,
         timeout: args.timeout,
     };
     let done = apply::run(&client, &plan, images, settings).await;

@@ -48,12 +48,8 @@ async fn run(args: &RecoverArgs) -> Result<ExitCode, CliError> {
         notes::warn(std::slice::from_ref(&note));
         warnings.push(note);
     }
-    let plan = recovery::most_cautious(
-        snapshots
-            .iter()
-            .map(|s| recovery::plan(s, pool, &answers))
-            .collect(),
-    );
+    let plans = snapshots.iter().map(|s| recovery::plan(s, pool, &answers));
+    let plan = recovery::most_cautious(plans);
     let mut report = Report::new(&plan, pool, warnings);
     if !args.apply {
         print(args.output, &report, None, &plan)?;

@@ -90,15 +90,10 @@ pub(super) enum Judged {
 impl RegistryAnswers {
     /// What the registry said of `image`.
     pub fn said(&self, image: &str) -> RegistrySaid {
-        match self.answers.get(image) {
-            Some(answer) => RegistrySaid {
-                status: Some(answer.status),
-                why: answer.why.clone(),
-            },
-            None => RegistrySaid {
-                status: None,
-                why: self.not_asked.clone(),
-            },
+        let answer = self.answers.get(image);
+        RegistrySaid {
+            status: answer.map(|a| a.status),
+            why: answer.map_or_else(|| self.not_asked.clone(), |a| a.why.clone()),
         }
     }
 

@@ -52,7 +52,6 @@ pub struct Plan {
     pub nodes: Vec<NodePlan>,
 }
 
-/// One node's entry.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodePlan {
     pub node: String,
@@ -106,13 +105,6 @@ impl Plan {
             _ => None,
         })
     }
-
-    /// Whether some node needs a person (the command's exit status 1).
-    pub fn needs_attention(&self) -> bool {
-        self.nodes
-            .iter()
-            .any(|n| matches!(n.diagnosis, Diagnosis::NeedsAttention(_)))
-    }
 }
 
 /// Plans the recovery of every node (of `pool` only, when given), with what the registry said
@@ -124,10 +116,10 @@ pub fn plan(snapshot: &RecoverySnapshot, pool: Option<&str>, registry: &Registry
         .iter()
         .filter_map(|node| {
             let node_pool = members.primary(node);
-            if pool.is_some() && node_pool != pool {
-                return None;
-            }
-            node_plan(snapshot, node, node_pool, registry)
+            let asked = pool.is_none() || node_pool == pool;
+            asked
+                .then(|| node_plan(snapshot, node, node_pool, registry))
+                .flatten()
         })
         .collect();
     nodes.sort_by(|a, b| (&a.pool, &a.node).cmp(&(&b.pool, &b.node)));
@@ -154,14 +146,11 @@ fn node_plan(
     registry: &RegistryAnswers,
 ) -> Option<NodePlan> {
     let diagnosis = rules::diagnose(snapshot, node, pool, registry)?;
-    let asked = matches!(
-        diagnosis,
-        Diagnosis::Recoverable(_) | Diagnosis::NeedsAttention(_)
-    );
-    let registry = asked
-        .then(|| loss::lost(node, snapshot))
-        .flatten()
-        .map(|image| registry.said(image));
+    let registry = match diagnosis {
+        Diagnosis::Recoverable(_) | Diagnosis::NeedsAttention(_) => loss::lost(node, snapshot),
+        _ => None,
+    }
+    .map(|image| registry.said(image));
     Some(NodePlan {
         node: node.name.clone(),
         pool: pool.map(str::to_string),
@@ -174,7 +163,7 @@ fn node_plan(
 /// object disagree): a node is recoverable only when every reading makes it recoverable with
 /// the same patch; a reading that needs a person decides; readings that otherwise differ need a
 /// person too, since the copies cannot tell which is true.
-pub fn most_cautious(plans: Vec<Plan>) -> Plan {
+pub fn most_cautious(plans: impl IntoIterator<Item = Plan>) -> Plan {
     let mut plans = plans.into_iter();
     let Some(mut merged) = plans.next() else {
         return Plan::default();

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::model::node_annotations::{
     CONTROL_PLANE_TOPOLOGY, CURRENT_CONFIG, CURRENT_IMAGE, DESIRED_CONFIG, DESIRED_DRAIN,
-    DESIRED_IMAGE, LAST_APPLIED_DRAIN, PREFIX, REASON, STATE,
+    DESIRED_IMAGE, LAST_APPLIED_DRAIN, PREFIX, STATE,
 };
 use crate::core::model::trimmed;
 use crate::core::node::NodeImages;
@@ -46,10 +46,6 @@ impl RecoveryNode {
 
     pub fn state(&self) -> Option<&str> {
         self.annotation(STATE)
-    }
-
-    pub fn reason(&self) -> Option<&str> {
-        self.annotation(REASON)
     }
 
     pub fn desired_image(&self) -> Option<&str> {

@@ -5,7 +5,7 @@
 //! the node controller writes ([`crate::core::node_controller::pool_target`]) on an uncordoned
 //! node is MCO moving on; any other new target on a node still `Degraded` is not.
 
-use crate::core::model::node_annotations::{CURRENT_CONFIG, CURRENT_IMAGE};
+use crate::core::model::node_annotations::{CURRENT_CONFIG, CURRENT_IMAGE, REASON};
 use crate::core::model::trimmed;
 use crate::core::node_controller::{PoolTarget, pool_target};
 use crate::core::policy::Membership;
@@ -124,9 +124,10 @@ fn progress_toward(node: &RecoveryNode, marker: &Marker, mco: &PoolTarget<'_>) -
     }
     let mut waiting = Vec::new();
     if node.state() != Some("Done") {
-        waiting.push(format!("state={} (want Done)", shown(node.state())));
+        let state = node.state().unwrap_or("<none>");
+        waiting.push(format!("state={state} (want Done)"));
     }
-    if node.reason().is_some() {
+    if node.annotation(REASON).is_some() {
         waiting.push("reason set (want it cleared)".to_string());
     }
     for (key, value) in [
@@ -134,7 +135,8 @@ fn progress_toward(node: &RecoveryNode, marker: &Marker, mco: &PoolTarget<'_>) -
         ("lastAppliedDrain", node.last_applied_drain()),
     ] {
         if value != Some(uncordon.as_str()) {
-            waiting.push(format!("{key}={} (want {uncordon})", shown(value)));
+            let value = value.unwrap_or("<none>");
+            waiting.push(format!("{key}={value} (want {uncordon})"));
         }
     }
     if node.unschedulable {
@@ -145,8 +147,4 @@ fn progress_toward(node: &RecoveryNode, marker: &Marker, mco: &PoolTarget<'_>) -
     } else {
         Progress::Waiting(waiting)
     }
-}
-
-fn shown(value: Option<&str>) -> &str {
-    value.unwrap_or("<none>")
 }

@@ -251,10 +251,8 @@ fn drain(node: &RecoveryNode, problems: &mut Vec<Problem>) -> Option<Drain> {
     if node.single_node() {
         return Some(Drain::SingleNode);
     }
-    let Some(config) = node.desired_config() else {
-        // Reported by the config rule.
-        return None;
-    };
+    // No desiredConfig: reported by the config rule.
+    let config = node.desired_config()?;
     let want = format!("drain-{config}");
     let desired = node.desired_drain();
     let applied = node.last_applied_drain();
@@ -296,18 +294,14 @@ fn configs<'n>(
         });
         return None;
     };
-    match &snapshot.machine_configs {
-        Some(known) if known.contains(current) => Some((desired?, current)),
-        Some(_) => {
-            problems.push(Problem::ConfigGone {
-                annotation: CURRENT_CONFIG,
-                config: current.to_string(),
-            });
-            None
-        }
-        None => {
-            problems.push(Problem::ConfigsUnknown);
-            None
-        }
-    }
+    let problem = match &snapshot.machine_configs {
+        Some(known) if known.contains(current) => return Some((desired?, current)),
+        Some(_) => Problem::ConfigGone {
+            annotation: CURRENT_CONFIG,
+            config: current.to_string(),
+        },
+        None => Problem::ConfigsUnknown,
+    };
+    problems.push(problem);
+    None
 }

@@ -29,7 +29,8 @@ fn a_cancelled_node_is_waited_for_not_patched_again() {
     let (c, _) = cancelled();
     let plan = c.plan(None);
     assert_eq!(plan.recoverable().count(), 0, "{plan:#?}");
-    assert!(!plan.needs_attention());
+    let report = report::Report::new(&plan, None, Vec::new());
+    assert!(report.needs_attention.is_empty());
     match &c.diagnosis_of(NODE) {
         Diagnosis::Cancelled { marker, waiting } => {
             assert_eq!(marker.annotations[DESIRED_IMAGE], img(LOST));

@@ -319,7 +319,7 @@ fn each_problem_says_what_to_do() {
         attention.why
     );
     assert!(report.recoverable.is_empty());
-    assert!(plan.needs_attention());
+    assert!(!report.needs_attention.is_empty());
 }
 
 #[test]

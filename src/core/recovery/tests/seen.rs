@@ -52,17 +52,11 @@ fn each_progress_comes_to_one_answer_of_the_wait() {
     ];
     for (progress, want, problem) in table {
         let got = match seen(&progress) {
-            Seen::Recovered {
-                moved_on: false,
-                why,
-            } => {
+            Seen::Recovered(why) => {
                 assert!(why.starts_with("recovered: Done"), "{why}");
                 ("recovered", None)
             }
-            Seen::Recovered {
-                moved_on: true,
-                why,
-            } => {
+            Seen::MovedOn(why) => {
                 assert!(why.contains("desiredConfig=rendered-worker-b, desiredImage=<none>"));
                 ("movedOn", None)
             }

@@ -68,11 +68,8 @@ pub fn asking(node: &str, image: &str) -> String {
 }
 
 pub fn registry_says(node: &str, said: &RegistrySaid) -> String {
-    format!(
-        "node {node}: the registry says {}: {}",
-        said.label(),
-        said.why
-    )
+    let label = said.label();
+    format!("node {node}: the registry says {label}: {}", said.why)
 }
 
 pub fn already_cancelled(node: &str) -> String {
@@ -192,8 +189,10 @@ pub fn changed(node: &str, now: &Diagnosis) -> Stop {
 /// What a wait makes of what a cancelled node shows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Seen {
-    /// Recovered; `moved_on`: MCO has already sent it a new target.
-    Recovered { moved_on: bool, why: String },
+    /// Recovered, and why.
+    Recovered(String),
+    /// Recovered, and MCO has already sent it a new target.
+    MovedOn(String),
     /// Not the no-op update expected: stop, a person looks.
     Stop(Stop),
     /// Still on its way: what it waits for.
@@ -210,19 +209,17 @@ pub fn seen(progress: &Progress) -> Seen {
         )
     };
     match progress {
-        Progress::Recovered => Seen::Recovered {
-            moved_on: false,
-            why: "recovered: Done, reason cleared, uncordoned by its daemon, same bootID (no \
-                  reboot)"
+        Progress::Recovered => Seen::Recovered(
+            "recovered: Done, reason cleared, uncordoned by its daemon, same bootID (no reboot)"
                 .to_string(),
-        },
+        ),
         Progress::MovedOn {
             desired_config,
             desired_image,
             degraded,
         } => {
             let target = target(desired_config, desired_image);
-            let why = if *degraded {
+            Seen::MovedOn(if *degraded {
                 format!(
                     "recovered: its daemon uncordoned it, and MCO's node controller sent it the \
                      pool's target ({target}) before the daemon reported Done; the daemon \
@@ -233,11 +230,7 @@ pub fn seen(progress: &Progress) -> Seen {
                     "recovered: its daemon finished, and MCO has already sent it the pool's next \
                      target ({target})"
                 )
-            };
-            Seen::Recovered {
-                moved_on: true,
-                why,
-            }
+            })
         }
         Progress::Retargeted {
             desired_config,

@@ -12,9 +12,8 @@ use crate::core::image::abbreviate;
 use crate::core::model::node_annotations::{
     CONTROL_PLANE_TOPOLOGY, DESIRED_DRAIN, LAST_APPLIED_DRAIN,
 };
-use crate::core::report::columns;
-
 use crate::core::node_controller::PoolBuild;
+use crate::core::report::columns;
 
 use super::loss::{Loss, RegistrySaid};
 use super::rules::{Drain, PoolConfig, Problem, Scope};
@@ -342,35 +341,23 @@ pub fn text(plan: &Plan) -> String {
     }
     let mut out = String::new();
     for n in &plan.nodes {
-        let pool = n.pool.as_deref().unwrap_or("<no pool>");
-        let _ = match &n.diagnosis {
-            Diagnosis::Recoverable(r) => {
-                let _ = writeln!(out, "RECOVERABLE node {} (pool {pool})", n.node);
-                for line in why_recoverable(n, r) {
-                    let _ = writeln!(out, "  - {line}");
-                }
-                writeln!(out, "  {}", r.patch.command(&n.node))
-            }
-            Diagnosis::Cancelled { waiting, .. } => writeln!(
-                out,
-                "CANCELLED node {} (pool {pool})\n  - {}",
-                n.node,
-                cancelled(waiting)
-            ),
+        let (kind, lines) = match &n.diagnosis {
+            Diagnosis::Recoverable(r) => ("RECOVERABLE", why_recoverable(n, r)),
+            Diagnosis::Cancelled { waiting, .. } => ("CANCELLED", vec![cancelled(waiting)]),
             Diagnosis::NeedsAttention(problems) => {
-                let _ = writeln!(out, "NEEDS ATTENTION node {} (pool {pool})", n.node);
-                for p in problems {
-                    let _ = writeln!(out, "  - {}\n    do: {}", problem(p), remedy(p, &n.node));
-                }
-                Ok(())
+                let each = |p| format!("{}\n    do: {}", problem(p), remedy(p, &n.node));
+                ("NEEDS ATTENTION", problems.iter().map(each).collect())
             }
-            Diagnosis::OutOfScope(s) => writeln!(
-                out,
-                "NOT THIS TOOL'S node {} (pool {pool})\n  - {}",
-                n.node,
-                scope(s)
-            ),
+            Diagnosis::OutOfScope(s) => ("NOT THIS TOOL'S", vec![scope(s)]),
         };
+        let pool = n.pool.as_deref().unwrap_or("<no pool>");
+        let _ = writeln!(out, "{kind} node {} (pool {pool})", n.node);
+        for line in lines {
+            let _ = writeln!(out, "  - {line}");
+        }
+        if let Diagnosis::Recoverable(r) = &n.diagnosis {
+            let _ = writeln!(out, "  {}", r.patch.command(&n.node));
+        }
     }
     out
 }
@@ -390,13 +377,12 @@ pub fn stuck_table(stuck: &[super::stuck::Stuck]) -> String {
             ]
         })
         .collect();
-    let mut out = format!(
+    format!(
         "\n{} node(s) stuck on a lost image (Degraded; no MachineOSBuild carries their \
-         desiredImage); `mosc-guard recover` plans how to heal them:\n",
-        stuck.len()
-    );
-    out.push_str(&columns(["NODE", "POOL", "DESIRED IMAGE"], &rows));
-    out
+         desiredImage); `mosc-guard recover` plans how to heal them:\n{}",
+        stuck.len(),
+        columns(["NODE", "POOL", "DESIRED IMAGE"], &rows)
+    )
 }
 
 /// One line per stuck node, for `check --all -o json`'s warnings on stderr.
