@@ -249,7 +249,7 @@ async fn run_live<V: ClusterView>(
                 client: client.clone(),
                 events: events.clone(),
             },
-            audit::Settings::every(interval),
+            interval,
             shutdown.clone(),
         ))
     });
