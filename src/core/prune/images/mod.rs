@@ -58,8 +58,6 @@ pub enum TagKeep {
     InternalRegistryUnknown,
 }
 
-pub type TagWhy = Reason<TagKeep>;
-
 /// One tag no build names, planned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedTag {
@@ -69,7 +67,7 @@ pub struct PlannedTag {
     /// The digest it holds, when the registry told.
     pub digest: Option<String>,
     /// Sorted; empty: deletable.
-    pub why: Vec<TagWhy>,
+    pub why: Vec<Reason<TagKeep>>,
 }
 
 impl PlannedTag {
