@@ -117,10 +117,8 @@ impl ControllerConfigSpec {
                     continue;
                 }
                 let pem = decode(&format!("{field}[{}]", f.file), &f.data)?;
-                trust.per_host.insert(
-                    bundle_host(&f.file),
-                    String::from_utf8_lossy(&pem).into_owned(),
-                );
+                let pem = String::from_utf8_lossy(&pem).into_owned();
+                trust.per_host.insert(bundle_host(&f.file), pem);
             }
         }
         if let Some(bundle) = self.additional_trust_bundle.as_deref()
