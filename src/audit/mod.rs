@@ -53,19 +53,14 @@ impl Known {
     }
 }
 
-/// Where the audit gets the node's pull configuration and writes its Events.
-pub struct Cluster {
-    pub client: kube::Client,
-    pub events: Events,
-}
-
-/// Runs until `stop`: reads the cached nodes and objects from `view`, sets its gauges in
-/// `metrics`. Every `interval` an available image is asked again, and the pull configuration
-/// read again.
+/// Runs until `stop`: reads the cached nodes and objects from `view` and the pull configuration
+/// with `client`, sets its gauges in `metrics`, writes Events with `events`. Every `interval` an
+/// available image is asked again, and the pull configuration read again.
 pub async fn run<V: ClusterView>(
     view: Arc<V>,
     metrics: Arc<Metrics>,
-    cluster: Cluster,
+    client: kube::Client,
+    events: Events,
     interval: Duration,
     stop: CancellationToken,
 ) {
@@ -88,7 +83,7 @@ pub async fn run<V: ClusterView>(
         // The node's pull configuration, read again every interval (answers already known are
         // kept: each is asked again when due, with the new configuration).
         if Instant::now() >= next_read {
-            match registry::pull_config(&cluster.client).await {
+            match registry::pull_config(&client).await {
                 Ok(config) => {
                     // A new checker only for a new configuration: the old one's tokens and
                     // pings stay valid otherwise (a token saves two requests per image).
@@ -159,7 +154,7 @@ pub async fn run<V: ClusterView>(
             {
                 tracing::warn!(image = %image, why = %verdict.why, "a needed image is missing from its registry");
                 if metrics.is_leader() {
-                    missing_events(&cluster.events, &snapshot, n, &verdict).await;
+                    missing_events(&events, &snapshot, n, &verdict).await;
                 }
             }
             known.insert(

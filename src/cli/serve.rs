@@ -245,10 +245,8 @@ async fn run_live<V: ClusterView>(
         tokio::spawn(audit::run(
             Arc::clone(&engine.view),
             Arc::clone(&engine.metrics),
-            audit::Cluster {
-                client: client.clone(),
-                events: events.clone(),
-            },
+            client.clone(),
+            events.clone(),
             interval,
             shutdown.clone(),
         ))
