@@ -32,25 +32,6 @@ const TICK: Duration = Duration::from_secs(5);
 /// The first retry of an image that is not available.
 const RETRY: Duration = Duration::from_secs(30);
 
-/// The audit's timing.
-#[derive(Clone, Copy, Debug)]
-pub struct Settings {
-    /// How often an available image is asked again, and the pull configuration read again.
-    pub interval: Duration,
-    pub tick: Duration,
-    pub retry: Duration,
-}
-
-impl Settings {
-    pub fn every(interval: Duration) -> Self {
-        Settings {
-            interval,
-            tick: TICK,
-            retry: RETRY,
-        }
-    }
-}
-
 /// What the audit knows of one image.
 struct Known {
     verdict: Answer,
@@ -60,32 +41,27 @@ struct Known {
 }
 
 impl Known {
-    fn due(&self, now: Instant, settings: &Settings) -> bool {
+    fn due(&self, now: Instant, interval: Duration) -> bool {
         let wait = if self.verdict.status == Status::Available {
-            settings.interval
+            interval
         } else {
-            let backoff = settings
-                .retry
-                .saturating_mul(2u32.saturating_pow(self.failures.saturating_sub(1)));
-            backoff.min(settings.interval)
+            let backoff =
+                RETRY.saturating_mul(2u32.saturating_pow(self.failures.saturating_sub(1)));
+            backoff.min(interval)
         };
         now.duration_since(self.at) >= wait
     }
 }
 
-/// Where the audit gets the node's pull configuration and writes its Events.
-pub struct Cluster {
-    pub client: kube::Client,
-    pub events: Events,
-}
-
-/// Runs until `stop`: reads the cached nodes and objects from `view`, sets its gauges in
-/// `metrics`.
+/// Runs until `stop`: reads the cached nodes and objects from `view` and the pull configuration
+/// with `client`, sets its gauges in `metrics`, writes Events with `events`. Every `interval` an
+/// available image is asked again, and the pull configuration read again.
 pub async fn run<V: ClusterView>(
     view: Arc<V>,
     metrics: Arc<Metrics>,
-    cluster: Cluster,
-    settings: Settings,
+    client: kube::Client,
+    events: Events,
+    interval: Duration,
     stop: CancellationToken,
 ) {
     let mut known: HashMap<String, Known> = HashMap::new();
@@ -99,7 +75,7 @@ pub async fn run<V: ClusterView>(
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(settings.tick) => {}
+            () = tokio::time::sleep(TICK) => {}
         }
         if !view.synced() {
             continue;
@@ -107,7 +83,7 @@ pub async fn run<V: ClusterView>(
         // The node's pull configuration, read again every interval (answers already known are
         // kept: each is asked again when due, with the new configuration).
         if Instant::now() >= next_read {
-            match registry::pull_config(&cluster.client).await {
+            match registry::pull_config(&client).await {
                 Ok(config) => {
                     // A new checker only for a new configuration: the old one's tokens and
                     // pings stay valid otherwise (a token saves two requests per image).
@@ -121,7 +97,7 @@ pub async fn run<V: ClusterView>(
                         checker = Some(Arc::new(Checker::new(config, Limits::default())));
                     }
                     unreadable = None;
-                    next_read = Instant::now() + settings.interval;
+                    next_read = Instant::now() + interval;
                 }
                 Err(e) => {
                     let unknown = e.unknown();
@@ -129,14 +105,14 @@ pub async fn run<V: ClusterView>(
                         tracing::warn!(error = %e, "registry audit: cannot read how nodes pull");
                     }
                     unreadable = Some(unknown);
-                    next_read = Instant::now() + settings.retry.min(settings.interval);
+                    next_read = Instant::now() + RETRY.min(interval);
                 }
             }
         }
         let mut snapshot = view.objects();
         snapshot.nodes = view.nodes(None, PolicyMode::InFlight);
         deletable
-            .tick(&snapshot, unreadable.as_ref(), &metrics, settings.interval)
+            .tick(&snapshot, unreadable.as_ref(), &metrics, interval)
             .await;
         let needed: Vec<NeededImage> = needed_images(&snapshot)
             .into_iter()
@@ -147,7 +123,7 @@ pub async fn run<V: ClusterView>(
         let now = Instant::now();
         let due: Vec<String> = needed
             .iter()
-            .filter(|n| known.get(&n.image).is_none_or(|k| k.due(now, &settings)))
+            .filter(|n| known.get(&n.image).is_none_or(|k| k.due(now, interval)))
             .map(|n| n.image.clone())
             .collect();
         let answers: Vec<(String, Answer)> = match (&checker, &unreadable) {
@@ -178,7 +154,7 @@ pub async fn run<V: ClusterView>(
             {
                 tracing::warn!(image = %image, why = %verdict.why, "a needed image is missing from its registry");
                 if metrics.is_leader() {
-                    missing_events(&cluster.events, &snapshot, n, &verdict).await;
+                    missing_events(&events, &snapshot, n, &verdict).await;
                 }
             }
             known.insert(

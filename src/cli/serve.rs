@@ -242,11 +242,9 @@ async fn run_live<V: ClusterView>(
         tokio::spawn(audit::run(
             Arc::clone(&engine.view),
             Arc::clone(&engine.metrics),
-            audit::Cluster {
-                client: client.clone(),
-                events: events.clone(),
-            },
-            audit::Settings::every(interval),
+            client.clone(),
+            events.clone(),
+            interval,
             shutdown.clone(),
         ))
     });

@@ -12,8 +12,8 @@ use kube::Client;
 use super::{Checker, Limits, PullConfigError, dump_pull_config, pull_config};
 use crate::access::dump::Loaded;
 use crate::core::recovery::{RegistryAnswers, WhenUnverified};
+use crate::core::registry::Answer;
 use crate::core::registry::node_config::PullConfig;
-use crate::core::registry::{Answer, Status};
 
 /// How the registry is reached, and what an answer it cannot give comes to.
 pub struct RegistryAsk {
@@ -112,11 +112,9 @@ impl RegistryAsk {
             }
             Reach::Unknown(why) => {
                 for image in images {
-                    let verdict = Answer {
-                        status: Status::Unknown,
-                        why: why.clone(),
-                    };
-                    answers.answers.insert(image.clone(), verdict);
+                    answers
+                        .answers
+                        .insert(image.clone(), Answer::unknown(why.clone()));
                 }
                 Some(format!("{why}; every stuck node's image is unknown"))
             }

@@ -28,10 +28,7 @@ impl ImageAnswer {
     fn unknown(image: &str, why: String) -> Self {
         ImageAnswer {
             image: image.to_string(),
-            verdict: Answer {
-                status: Status::Unknown,
-                why,
-            },
+            verdict: Answer::unknown(why),
             places: Vec::new(),
         }
     }

@@ -15,10 +15,10 @@ use serde_json::Value;
 
 use super::http::chain;
 use crate::access::dump::Loaded;
+use crate::core::registry::Answer;
 use crate::core::registry::auth::AuthFile;
 use crate::core::registry::node_config::{ControllerConfigSpec, NodeConfigError, PullConfig};
 use crate::core::registry::sources::{MirrorRule, merge};
-use crate::core::registry::{Answer, Status};
 
 /// The ControllerConfig MCO keeps.
 pub const CONTROLLER_CONFIG: &str = "machine-config-controller";
@@ -51,10 +51,7 @@ pub enum PullConfigError {
 impl PullConfigError {
     /// What the registry's answer is for any image while the pull configuration cannot be had.
     pub fn unknown(&self) -> Answer {
-        Answer {
-            status: Status::Unknown,
-            why: format!("cannot read how nodes pull: {self}"),
-        }
+        Answer::unknown(format!("cannot read how nodes pull: {self}"))
     }
 }
 

@@ -120,8 +120,6 @@ pub struct Reason<K> {
     pub text: String,
 }
 
-pub type Why = Reason<Keep>;
-
 /// Adds a reason to `why` unless it is there already, keeping `why` sorted.
 fn add_reason<K: Ord>(why: &mut Vec<Reason<K>>, keep: K, text: String) {
     let reason = Reason { keep, text };
@@ -158,7 +156,7 @@ pub struct Planned {
     /// The images deleting it makes MCO delete, as the guard's policy sees them.
     pub deletes: Vec<String>,
     /// Why it is kept, sorted by reason; empty: it is deletable.
-    pub why: Vec<Why>,
+    pub why: Vec<Reason<Keep>>,
 }
 
 impl Planned {

@@ -61,12 +61,11 @@ pub struct Kept<'a> {
 impl<'a> Report<'a> {
     pub fn new(plan: &'a Plan, images: &'a ImagePlan, mut warnings: Vec<String>) -> Self {
         warnings.extend(plan.rules.note());
-        warnings.extend(
-            images
-                .skipped
-                .as_ref()
-                .map(|why| format!("images no MachineOSBuild names were not listed: {why}")),
-        );
+        if let Some(why) = &images.skipped {
+            warnings.push(format!(
+                "images no MachineOSBuild names were not listed: {why}"
+            ));
+        }
         let (images, image_repositories) = images.report();
         Report {
             deletable: plan.deletable().map(about).collect(),

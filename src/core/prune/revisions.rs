@@ -35,10 +35,7 @@ pub(super) fn add(builds: &mut [Planned], options: &Options) {
         let boundary = members.get(options.keep - 1).map(|&i| builds[i].created);
         let total = members.len();
         for (rank, &i) in members.iter().enumerate() {
-            let newest = match boundary {
-                None => true,
-                Some(boundary) => rank < options.keep || builds[i].created >= boundary,
-            };
+            let newest = boundary.is_none_or(|b| rank < options.keep || builds[i].created >= b);
             if !newest {
                 break;
             }

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use crate::core::image::{ImageKey, RepoKey, abbreviate, repo_of};
+use crate::core::image::{ImageKey, abbreviate, repo_of};
 use crate::core::snapshot::Snapshot;
 
 use super::{Keep, Planned};
@@ -64,12 +64,15 @@ fn earlier_image_under_tag(builds: &mut [Planned], snapshot: &Snapshot) {
     if candidates.is_empty() {
         return;
     }
-    let uncarried = Uncarried::of(snapshot);
+    let uncarried = uncarried(snapshot);
     for i in candidates {
         let Some(repo) = builds[i].tag.as_deref().and_then(repo_of) else {
             continue;
         };
-        if let Some((image, user)) = uncarried.in_repo(&repo) {
+        let in_repo = uncarried
+            .iter()
+            .find(|(image, _)| repo_of(image).as_ref() == Some(&repo));
+        if let Some((image, user)) = in_repo {
             let tag = builds[i].tag.clone().unwrap_or_default();
             builds[i].keep(
                 Keep::EarlierImageUnderTag,
@@ -84,48 +87,35 @@ fn earlier_image_under_tag(builds: &mut [Planned], snapshot: &Snapshot) {
 }
 
 /// Images nodes and configs use that no build carries, with who uses each.
-struct Uncarried {
-    images: Vec<(String, String)>,
-}
-
-impl Uncarried {
-    fn of(snapshot: &Snapshot) -> Uncarried {
-        let carried: HashSet<ImageKey> = snapshot
-            .machine_os_builds
-            .iter()
-            .filter_map(|b| b.digested_image())
-            .map(ImageKey::parse)
-            .collect();
-        let mut seen: HashSet<&str> = HashSet::new();
-        let mut images = Vec::new();
-        let mut note = |image: &str, user: String| {
-            if !carried.contains(&ImageKey::parse(image)) {
-                images.push((image.to_string(), user));
-            }
-        };
-        for node in &snapshot.nodes {
-            for image in [node.desired_image(), node.current_image()]
-                .into_iter()
-                .flatten()
-            {
-                // Nodes share interned strings: each distinct image is parsed once.
-                if seen.insert(image) {
-                    note(image, format!("node {}", node.name()));
-                }
+fn uncarried(snapshot: &Snapshot) -> Vec<(String, String)> {
+    let carried: HashSet<ImageKey> = snapshot
+        .machine_os_builds
+        .iter()
+        .filter_map(|b| b.digested_image())
+        .map(ImageKey::parse)
+        .collect();
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut images = Vec::new();
+    let mut note = |image: &str, user: String| {
+        if !carried.contains(&ImageKey::parse(image)) {
+            images.push((image.to_string(), user));
+        }
+    };
+    for node in &snapshot.nodes {
+        for image in [node.desired_image(), node.current_image()]
+            .into_iter()
+            .flatten()
+        {
+            // Nodes share interned strings: each distinct image is parsed once.
+            if seen.insert(image) {
+                note(image, format!("node {}", node.name()));
             }
         }
-        for config in &snapshot.machine_os_configs {
-            if let Some(image) = config.current_image().filter(|i| seen.insert(i)) {
-                note(image, format!("MachineOSConfig {}", config.name()));
-            }
+    }
+    for config in &snapshot.machine_os_configs {
+        if let Some(image) = config.current_image().filter(|i| seen.insert(i)) {
+            note(image, format!("MachineOSConfig {}", config.name()));
         }
-        Uncarried { images }
     }
-
-    fn in_repo(&self, repo: &RepoKey) -> Option<(&str, &str)> {
-        self.images
-            .iter()
-            .find(|(image, _)| repo_of(image).as_ref() == Some(repo))
-            .map(|(i, u)| (i.as_str(), u.as_str()))
-    }
+    images
 }

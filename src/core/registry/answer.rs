@@ -118,11 +118,16 @@ pub struct Answer {
 }
 
 impl Answer {
-    fn new(status: Status, why: impl Into<String>) -> Self {
+    pub fn new(status: Status, why: impl Into<String>) -> Self {
         Answer {
             status,
             why: why.into(),
         }
+    }
+
+    /// Unknown, because `why`.
+    pub fn unknown(why: impl Into<String>) -> Self {
+        Answer::new(Status::Unknown, why)
     }
 }
 
@@ -161,64 +166,54 @@ pub(super) fn detail(errors: &[RegistryError]) -> String {
 
 /// What one place's answers come to.
 pub fn judge(exchange: &Exchange) -> Answer {
-    use Status::{Available, Unknown};
     match &exchange.manifest {
         Some(Reply::Answered {
             status: 200,
             digest_matches: Some(false),
             ..
-        }) => Answer::new(
-            Unknown,
+        }) => Answer::unknown(
             "served a manifest whose digest is not the one asked for (a node would refuse it)",
         ),
-        Some(Reply::Answered { status: 200, .. }) => Answer::new(Available, "served"),
-        Some(Reply::Failed(reason)) => Answer::new(Unknown, format!("unreachable: {reason}")),
-        Some(Reply::TokenRefused(reason)) => Answer::new(
-            Unknown,
-            format!("the registry's token service refused the credentials: {reason}"),
-        ),
-        Some(Reply::TooLarge { limit }) => Answer::new(
-            Unknown,
-            format!("the answer was larger than {limit} bytes: not a manifest"),
-        ),
+        Some(Reply::Answered { status: 200, .. }) => Answer::new(Status::Available, "served"),
+        Some(Reply::Failed(reason)) => Answer::unknown(format!("unreachable: {reason}")),
+        Some(Reply::TokenRefused(reason)) => Answer::unknown(format!(
+            "the registry's token service refused the credentials: {reason}"
+        )),
+        Some(Reply::TooLarge { limit }) => Answer::unknown(format!(
+            "the answer was larger than {limit} bytes: not a manifest"
+        )),
         _ => judge_unserved(exchange),
     }
 }
 
 /// What a manifest that was not served (or not asked for) comes to, told by how `/v2/` answered.
 fn judge_unserved(exchange: &Exchange) -> Answer {
-    use Status::{Missing, Unknown};
     let ping_words = match &exchange.ping {
-        None => return Answer::new(Unknown, "GET /v2/ was not asked"),
-        Some(Ping::Failed(reason)) => {
-            return Answer::new(Unknown, format!("unreachable: {reason}"));
-        }
+        None => return Answer::unknown("GET /v2/ was not asked"),
+        Some(Ping::Failed(reason)) => return Answer::unknown(format!("unreachable: {reason}")),
         Some(Ping::Answered { status, .. }) => format!("GET /v2/ answered HTTP {status}"),
     };
     let registry = exchange.ping.as_ref().is_some_and(Ping::is_registry);
     let Some(Reply::Answered { status, errors, .. }) = &exchange.manifest else {
-        return Answer::new(Unknown, format!("not a registry: {ping_words}"));
+        return Answer::unknown(format!("not a registry: {ping_words}"));
     };
     let status = *status;
     let detail = detail(errors);
     if status == 401 || status == 403 || errors.iter().any(says_denied) {
-        return Answer::new(
-            Unknown,
-            format!(
-                "access denied: HTTP {status}{detail}; the node's pull secret has no working credentials for it"
-            ),
-        );
+        return Answer::unknown(format!(
+            "access denied: HTTP {status}{detail}; the node's pull secret has no working credentials for it"
+        ));
     }
     if status == 404 && errors.iter().any(says_not_found) {
         return if registry {
-            Answer::new(Missing, format!("the registry says it is gone{detail}"))
-        } else {
             Answer::new(
-                Unknown,
-                format!(
-                    "HTTP 404{detail} from a host that does not answer as a registry ({ping_words})"
-                ),
+                Status::Missing,
+                format!("the registry says it is gone{detail}"),
             )
+        } else {
+            Answer::unknown(format!(
+                "HTTP 404{detail} from a host that does not answer as a registry ({ping_words})"
+            ))
         };
     }
     let what = match status {
@@ -227,7 +222,7 @@ fn judge_unserved(exchange: &Exchange) -> Answer {
         500..=599 => "the registry failed",
         _ => "an unexpected answer",
     };
-    Answer::new(Unknown, format!("{what} (HTTP {status}){detail}"))
+    Answer::unknown(format!("{what} (HTTP {status}){detail}"))
 }
 
 /// What every place a node pulls from comes to, in the node's order (mirrors, then the
@@ -243,12 +238,12 @@ pub fn combine<'a>(places: impl IntoIterator<Item = (&'a str, &'a Answer)>) -> A
         .map(|(place, v)| format!("{place}: {}", v.why))
         .collect();
     if places.is_empty() {
-        return Answer::new(Status::Unknown, "no place to pull it from");
+        return Answer::unknown("no place to pull it from");
     }
     if places.iter().all(|(_, v)| v.status == Status::Missing) {
         return Answer::new(Status::Missing, words.join("; "));
     }
-    Answer::new(Status::Unknown, words.join("; "))
+    Answer::unknown(words.join("; "))
 }
 
 #[cfg(test)]

@@ -80,10 +80,7 @@ impl AuthFile {
     pub fn parse(json: &[u8]) -> Result<Self, AuthError> {
         let value: serde_json::Value = serde_json::from_slice(json)
             .map_err(|e| AuthError::Shape(format!("line {} column {}", e.line(), e.column())))?;
-        let map = match value.get("auths") {
-            Some(auths) => auths.clone(),
-            None => value,
-        };
+        let map = value.get("auths").cloned().unwrap_or(value);
         let map: BTreeMap<String, Entry> = serde_json::from_value(map)
             .map_err(|_| AuthError::Shape("an entry is not an object".into()))?;
         let mut entries = BTreeMap::new();
@@ -132,20 +129,12 @@ impl AuthFile {
     /// The credential a pull of `host/repository` uses, if any.
     pub fn lookup(&self, host: &str, repository: &str) -> Option<&Credential> {
         let host = host.to_ascii_lowercase();
-        let mut path = format!("{host}/{repository}");
-        loop {
-            if let Some(c) = self.entries.get(&path) {
-                return Some(c);
-            }
-            match path.rsplit_once('/') {
-                Some((shorter, _)) => path = shorter.to_string(),
-                None => break,
-            }
-        }
-        match host.as_str() {
-            "docker.io" => self.entries.get("index.docker.io"),
-            _ => None,
-        }
+        let path = format!("{host}/{repository}");
+        // Docker Hub, as `docker login` keys it (`https://index.docker.io/v1/`).
+        let docker_hub = (host == "docker.io").then_some("index.docker.io");
+        std::iter::successors(Some(path.as_str()), |p| p.rsplit_once('/').map(|(s, _)| s))
+            .chain(docker_hub)
+            .find_map(|p| self.entries.get(p))
     }
 }
 

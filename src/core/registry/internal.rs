@@ -57,18 +57,12 @@ impl Internal {
             Err(why) => Internal::Unknown(why.to_string()),
         }
     }
-
-    pub fn is_yes(&self) -> bool {
-        matches!(self, Internal::Yes)
-    }
 }
 
 /// The host of each Service (`<name>.<namespace>.svc:<first port>`) as MCO writes it.
 pub fn service_host(name: &str, first_port: Option<i32>) -> String {
-    match first_port {
-        Some(port) => format!("{name}.{NAMESPACE}.svc:{port}"),
-        None => format!("{name}.{NAMESPACE}.svc"),
-    }
+    let port = first_port.map_or(String::new(), |port| format!(":{port}"));
+    format!("{name}.{NAMESPACE}.svc{port}")
 }
 
 #[cfg(test)]

@@ -15,8 +15,6 @@ pub struct PushRepository {
     pub path: String,
     /// The MachineOSConfigs pushing there now.
     pub configs: Vec<String>,
-    /// How many MachineOSBuilds tag there.
-    pub builds: usize,
     /// The push secret (in `openshift-machine-config-operator`) prune uses there, if any
     /// object names one.
     pub secret: Option<String>,

@@ -148,10 +148,7 @@ pub fn needed_images(snapshot: &Snapshot) -> Vec<NeededImage> {
         let pool = pool.to_string();
         add(image, Holder::MachineOSConfig { name, pool, need });
     }
-    for build in &snapshot.machine_os_builds {
-        if !build.succeeded() {
-            continue;
-        }
+    for build in snapshot.machine_os_builds.iter().filter(|b| b.succeeded()) {
         // `digested_image` is trimmed and never empty.
         if let Some(image) = build.digested_image() {
             let name = build.name().to_string();

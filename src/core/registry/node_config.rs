@@ -117,10 +117,8 @@ impl ControllerConfigSpec {
                     continue;
                 }
                 let pem = decode(&format!("{field}[{}]", f.file), &f.data)?;
-                trust.per_host.insert(
-                    bundle_host(&f.file),
-                    String::from_utf8_lossy(&pem).into_owned(),
-                );
+                let pem = String::from_utf8_lossy(&pem).into_owned();
+                trust.per_host.insert(bundle_host(&f.file), pem);
             }
         }
         if let Some(bundle) = self.additional_trust_bundle.as_deref()
@@ -175,11 +173,8 @@ fn split_host(host: &str) -> (String, Option<String>) {
 fn bypasses(host: &str, no_proxy: &str) -> bool {
     let (name, port) = split_host(host);
     let port = port.unwrap_or_else(|| "443".to_string());
-    if name == "localhost" {
-        return true;
-    }
     let ip: Option<IpAddr> = name.parse().ok();
-    if ip.is_some_and(|ip| ip.is_loopback()) {
+    if name == "localhost" || ip.is_some_and(|ip| ip.is_loopback()) {
         return true;
     }
     for entry in no_proxy.split(',').map(str::trim).filter(|e| !e.is_empty()) {
@@ -198,16 +193,11 @@ fn bypasses(host: &str, no_proxy: &str) -> bool {
         if entry_port.is_some_and(|p| p != port) {
             continue;
         }
-        if let Ok(entry_ip) = entry_name.parse::<IpAddr>() {
-            if ip == Some(entry_ip) {
-                return true;
-            }
-            continue;
-        }
-        let entry_name = entry_name.strip_prefix('*').unwrap_or(&entry_name);
-        let matched = match entry_name.strip_prefix('.') {
-            Some(suffix) => name.ends_with(&format!(".{suffix}")),
-            None => name == entry_name || name.ends_with(&format!(".{entry_name}")),
+        let domain = entry_name.strip_prefix('*').unwrap_or(&entry_name);
+        let matched = match (entry_name.parse::<IpAddr>(), domain.strip_prefix('.')) {
+            (Ok(entry_ip), _) => ip == Some(entry_ip),
+            (Err(_), Some(suffix)) => name.ends_with(&format!(".{suffix}")),
+            (Err(_), None) => name == domain || name.ends_with(&format!(".{domain}")),
         };
         if matched {
             return true;

@@ -90,10 +90,8 @@ pub fn who(needed: &NeededImage) -> String {
         out.push(format!("about to be pulled by {}{more}", shown.join(", ")));
     }
     if running > 0 {
-        out.push(format!(
-            "run by {running} node{}",
-            if running == 1 { "" } else { "s" }
-        ));
+        let s = if running == 1 { "" } else { "s" };
+        out.push(format!("run by {running} node{s}"));
     }
     out.extend(parts);
     out.join("; ")

@@ -58,8 +58,6 @@ pub enum TagKeep {
     InternalRegistryUnknown,
 }
 
-pub type TagWhy = Reason<TagKeep>;
-
 /// One tag no build names, planned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedTag {
@@ -69,7 +67,7 @@ pub struct PlannedTag {
     /// The digest it holds, when the registry told.
     pub digest: Option<String>,
     /// Sorted; empty: deletable.
-    pub why: Vec<TagWhy>,
+    pub why: Vec<Reason<TagKeep>>,
 }
 
 impl PlannedTag {
@@ -197,18 +195,13 @@ fn plan_repository(listing: &Listing, named: &Named) -> (RepositoryPlan, Vec<Pla
     let mut repository = RepositoryPlan {
         source: source.clone(),
         internal: listing.internal.clone(),
-        not_listed: None,
-        tags: 0,
+        not_listed: listing.tags.as_ref().err().cloned(),
+        tags: listing.tags.as_ref().map_or(0, Vec::len),
         build_tags: 0,
     };
-    let answers = match &listing.tags {
-        Ok(answers) => answers,
-        Err(why) => {
-            repository.not_listed = Some(why.clone());
-            return (repository, Vec::new());
-        }
+    let Ok(answers) = &listing.tags else {
+        return (repository, Vec::new());
     };
-    repository.tags = answers.len();
     let key = RepoKey {
         registry: source.host.clone(),
         repository: source.path.clone(),

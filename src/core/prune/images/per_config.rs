@@ -4,12 +4,10 @@
 //! could not be listed. The count is the plan's own [`ImagePlan::deletable`], so the gauge and
 //! `prune` cannot disagree on the same inputs.
 //!
-//! A repository belongs to the configs pushing there now ([`Source::configs`]); one that no
+//! A repository belongs to the configs pushing there now (`PushRepository::configs`); one that no
 //! config pushes to any more (a push spec that changed) to the configs of the builds that tag
 //! there; one that nothing names a config for, to `""` (as the deletable builds' gauge counts
 //! builds naming none). A repository shared by several configs counts under each of them.
-//!
-//! [`Source::configs`]: crate::core::registry::listing::Source::configs
 
 use std::collections::{BTreeMap, BTreeSet};
 

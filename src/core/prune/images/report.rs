@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{ImagePlan, PlannedTag, RepositoryPlan, TagKeep};
+use super::{ImagePlan, Internal, PlannedTag, RepositoryPlan, TagKeep};
 
 /// One tag no build names.
 #[derive(Debug, Serialize)]
@@ -62,7 +62,7 @@ impl<'a> RepositoryReport<'a> {
             repository: &r.source.repository,
             machine_os_configs: &r.source.configs,
             push_secret: r.source.secret.as_deref(),
-            internal_registry: r.internal.is_yes(),
+            internal_registry: r.internal == Internal::Yes,
             listed: r.not_listed.is_none(),
             why: r.not_listed.as_deref(),
             tags: r.tags,

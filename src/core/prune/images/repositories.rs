@@ -37,7 +37,7 @@ pub fn push_repositories(snapshot: &Snapshot) -> Vec<PushRepository> {
         let Some(key) = build.push_spec().and_then(repo_of) else {
             continue;
         };
-        entry(&mut by_repo, key.clone()).builds += 1;
+        entry(&mut by_repo, key.clone());
         if let Some(secret) = build.push_secret() {
             let created = build.metadata.creation_timestamp.as_ref().map(|t| t.0);
             build_secrets.entry(key).or_default().push((
@@ -68,7 +68,6 @@ fn entry(by_repo: &mut BTreeMap<RepoKey, PushRepository>, key: RepoKey) -> &mut 
             host: key.registry.clone(),
             path: key.repository.clone(),
             configs: Vec::new(),
-            builds: 0,
             secret: None,
         })
 }

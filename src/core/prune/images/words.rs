@@ -9,33 +9,22 @@ use crate::core::image::abbreviate;
 use super::{ImagePlan, PlannedTag, RepositoryPlan};
 
 pub fn text(plan: &ImagePlan) -> String {
-    let mut out = String::new();
     if let Some(why) = &plan.skipped {
-        let _ = writeln!(
-            out,
-            "Images no MachineOSBuild names were not listed: {why}."
-        );
-        return out;
+        return format!("Images no MachineOSBuild names were not listed: {why}.\n");
     }
     if plan.repositories.is_empty() {
-        out.push_str(
-            "No MachineOSConfig or MachineOSBuild names a repository: no images to list.\n",
-        );
-        return out;
+        return "No MachineOSConfig or MachineOSBuild names a repository: no images to list.\n"
+            .to_string();
     }
+    let mut out = String::new();
     let deletable = plan.tags.iter().filter(|t| t.deletable()).count();
+    let (tags, repositories) = (plan.tags.len(), plan.repositories.len());
     let _ = writeln!(
         out,
-        "Images no MachineOSBuild names: {deletable} of {} tag{} can be deleted (with --apply \
-         --images), in {} repositor{}.",
-        plan.tags.len(),
-        if plan.tags.len() == 1 { "" } else { "s" },
-        plan.repositories.len(),
-        if plan.repositories.len() == 1 {
-            "y"
-        } else {
-            "ies"
-        },
+        "Images no MachineOSBuild names: {deletable} of {tags} tag{} can be deleted (with --apply \
+         --images), in {repositories} repositor{}.",
+        if tags == 1 { "" } else { "s" },
+        if repositories == 1 { "y" } else { "ies" },
     );
     for repository in &plan.repositories {
         let _ = writeln!(out, "\nREPOSITORY {}", heading(repository));
