@@ -12,7 +12,7 @@ use crate::core::node::{Interner, NodeMeta, WireMeta};
 use crate::core::recovery::RecoveryNode;
 use crate::core::snapshot::Snapshot;
 
-use super::copies::{Decoded, Kept, content_of, decoded};
+use super::copies::{Decoded, Kept};
 use super::skipped::Skipped;
 use super::typed::Typed;
 use super::{RecoveryObjects, Want};
@@ -249,24 +249,16 @@ fn node(
         .map_err(Skipped::decode("Node", name, Some("metadata")))?;
     let resource_version = meta.revision();
     let node = NodeMeta::from_wire(meta, interner, |_| true);
-    Ok(Decoded {
-        name: node.name().to_string(),
-        resource_version,
-        content: content_of(&node),
-        object: node,
-    })
+    let name = node.name().to_string();
+    Ok(Decoded::new(name, resource_version, node))
 }
 
 /// A Node as a recovery plan reads it ([`RecoveryNode`]).
 fn recovery_node(object: &Map<String, Value>) -> Result<Decoded<RecoveryNode>, Skipped> {
     let node: RecoveryNode = serde_json::from_value(Value::Object(object.clone()))
         .map_err(Skipped::decode("Node", name_in(object), None))?;
-    Ok(Decoded {
-        name: node.name.clone(),
-        resource_version: revision_of(node.resource_version.as_deref()),
-        content: content_of(&node),
-        object: node,
-    })
+    let resource_version = revision_of(node.resource_version.as_deref());
+    Ok(Decoded::new(node.name.clone(), resource_version, node))
 }
 
 /// One of the MCO kinds, decoded into our model (without managedFields).
@@ -281,5 +273,8 @@ where
     }
     let decoded_object: T =
         serde_json::from_value(Value::Object(object)).map_err(Skipped::decode(kind, name, None))?;
-    Ok(decoded(decoded_object, T::meta))
+    let meta = decoded_object.meta();
+    let name = meta.name.clone().unwrap_or_default();
+    let resource_version = revision_of(meta.resource_version.as_deref());
+    Ok(Decoded::new(name, resource_version, decoded_object))
 }
