@@ -275,7 +275,7 @@ fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) 
         if document.is_null() {
             continue;
         }
-        if let Err(reason) = typed::flatten(document, &mut found) {
+        if let Err(reason) = typed::flatten(document, None, &mut found) {
             problems.push(if several {
                 Skipped::Document {
                     index: i + 1,
