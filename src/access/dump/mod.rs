@@ -45,6 +45,9 @@ pub struct RecoveryObjects {
     pub disagreeing: std::collections::BTreeSet<String>,
 }
 
+/// The extensions of the files read.
+const READ: [&str; 3] = ["yaml", "yml", "json"];
+
 /// Combinations of disagreeing copies decided before the dump counts as incomplete.
 const MAX_VARIANTS: usize = 64;
 
@@ -113,7 +116,7 @@ pub fn load_dir_for(dir: &Path, want: Want) -> Result<Loaded, DumpError> {
     let mut files = Vec::new();
     for entry in WalkDir::new(dir).follow_links(true) {
         match entry {
-            Ok(entry) if entry.file_type().is_file() && wanted(entry.path()) => {
+            Ok(entry) if entry.file_type().is_file() && has_extension(entry.path(), &READ) => {
                 files.push(entry.into_path());
             }
             Ok(_) => {}
@@ -221,18 +224,10 @@ impl Notes {
     }
 }
 
-fn wanted(path: &Path) -> bool {
-    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-        ["yaml", "yml", "json"]
-            .iter()
-            .any(|w| e.eq_ignore_ascii_case(w))
-    })
-}
-
-fn is_json(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+/// Whether `path`'s extension is one of `extensions`, in any case.
+fn has_extension(path: &Path, extensions: &[&str]) -> bool {
+    let extension = path.extension().and_then(|e| e.to_str());
+    extension.is_some_and(|e| extensions.iter().any(|w| e.eq_ignore_ascii_case(w)))
 }
 
 /// `path` relative to `dir`, for messages.
@@ -255,7 +250,7 @@ fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) 
     let claim = read::claim(rel_path, raw.as_deref().unwrap_or_default(), objects.want());
     let documents = raw.and_then(|raw| {
         let text = read::text(&raw).map_err(|e| e.to_string())?;
-        read::documents(text, is_json(path)).map_err(|e| e.to_string())
+        read::documents(text, has_extension(path, &["json"])).map_err(|e| e.to_string())
     });
     let documents = match documents {
         Ok(documents) => documents,
