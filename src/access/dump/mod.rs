@@ -151,11 +151,10 @@ pub fn load_dir_for(dir: &Path, want: Want) -> Result<Loaded, DumpError> {
     for path in &files {
         load_file(dir, path, &mut objects, &mut notes);
     }
-    if objects.node_count() > 0 && objects.pool_count() == 0 {
+    if let Some(nodes) = objects.nodes_without_pools() {
         notes.incomplete_dump(format!(
-            "{} Nodes but no MachineConfigPools: which pool each node is in, and so whether a pool \
-                 is still rolling out, cannot be told",
-            objects.node_count()
+            "{nodes} Nodes but no MachineConfigPools: which pool each node is in, and so whether a \
+             pool is still rolling out, cannot be told"
         ));
     }
     let disagreeing = objects.disagreeing();

@@ -158,12 +158,10 @@ impl Objects {
         std::mem::take(&mut self.pull)
     }
 
-    pub(super) fn node_count(&self) -> usize {
-        self.nodes.0.len()
-    }
-
-    pub(super) fn pool_count(&self) -> usize {
-        self.pools.0.len()
+    /// How many Nodes were read, when no MachineConfigPool was.
+    pub(super) fn nodes_without_pools(&self) -> Option<usize> {
+        let nodes = self.nodes.0.len();
+        (nodes > 0 && self.pools.0.is_empty()).then_some(nodes)
     }
 
     /// Names of the objects whose copies disagree with no resourceVersion to choose, as
