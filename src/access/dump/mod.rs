@@ -21,7 +21,7 @@ use walkdir::WalkDir;
 
 use crate::core::recovery::RecoveryNode;
 use crate::core::snapshot::Snapshot;
-use objects::{Added, Objects};
+use objects::Objects;
 use skipped::Skipped;
 
 /// What the dump is read for.
@@ -283,8 +283,7 @@ fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) 
     let mut holds_ours = false;
     for object in found {
         match objects.add(object) {
-            Ok(Added::Ours) => holds_ours = true,
-            Ok(Added::Other) => {}
+            Ok(ours) => holds_ours |= ours,
             Err(reason) => {
                 holds_ours = true;
                 notes.incomplete(path, &rel, reason);

@@ -38,14 +38,6 @@ pub(super) struct Objects {
     )>,
 }
 
-/// What [`Objects::add`] made of an object.
-pub(super) enum Added {
-    /// One of the kinds the policy reads.
-    Ours,
-    /// Some other kind: skipped.
-    Other,
-}
-
 impl Objects {
     pub(super) fn new(want: Want) -> Self {
         Objects {
@@ -80,9 +72,9 @@ impl Objects {
         })
     }
 
-    /// Keeps `typed` if it is one of ours; an error names an object of ours that could
-    /// not be decoded.
-    pub(super) fn add(&mut self, typed: Typed) -> Result<Added, Skipped> {
+    /// Keeps `typed` if it is one of ours, and says whether it is (other kinds are skipped); an
+    /// error names an object of ours that could not be decoded.
+    pub(super) fn add(&mut self, typed: Typed) -> Result<bool, Skipped> {
         let Typed {
             api_version,
             kind,
@@ -95,20 +87,20 @@ impl Objects {
                 let mut machine = mco::<Machine>(&kind, object)?;
                 machine.name = format!("{}/{}", machine.object.namespace(), machine.name);
                 self.machines.add(&kind, machine)?;
-                return Ok(Added::Ours);
+                return Ok(true);
             }
             ("config.openshift.io/v1", "ClusterVersion") => {
                 self.versions.add(&kind, mco(&kind, object)?)?;
-                return Ok(Added::Ours);
+                return Ok(true);
             }
             ("config.openshift.io/v1", "ImageDigestMirrorSet")
             | ("operator.openshift.io/v1alpha1", "ImageContentSourcePolicy") => {
                 self.pull.push((kind, Value::Object(object)));
-                return Ok(Added::Ours);
+                return Ok(true);
             }
             (_, "ControllerConfig") if mco_v1 => {
                 self.pull.push((kind, Value::Object(object)));
-                return Ok(Added::Ours);
+                return Ok(true);
             }
             (_, "MachineConfig") if mco_v1 => {
                 if let Some((_, names)) = &mut self.recovery {
@@ -116,9 +108,9 @@ impl Objects {
                         .filter(|n| !n.is_empty())
                         .ok_or_else(|| Skipped::NoName { kind: kind.clone() })?;
                     names.get_or_insert_default().insert(name.to_string());
-                    return Ok(Added::Ours);
+                    return Ok(true);
                 }
-                return Ok(Added::Other);
+                return Ok(false);
             }
             _ => {}
         }
@@ -128,7 +120,7 @@ impl Objects {
         ) && api_version.starts_with(&format!("{GROUP}/"))
             || (api_version == "v1" && kind == "Node");
         if !ours {
-            return Ok(Added::Other);
+            return Ok(false);
         }
         if !mco_v1 && kind != "Node" {
             // An older API (4.16-4.18 tech preview v1alpha1) with a different schema:
@@ -150,7 +142,7 @@ impl Objects {
             "MachineOSBuild" => self.machine_os_builds.add(&kind, mco(&kind, object)?),
             _ => self.pools.add(&kind, mco(&kind, object)?),
         }?;
-        Ok(Added::Ours)
+        Ok(true)
     }
 
     /// The ControllerConfig and mirror sets read, once every file is read.
