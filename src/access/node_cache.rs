@@ -114,24 +114,21 @@ impl Drop for NodeCache {
 }
 
 impl NodeCache {
-    /// Starts listing and watching nodes; returns at once (see [`NodeCache::ready`]).
+    /// Starts listing and watching nodes; returns at once (see [`NodeCache::synced`]).
     pub fn start(client: Client, stale_after: Duration) -> Self {
-        let state = Arc::new(RwLock::new(NodeState::default()));
         let (tx, revision) = watch::channel(0);
-        let ready = Arc::new(AtomicBool::new(false));
-        let health = Arc::new(WatchHealth::new("nodes", stale_after));
         let driver = Driver {
             client,
-            state: Arc::clone(&state),
+            state: Arc::default(),
             revision: tx,
-            ready: Arc::clone(&ready),
-            health: Arc::clone(&health),
+            ready: Arc::default(),
+            health: Arc::new(WatchHealth::new("nodes", stale_after)),
         };
         Self {
-            state,
+            state: Arc::clone(&driver.state),
             revision,
-            ready,
-            health,
+            ready: Arc::clone(&driver.ready),
+            health: Arc::clone(&driver.health),
             task: tokio::spawn(driver.run()),
         }
     }
