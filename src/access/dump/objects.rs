@@ -187,18 +187,15 @@ impl Objects {
         if combos > limit {
             return None;
         }
-        let mut snapshots = Vec::with_capacity(combos);
-        for mut i in 0..combos {
-            snapshots.push(Snapshot {
-                machine_os_configs: self.machine_os_configs.pick(&mut i),
-                machine_os_builds: self.machine_os_builds.pick(&mut i),
-                pools: self.pools.pick(&mut i),
-                nodes: self.nodes.pick(&mut i),
-                machines: self.machines.pick(&mut i),
-                release: crate::core::cluster::running(&self.versions.pick(&mut i)),
-            });
-        }
-        Some(snapshots)
+        let snapshot = |mut i| Snapshot {
+            machine_os_configs: self.machine_os_configs.pick(&mut i),
+            machine_os_builds: self.machine_os_builds.pick(&mut i),
+            pools: self.pools.pick(&mut i),
+            nodes: self.nodes.pick(&mut i),
+            machines: self.machines.pick(&mut i),
+            release: crate::core::cluster::running(&self.versions.pick(&mut i)),
+        };
+        Some((0..combos).map(snapshot).collect())
     }
 }
 
