@@ -159,7 +159,7 @@ pub fn load_dir_for(dir: &Path, want: Want) -> Result<Loaded, DumpError> {
     }
     let disagreeing = objects.disagreeing();
     let recovery = objects.take_recovery();
-    let pull = objects.take_pull();
+    let pull = std::mem::take(&mut objects.pull);
     let snapshots = objects.into_snapshots(MAX_VARIANTS).unwrap_or_else(|| {
         notes.incomplete_dump(format!(
             "copies of {} objects disagree with no resourceVersion to choose between them, \

@@ -29,7 +29,7 @@ pub(super) struct Objects {
     versions: Kept<ClusterVersion>,
     /// The objects a pull as the node makes it reads: the ControllerConfig and the mirror sets,
     /// as `(kind, object)` (`access::registry` decodes them).
-    pull: Vec<(String, Value)>,
+    pub(super) pull: Vec<(String, Value)>,
     interner: Interner,
     /// With [`Want::Recovery`]: the nodes as recovery reads them, and the MachineConfigs' names.
     recovery: Option<(
@@ -143,11 +143,6 @@ impl Objects {
             _ => self.pools.add(&kind, mco(&kind, object)?),
         }?;
         Ok(true)
-    }
-
-    /// The ControllerConfig and mirror sets read, once every file is read.
-    pub(super) fn take_pull(&mut self) -> Vec<(String, Value)> {
-        std::mem::take(&mut self.pull)
     }
 
     /// How many Nodes were read, when no MachineConfigPool was.
