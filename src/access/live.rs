@@ -236,7 +236,8 @@ pub(crate) async fn list_nodes(
         };
         let list: NodeList = serde_json::from_str(&text).map_err(undecodable)?;
         drop(text);
-        page(list.items.into_iter().map(|n| n.metadata).collect());
+        let items = list.items.unwrap_or_default();
+        page(items.into_iter().map(|n| n.metadata).collect());
         if more.is_none() {
             return Ok(Some(revision.flatten()));
         }
@@ -265,12 +266,8 @@ pub(crate) fn revision_of(rv: Option<&str>) -> Option<u64> {
 struct NodeList {
     #[serde(default)]
     metadata: ListMeta,
-    #[serde(default, deserialize_with = "null_as_empty")]
-    items: Vec<WireNode>,
-}
-
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<WireNode>, D::Error> {
-    Ok(Option::<Vec<WireNode>>::deserialize(d)?.unwrap_or_default())
+    #[serde(default)]
+    items: Option<Vec<WireNode>>,
 }
 
 /// A page being fetched; the request is dropped with it (a list abandoned half-way, when the
