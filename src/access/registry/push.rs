@@ -93,13 +93,9 @@ impl Registries {
         self.sessions.get(secret)?.as_ref().ok().cloned()
     }
 
-    fn internal(&self, source: &PushRepository) -> Internal {
-        let known = self.internal.as_deref().map_err(String::as_str);
-        Internal::of(&source.host, known)
-    }
-
     pub async fn listing(&self, source: &PushRepository) -> Listing {
-        let internal = self.internal(source);
+        let known = self.internal.as_deref().map_err(String::as_str);
+        let internal = Internal::of(&source.host, known);
         match self.reader(source) {
             Ok(reader) => reader.listing(source, internal).await,
             Err(why) => Listing {
