@@ -242,21 +242,21 @@ impl Caches {
             let read = started.elapsed();
             // Not an etcd revision: no fence to wait on.
             let Some(revision) = revision else {
-                return Ok::<_, live::LiveError>((None, false, read, None));
+                return Ok::<_, live::LiveError>((None, read, None));
             };
-            let passed = tokio::time::timeout(self.fence_wait, self.nodes.caught_up(revision))
+            let caught_up = tokio::time::timeout(self.fence_wait, self.nodes.caught_up(revision))
                 .await
-                .is_ok();
-            let caught_up = passed.then(|| started.elapsed().saturating_sub(read));
-            Ok((Some(revision), passed, read, caught_up))
+                .ok()
+                .map(|()| started.elapsed().saturating_sub(read));
+            Ok((Some(revision), read, caught_up))
         };
         let ((objects, lists), fence) = tokio::join!(objects, fence);
-        let (objects, (revision, passed, read, caught_up)) = (objects?, fence?);
+        let (objects, (revision, read, caught_up)) = (objects?, fence?);
         steps.lists = lists;
         steps.revision = read;
         steps.catch_up = caught_up;
         let nodes = match revision {
-            _ if passed => FreshNodes::Cached,
+            _ if caught_up.is_some() => FreshNodes::Cached,
             None => {
                 let listed = self.listed_nodes(&objects.pools).await?;
                 steps.node_list = Some(started.elapsed());

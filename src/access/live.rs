@@ -103,7 +103,7 @@ pub async fn decision_objects(client: &Client) -> Result<Snapshot, LiveError> {
 pub(crate) async fn listed_objects(
     client: &Client,
 ) -> Result<(Snapshot, Vec<&'static str>), LiveError> {
-    let (configs, builds, pools, around) = tokio::try_join!(
+    let (configs, builds, pools, (machines, release, versions_served)) = tokio::try_join!(
         list::<MachineOSConfig>(client, "machineosconfigs"),
         list::<MachineOSBuild>(client, "machineosbuilds"),
         list::<MachineConfigPool>(client, "machineconfigpools"),
@@ -122,11 +122,8 @@ pub(crate) async fn listed_objects(
             pools.is_some(),
             "machineconfigpools.machineconfiguration.openshift.io",
         ),
-        (around.machines.is_some(), "machines.machine.openshift.io"),
-        (
-            around.versions_served,
-            "clusterversions.config.openshift.io",
-        ),
+        (machines.is_some(), "machines.machine.openshift.io"),
+        (versions_served, "clusterversions.config.openshift.io"),
     ];
     let missing = served
         .into_iter()
@@ -138,25 +135,20 @@ pub(crate) async fn listed_objects(
         machine_os_builds: builds.unwrap_or_default(),
         pools: pools.unwrap_or_default(),
         nodes: Vec::new(),
-        machines: around.machines.unwrap_or_default(),
-        release: around.release,
+        machines: machines.unwrap_or_default(),
+        release,
     };
     Ok((snapshot, missing))
 }
 
-/// The kinds around the pools a decision reads: Machines (`None` where the Machine API is not
-/// served) and the release.
-pub struct Around {
-    pub machines: Option<Vec<Arc<Machine>>>,
-    pub release: ClusterRelease,
-    pub versions_served: bool,
-}
-
-/// Lists Machines in every namespace and reads the ClusterVersion. A ClusterVersion the guard
-/// may not read counts as an unknown release (the most cautious rules); Machines it may not list
-/// are an error where they matter (the release serves joining machines, or is unknown), and
-/// count as none on the releases that serve them nothing.
-pub async fn around_the_pools(client: &Client) -> Result<Around, LiveError> {
+/// The kinds around the pools a decision reads: Machines in every namespace (`None` where the
+/// Machine API is not served), the release, and whether ClusterVersions are served. A
+/// ClusterVersion the guard may not read counts as an unknown release (the most cautious rules);
+/// Machines it may not list are an error where they matter (the release serves joining machines,
+/// or is unknown), and count as none on the releases that serve them nothing.
+async fn around_the_pools(
+    client: &Client,
+) -> Result<(Option<Vec<Arc<Machine>>>, ClusterRelease, bool), LiveError> {
     let (machines, versions) = tokio::join!(
         list::<Machine>(client, "machines"),
         list::<ClusterVersion>(client, "clusterversions"),
@@ -174,11 +166,7 @@ pub async fn around_the_pools(client: &Client) -> Result<Around, LiveError> {
         Err(e) if forbidden(&e) && !Rules::for_release(&release).serves_joining_machines => None,
         other => other?,
     };
-    Ok(Around {
-        machines,
-        release,
-        versions_served,
-    })
+    Ok((machines, release, versions_served))
 }
 
 /// Whether a list failed with 403 (RBAC).
@@ -248,7 +236,8 @@ pub(crate) async fn list_nodes(
         };
         let list: NodeList = serde_json::from_str(&text).map_err(undecodable)?;
         drop(text);
-        page(list.items.into_iter().map(|n| n.metadata).collect());
+        let items = list.items.unwrap_or_default();
+        page(items.into_iter().map(|n| n.metadata).collect());
         if more.is_none() {
             return Ok(Some(revision.flatten()));
         }
@@ -277,12 +266,8 @@ pub(crate) fn revision_of(rv: Option<&str>) -> Option<u64> {
 struct NodeList {
     #[serde(default)]
     metadata: ListMeta,
-    #[serde(default, deserialize_with = "null_as_empty")]
-    items: Vec<WireNode>,
-}
-
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<WireNode>, D::Error> {
-    Ok(Option::<Vec<WireNode>>::deserialize(d)?.unwrap_or_default())
+    #[serde(default)]
+    items: Option<Vec<WireNode>>,
 }
 
 /// A page being fetched; the request is dropped with it (a list abandoned half-way, when the

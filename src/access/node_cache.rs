@@ -114,24 +114,21 @@ impl Drop for NodeCache {
 }
 
 impl NodeCache {
-    /// Starts listing and watching nodes; returns at once (see [`NodeCache::ready`]).
+    /// Starts listing and watching nodes; returns at once (see [`NodeCache::synced`]).
     pub fn start(client: Client, stale_after: Duration) -> Self {
-        let state = Arc::new(RwLock::new(NodeState::default()));
         let (tx, revision) = watch::channel(0);
-        let ready = Arc::new(AtomicBool::new(false));
-        let health = Arc::new(WatchHealth::new("nodes", stale_after));
         let driver = Driver {
             client,
-            state: Arc::clone(&state),
+            state: Arc::default(),
             revision: tx,
-            ready: Arc::clone(&ready),
-            health: Arc::clone(&health),
+            ready: Arc::default(),
+            health: Arc::new(WatchHealth::new("nodes", stale_after)),
         };
         Self {
-            state,
+            state: Arc::clone(&driver.state),
             revision,
-            ready,
-            health,
+            ready: Arc::clone(&driver.ready),
+            health: Arc::clone(&driver.health),
             task: tokio::spawn(driver.run()),
         }
     }
@@ -219,13 +216,6 @@ struct Driver {
     revision: watch::Sender<u64>,
     ready: Arc<AtomicBool>,
     health: Arc<WatchHealth>,
-}
-
-/// What one watch event changes.
-enum Change {
-    Upsert(WireMeta),
-    Remove(String),
-    None,
 }
 
 /// Why a watch ended.
@@ -329,23 +319,16 @@ impl Driver {
                 Ok(Err(e)) => return Ended::Failed(NodeWatchError::Api(e)),
                 Err(_) => return Ended::Failed(NodeWatchError::Idle),
             };
-            let (revision, change) = match event {
-                WatchEvent::Added(node) | WatchEvent::Modified(node) => {
-                    (node.metadata.revision(), Change::Upsert(node.metadata))
-                }
-                WatchEvent::Deleted(node) => (
-                    node.metadata.revision(),
-                    Change::Remove(node.metadata.name.unwrap_or_default()),
-                ),
-                WatchEvent::Bookmark(b) => (
-                    live::revision_of(Some(&b.metadata.resource_version)),
-                    Change::None,
-                ),
+            let revision = match &event {
+                WatchEvent::Added(node)
+                | WatchEvent::Modified(node)
+                | WatchEvent::Deleted(node) => node.metadata.revision(),
+                WatchEvent::Bookmark(b) => live::revision_of(Some(&b.metadata.resource_version)),
                 WatchEvent::Error(e) if e.code == 410 => return Ended::Relist,
                 WatchEvent::Error(e) => {
                     return Ended::Failed(NodeWatchError::Event {
                         code: e.code,
-                        message: e.message,
+                        message: e.message.clone(),
                     });
                 }
             };
@@ -354,10 +337,14 @@ impl Driver {
                 return Ended::Relist;
             };
             *from = revision;
-            match change {
-                Change::Upsert(meta) => write(&self.state).upsert(meta),
-                Change::Remove(name) => write(&self.state).remove(&name),
-                Change::None => {}
+            match event {
+                WatchEvent::Added(node) | WatchEvent::Modified(node) => {
+                    write(&self.state).upsert(node.metadata);
+                }
+                WatchEvent::Deleted(node) => {
+                    write(&self.state).remove(&node.metadata.name.unwrap_or_default());
+                }
+                WatchEvent::Bookmark(_) | WatchEvent::Error(_) => {}
             }
             // Published after the change is applied: a reader that sees `revision` finds it.
             self.revision.send_if_modified(|r| {

@@ -10,6 +10,7 @@ use kube::Client;
 use kube::api::{GetParams, ListParams, Patch, PatchParams};
 use kube::core::{ObjectList, Request};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 use crate::access::live::{self, LiveError, NODES};
 use crate::core::recovery::{NodePatch, RecoveryNode, RecoverySnapshot};
@@ -113,22 +114,9 @@ pub async fn patch_node(
 
 /// Every node, whole, page by page (each page decoded into the lean [`RecoveryNode`]).
 async fn nodes(client: &Client) -> Result<Vec<RecoveryNode>, LiveError> {
-    let mut params = ListParams::default().limit(NODE_PAGE);
-    let mut out = Vec::new();
-    loop {
-        let request = Request::new(NODES)
-            .list(&params)
-            .map_err(|e| LiveError::list("nodes", kube::Error::BuildRequest(e)))?;
-        let page: ObjectList<RecoveryNode> = client
-            .request(request)
-            .await
-            .map_err(|e| LiveError::list("nodes", e))?;
-        out.extend(page.items);
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(out),
-        }
-    }
+    list_all(client, NODES, NODE_PAGE, false)
+        .await
+        .map_err(|e| LiveError::list("nodes", e))
 }
 
 /// A MachineConfig's metadata, reduced to its name.
@@ -145,21 +133,37 @@ struct NameOnly {
 
 /// The MachineConfigs' names (metadata only), or `None` when the API is not served.
 async fn machine_configs(client: &Client) -> Result<Option<BTreeSet<String>>, LiveError> {
-    let mut params = ListParams::default().limit(MC_PAGE);
-    let mut out = BTreeSet::new();
+    match list_all::<Named>(client, MACHINE_CONFIGS, MC_PAGE, true).await {
+        Ok(items) => Ok(Some(
+            items.into_iter().filter_map(|i| i.metadata.name).collect(),
+        )),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(LiveError::list("machineconfigs", e)),
+    }
+}
+
+/// Every item of the collection at `path` (of its metadata alone when `metadata_only`), `limit`
+/// a page.
+async fn list_all<T: Clone + DeserializeOwned>(
+    client: &Client,
+    path: &str,
+    limit: u32,
+    metadata_only: bool,
+) -> Result<Vec<T>, kube::Error> {
+    let mut params = ListParams::default().limit(limit);
+    let mut out = Vec::new();
     loop {
-        let request = Request::new(MACHINE_CONFIGS)
-            .list_metadata(&params)
-            .map_err(|e| LiveError::list("machineconfigs", kube::Error::BuildRequest(e)))?;
-        let page: ObjectList<Named> = match client.request(request).await {
-            Ok(page) => page,
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
-            Err(e) => return Err(LiveError::list("machineconfigs", e)),
+        let request = if metadata_only {
+            Request::new(path).list_metadata(&params)
+        } else {
+            Request::new(path).list(&params)
         };
-        out.extend(page.items.into_iter().filter_map(|i| i.metadata.name));
+        let request = request.map_err(kube::Error::BuildRequest)?;
+        let page: ObjectList<T> = client.request(request).await?;
+        out.extend(page.items);
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(Some(out)),
+            _ => return Ok(out),
         }
     }
 }

@@ -216,13 +216,11 @@ impl ClusterView for StaticView {
     }
 
     fn fresh(&self) -> BoxFuture<'_, Result<Fresh, FreshError>> {
-        Box::pin(async move {
-            Ok(Fresh {
-                objects: self.objects(),
-                nodes: FreshNodes::Listed(self.0.nodes.clone()),
-                ..Fresh::default()
-            })
-        })
+        Box::pin(std::future::ready(Ok(Fresh {
+            objects: self.objects(),
+            nodes: FreshNodes::Listed(self.0.nodes.clone()),
+            ..Fresh::default()
+        })))
     }
 
     fn readiness(&self) -> Result<(), NotReady> {

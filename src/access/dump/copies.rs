@@ -4,12 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::skipped::Skipped;
-use crate::access::live::revision_of;
 
 /// A decoded object ready to keep.
 pub(super) struct Decoded<T> {
@@ -94,21 +92,20 @@ impl<T> Kept<T> {
     }
 }
 
-pub(super) fn decoded<T: Serialize>(object: T, meta: impl Fn(&T) -> &ObjectMeta) -> Decoded<T> {
-    let meta = meta(&object);
-    let name = meta.name.clone().unwrap_or_default();
-    let resource_version = revision_of(meta.resource_version.as_deref());
-    Decoded {
-        name,
-        resource_version,
-        content: content_of(&object),
-        object,
+impl<T: Serialize> Decoded<T> {
+    pub(super) fn new(name: String, resource_version: Option<u64>, object: T) -> Self {
+        Decoded {
+            name,
+            resource_version,
+            content: content_of(&object),
+            object,
+        }
     }
 }
 
 /// The object as the model keeps it, without the metadata that differs between copies of one
 /// state (resourceVersion, managedFields are not kept; generation and timestamps are dropped).
-pub(super) fn content_of<T: Serialize>(object: &T) -> Value {
+fn content_of<T: Serialize>(object: &T) -> Value {
     let mut v = serde_json::to_value(object).unwrap_or(Value::Null);
     if let Some(Value::Object(meta)) = v.get_mut("metadata") {
         for key in [

@@ -21,7 +21,7 @@ use walkdir::WalkDir;
 
 use crate::core::recovery::RecoveryNode;
 use crate::core::snapshot::Snapshot;
-use objects::{Added, Objects};
+use objects::Objects;
 use skipped::Skipped;
 
 /// What the dump is read for.
@@ -44,6 +44,9 @@ pub struct RecoveryObjects {
     /// Nodes whose copies disagree with no resourceVersion to choose between them.
     pub disagreeing: std::collections::BTreeSet<String>,
 }
+
+/// The extensions of the files read.
+const READ: [&str; 3] = ["yaml", "yml", "json"];
 
 /// Combinations of disagreeing copies decided before the dump counts as incomplete.
 const MAX_VARIANTS: usize = 64;
@@ -113,7 +116,7 @@ pub fn load_dir_for(dir: &Path, want: Want) -> Result<Loaded, DumpError> {
     let mut files = Vec::new();
     for entry in WalkDir::new(dir).follow_links(true) {
         match entry {
-            Ok(entry) if entry.file_type().is_file() && wanted(entry.path()) => {
+            Ok(entry) if entry.file_type().is_file() && has_extension(entry.path(), &READ) => {
                 files.push(entry.into_path());
             }
             Ok(_) => {}
@@ -148,16 +151,15 @@ pub fn load_dir_for(dir: &Path, want: Want) -> Result<Loaded, DumpError> {
     for path in &files {
         load_file(dir, path, &mut objects, &mut notes);
     }
-    if objects.node_count() > 0 && objects.pool_count() == 0 {
+    if let Some(nodes) = objects.nodes_without_pools() {
         notes.incomplete_dump(format!(
-            "{} Nodes but no MachineConfigPools: which pool each node is in, and so whether a pool \
-                 is still rolling out, cannot be told",
-            objects.node_count()
+            "{nodes} Nodes but no MachineConfigPools: which pool each node is in, and so whether a \
+             pool is still rolling out, cannot be told"
         ));
     }
     let disagreeing = objects.disagreeing();
     let recovery = objects.take_recovery();
-    let pull = objects.take_pull();
+    let pull = std::mem::take(&mut objects.pull);
     let snapshots = objects.into_snapshots(MAX_VARIANTS).unwrap_or_else(|| {
         notes.incomplete_dump(format!(
             "copies of {} objects disagree with no resourceVersion to choose between them, \
@@ -221,18 +223,10 @@ impl Notes {
     }
 }
 
-fn wanted(path: &Path) -> bool {
-    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-        ["yaml", "yml", "json"]
-            .iter()
-            .any(|w| e.eq_ignore_ascii_case(w))
-    })
-}
-
-fn is_json(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+/// Whether `path`'s extension is one of `extensions`, in any case.
+fn has_extension(path: &Path, extensions: &[&str]) -> bool {
+    let extension = path.extension().and_then(|e| e.to_str());
+    extension.is_some_and(|e| extensions.iter().any(|w| e.eq_ignore_ascii_case(w)))
 }
 
 /// `path` relative to `dir`, for messages.
@@ -255,7 +249,7 @@ fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) 
     let claim = read::claim(rel_path, raw.as_deref().unwrap_or_default(), objects.want());
     let documents = raw.and_then(|raw| {
         let text = read::text(&raw).map_err(|e| e.to_string())?;
-        read::documents(text, is_json(path)).map_err(|e| e.to_string())
+        read::documents(text, has_extension(path, &["json"])).map_err(|e| e.to_string())
     });
     let documents = match documents {
         Ok(documents) => documents,
@@ -275,7 +269,7 @@ fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) 
         if document.is_null() {
             continue;
         }
-        if let Err(reason) = typed::flatten(document, &mut found) {
+        if let Err(reason) = typed::flatten(document, None, &mut found) {
             problems.push(if several {
                 Skipped::Document {
                     index: i + 1,
@@ -289,8 +283,7 @@ fn load_file(dir: &Path, path: &Path, objects: &mut Objects, notes: &mut Notes) 
     let mut holds_ours = false;
     for object in found {
         match objects.add(object) {
-            Ok(Added::Ours) => holds_ours = true,
-            Ok(Added::Other) => {}
+            Ok(ours) => holds_ours |= ours,
             Err(reason) => {
                 holds_ours = true;
                 notes.incomplete(path, &rel, reason);

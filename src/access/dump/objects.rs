@@ -12,7 +12,7 @@ use crate::core::node::{Interner, NodeMeta, WireMeta};
 use crate::core::recovery::RecoveryNode;
 use crate::core::snapshot::Snapshot;
 
-use super::copies::{Decoded, Kept, content_of, decoded};
+use super::copies::{Decoded, Kept};
 use super::skipped::Skipped;
 use super::typed::Typed;
 use super::{RecoveryObjects, Want};
@@ -29,21 +29,13 @@ pub(super) struct Objects {
     versions: Kept<ClusterVersion>,
     /// The objects a pull as the node makes it reads: the ControllerConfig and the mirror sets,
     /// as `(kind, object)` (`access::registry` decodes them).
-    pull: Vec<(String, Value)>,
+    pub(super) pull: Vec<(String, Value)>,
     interner: Interner,
     /// With [`Want::Recovery`]: the nodes as recovery reads them, and the MachineConfigs' names.
     recovery: Option<(
         Kept<RecoveryNode>,
         Option<std::collections::BTreeSet<String>>,
     )>,
-}
-
-/// What [`Objects::add`] made of an object.
-pub(super) enum Added {
-    /// One of the kinds the policy reads.
-    Ours,
-    /// Some other kind: skipped.
-    Other,
 }
 
 impl Objects {
@@ -80,9 +72,9 @@ impl Objects {
         })
     }
 
-    /// Keeps `typed` if it is one of ours; an error names an object of ours that could
-    /// not be decoded.
-    pub(super) fn add(&mut self, typed: Typed) -> Result<Added, Skipped> {
+    /// Keeps `typed` if it is one of ours, and says whether it is (other kinds are skipped); an
+    /// error names an object of ours that could not be decoded.
+    pub(super) fn add(&mut self, typed: Typed) -> Result<bool, Skipped> {
         let Typed {
             api_version,
             kind,
@@ -95,20 +87,20 @@ impl Objects {
                 let mut machine = mco::<Machine>(&kind, object)?;
                 machine.name = format!("{}/{}", machine.object.namespace(), machine.name);
                 self.machines.add(&kind, machine)?;
-                return Ok(Added::Ours);
+                return Ok(true);
             }
             ("config.openshift.io/v1", "ClusterVersion") => {
                 self.versions.add(&kind, mco(&kind, object)?)?;
-                return Ok(Added::Ours);
+                return Ok(true);
             }
             ("config.openshift.io/v1", "ImageDigestMirrorSet")
             | ("operator.openshift.io/v1alpha1", "ImageContentSourcePolicy") => {
                 self.pull.push((kind, Value::Object(object)));
-                return Ok(Added::Ours);
+                return Ok(true);
             }
             (_, "ControllerConfig") if mco_v1 => {
                 self.pull.push((kind, Value::Object(object)));
-                return Ok(Added::Ours);
+                return Ok(true);
             }
             (_, "MachineConfig") if mco_v1 => {
                 if let Some((_, names)) = &mut self.recovery {
@@ -116,9 +108,9 @@ impl Objects {
                         .filter(|n| !n.is_empty())
                         .ok_or_else(|| Skipped::NoName { kind: kind.clone() })?;
                     names.get_or_insert_default().insert(name.to_string());
-                    return Ok(Added::Ours);
+                    return Ok(true);
                 }
-                return Ok(Added::Other);
+                return Ok(false);
             }
             _ => {}
         }
@@ -128,7 +120,7 @@ impl Objects {
         ) && api_version.starts_with(&format!("{GROUP}/"))
             || (api_version == "v1" && kind == "Node");
         if !ours {
-            return Ok(Added::Other);
+            return Ok(false);
         }
         if !mco_v1 && kind != "Node" {
             // An older API (4.16-4.18 tech preview v1alpha1) with a different schema:
@@ -150,20 +142,13 @@ impl Objects {
             "MachineOSBuild" => self.machine_os_builds.add(&kind, mco(&kind, object)?),
             _ => self.pools.add(&kind, mco(&kind, object)?),
         }?;
-        Ok(Added::Ours)
+        Ok(true)
     }
 
-    /// The ControllerConfig and mirror sets read, once every file is read.
-    pub(super) fn take_pull(&mut self) -> Vec<(String, Value)> {
-        std::mem::take(&mut self.pull)
-    }
-
-    pub(super) fn node_count(&self) -> usize {
-        self.nodes.0.len()
-    }
-
-    pub(super) fn pool_count(&self) -> usize {
-        self.pools.0.len()
+    /// How many Nodes were read, when no MachineConfigPool was.
+    pub(super) fn nodes_without_pools(&self) -> Option<usize> {
+        let nodes = self.nodes.0.len();
+        (nodes > 0 && self.pools.0.is_empty()).then_some(nodes)
     }
 
     /// Names of the objects whose copies disagree with no resourceVersion to choose, as
@@ -197,18 +182,15 @@ impl Objects {
         if combos > limit {
             return None;
         }
-        let mut snapshots = Vec::with_capacity(combos);
-        for mut i in 0..combos {
-            snapshots.push(Snapshot {
-                machine_os_configs: self.machine_os_configs.pick(&mut i),
-                machine_os_builds: self.machine_os_builds.pick(&mut i),
-                pools: self.pools.pick(&mut i),
-                nodes: self.nodes.pick(&mut i),
-                machines: self.machines.pick(&mut i),
-                release: crate::core::cluster::running(&self.versions.pick(&mut i)),
-            });
-        }
-        Some(snapshots)
+        let snapshot = |mut i| Snapshot {
+            machine_os_configs: self.machine_os_configs.pick(&mut i),
+            machine_os_builds: self.machine_os_builds.pick(&mut i),
+            pools: self.pools.pick(&mut i),
+            nodes: self.nodes.pick(&mut i),
+            machines: self.machines.pick(&mut i),
+            release: crate::core::cluster::running(&self.versions.pick(&mut i)),
+        };
+        Some((0..combos).map(snapshot).collect())
     }
 }
 
@@ -249,24 +231,16 @@ fn node(
         .map_err(Skipped::decode("Node", name, Some("metadata")))?;
     let resource_version = meta.revision();
     let node = NodeMeta::from_wire(meta, interner, |_| true);
-    Ok(Decoded {
-        name: node.name().to_string(),
-        resource_version,
-        content: content_of(&node),
-        object: node,
-    })
+    let name = node.name().to_string();
+    Ok(Decoded::new(name, resource_version, node))
 }
 
 /// A Node as a recovery plan reads it ([`RecoveryNode`]).
 fn recovery_node(object: &Map<String, Value>) -> Result<Decoded<RecoveryNode>, Skipped> {
     let node: RecoveryNode = serde_json::from_value(Value::Object(object.clone()))
         .map_err(Skipped::decode("Node", name_in(object), None))?;
-    Ok(Decoded {
-        name: node.name.clone(),
-        resource_version: revision_of(node.resource_version.as_deref()),
-        content: content_of(&node),
-        object: node,
-    })
+    let resource_version = revision_of(node.resource_version.as_deref());
+    Ok(Decoded::new(node.name.clone(), resource_version, node))
 }
 
 /// One of the MCO kinds, decoded into our model (without managedFields).
@@ -281,5 +255,8 @@ where
     }
     let decoded_object: T =
         serde_json::from_value(Value::Object(object)).map_err(Skipped::decode(kind, name, None))?;
-    Ok(decoded(decoded_object, T::meta))
+    let meta = decoded_object.meta();
+    let name = meta.name.clone().unwrap_or_default();
+    let resource_version = revision_of(meta.resource_version.as_deref());
+    Ok(Decoded::new(name, resource_version, decoded_object))
 }

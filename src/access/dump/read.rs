@@ -25,60 +25,55 @@ const KINDS: [(&str, &str); 6] = [
     ("ClusterVersion", "ClusterVersions"),
 ];
 
-/// Path components (directories or file stems) that say a file holds one of the kinds.
-const PATH_NAMES: [(&str, &str); 18] = [
-    ("machines", "Machines"),
-    ("machine", "Machines"),
-    ("clusterversions", "ClusterVersions"),
-    ("clusterversion", "ClusterVersions"),
-    ("nodes", "Nodes"),
-    ("node", "Nodes"),
-    ("machineconfigpools", "MachineConfigPools"),
-    ("machineconfigpool", "MachineConfigPools"),
+/// Path components (directories or file stems) that say a file holds one of the kinds, besides
+/// the kinds' own names, singular or plural, in any case.
+const SHORT_NAMES: [(&str, &str); 6] = [
     ("mcp", "MachineConfigPools"),
     ("mcps", "MachineConfigPools"),
-    ("machineosconfigs", "MachineOSConfigs"),
-    ("machineosconfig", "MachineOSConfigs"),
     ("mosc", "MachineOSConfigs"),
     ("moscs", "MachineOSConfigs"),
-    ("machineosbuilds", "MachineOSBuilds"),
-    ("machineosbuild", "MachineOSBuilds"),
     ("mosb", "MachineOSBuilds"),
     ("mosbs", "MachineOSBuilds"),
 ];
 
 /// What a recovery plan reads besides: the rendered MachineConfigs' names.
 const RECOVERY_KINDS: [(&str, &str); 1] = [("MachineConfig", "MachineConfigs")];
-const RECOVERY_PATH_NAMES: [(&str, &str); 3] = [
-    ("machineconfigs", "MachineConfigs"),
-    ("machineconfig", "MachineConfigs"),
-    ("mc", "MachineConfigs"),
-];
+const RECOVERY_SHORT_NAMES: [(&str, &str); 1] = [("mc", "MachineConfigs")];
 
 /// Which of the kinds `rel` (a path inside the dump) or the file's bytes say it holds.
 pub(super) fn claim(rel: &Path, raw: &[u8], want: Want) -> Option<&'static str> {
     let content = |kinds: &[(&str, &'static str)]| by_content(&lossy(raw), kinds);
     match want {
-        Want::Policy => by_path(rel, &PATH_NAMES).or_else(|| content(&KINDS)),
-        Want::Recovery => by_path(rel, &PATH_NAMES)
-            .or_else(|| by_path(rel, &RECOVERY_PATH_NAMES))
+        Want::Policy => by_path(rel, &KINDS, &SHORT_NAMES).or_else(|| content(&KINDS)),
+        Want::Recovery => by_path(rel, &KINDS, &SHORT_NAMES)
+            .or_else(|| by_path(rel, &RECOVERY_KINDS, &RECOVERY_SHORT_NAMES))
             .or_else(|| content(&KINDS))
             .or_else(|| content(&RECOVERY_KINDS)),
     }
 }
 
-fn by_path(rel: &Path, names: &[(&str, &'static str)]) -> Option<&'static str> {
+/// The kind (its plural) the first component of `rel` that names one of `kinds` names: by the
+/// kind's own name, singular or plural, or one of the `short` names.
+fn by_path(
+    rel: &Path,
+    kinds: &[(&str, &'static str)],
+    short: &[(&str, &'static str)],
+) -> Option<&'static str> {
     let stem = rel.file_stem().and_then(|s| s.to_str());
     let dirs = rel
         .parent()
         .into_iter()
         .flat_map(Path::components)
         .filter_map(|c| c.as_os_str().to_str());
+    let names = kinds
+        .iter()
+        .flat_map(|&(kind, plural)| [(kind, plural), (plural, plural)])
+        .chain(short.iter().copied());
     dirs.chain(stem).find_map(|part| {
         names
-            .iter()
+            .clone()
             .find(|(name, _)| part.eq_ignore_ascii_case(name))
-            .map(|(_, plural)| *plural)
+            .map(|(_, plural)| plural)
     })
 }
 
@@ -120,15 +115,10 @@ fn lossy(raw: &[u8]) -> String {
 
 /// UTF-16 code units of a file that starts with a UTF-16 byte-order mark.
 fn utf16(raw: &[u8]) -> Option<Vec<u16>> {
-    let (le, body) = match raw {
-        [0xFF, 0xFE, body @ ..] => (true, body),
-        [0xFE, 0xFF, body @ ..] => (false, body),
+    let (unit, body): (fn([u8; 2]) -> u16, _) = match raw {
+        [0xFF, 0xFE, body @ ..] => (u16::from_le_bytes, body),
+        [0xFE, 0xFF, body @ ..] => (u16::from_be_bytes, body),
         _ => return None,
-    };
-    let unit: fn([u8; 2]) -> u16 = if le {
-        u16::from_le_bytes
-    } else {
-        u16::from_be_bytes
     };
     Some(body.chunks_exact(2).map(|p| unit([p[0], p[1]])).collect())
 }

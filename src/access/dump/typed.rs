@@ -12,15 +12,10 @@ pub(super) struct Typed {
     pub(super) object: Map<String, Value>,
 }
 
-/// Pushes the object(s) `value` holds onto `out`: itself, or the items of a list.
-/// Items that are not objects are dropped and reported as one problem.
-pub(super) fn flatten(value: Value, out: &mut Vec<Typed>) -> Result<(), Skipped> {
-    flatten_as(value, None, out)
-}
-
-/// [`flatten`], with the `(apiVersion, kind)` a list's items inherit when they lack their own
-/// (`NodeList` items are Nodes).
-fn flatten_as(
+/// Pushes the object(s) `value` holds onto `out`: itself, or the items of a list, which inherit
+/// the list's `(apiVersion, kind)` when they lack their own (`NodeList` items are Nodes; at the
+/// top, `inherit` is `None`). Items that are not objects are dropped and reported as one problem.
+pub(super) fn flatten(
     value: Value,
     inherit: Option<(&str, &str)>,
     out: &mut Vec<Typed>,
@@ -65,7 +60,7 @@ fn flatten_as(
     let inherit = item_kind.map(|kind| (api_version.as_str(), kind));
     let mut problems = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
-        if let Err(reason) = flatten_as(item, inherit, out) {
+        if let Err(reason) = flatten(item, inherit, out) {
             problems.push(Skipped::Item {
                 list: kind.clone(),
                 index: i + 1,

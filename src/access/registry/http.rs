@@ -5,30 +5,24 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
+use super::Limits;
 use crate::core::registry::node_config::PullConfig;
 
 /// Builds and keeps the per-host clients.
 pub struct Clients {
     config: Arc<PullConfig>,
     system_roots: Vec<CertificateDer<'static>>,
-    connect_timeout: Duration,
-    request_timeout: Duration,
-    redirects: usize,
+    /// Its timeouts and redirects bound every client.
+    limits: Limits,
     by_host: Mutex<HashMap<String, reqwest::Client>>,
 }
 
 impl Clients {
-    pub fn new(
-        config: Arc<PullConfig>,
-        connect_timeout: Duration,
-        request_timeout: Duration,
-        redirects: usize,
-    ) -> Self {
+    pub fn new(config: Arc<PullConfig>, limits: Limits) -> Self {
         let native = rustls_native_certs::load_native_certs();
         if !native.errors.is_empty() {
             tracing::debug!(
@@ -39,9 +33,7 @@ impl Clients {
         Clients {
             config,
             system_roots: native.certs,
-            connect_timeout,
-            request_timeout,
-            redirects,
+            limits,
             by_host: Mutex::new(HashMap::new()),
         }
     }
@@ -106,9 +98,9 @@ impl Clients {
         let mut builder = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .https_only(true)
-            .connect_timeout(self.connect_timeout)
-            .timeout(self.request_timeout)
-            .redirect(reqwest::redirect::Policy::limited(self.redirects))
+            .connect_timeout(self.limits.connect_timeout)
+            .timeout(self.limits.request_timeout)
+            .redirect(reqwest::redirect::Policy::limited(self.limits.redirects))
             .user_agent(concat!("mosc-guard/", env!("CARGO_PKG_VERSION")));
         builder = match self.config.proxy.proxy_for(target) {
             Some(url) => builder.proxy(

@@ -93,13 +93,9 @@ impl Registries {
         self.sessions.get(secret)?.as_ref().ok().cloned()
     }
 
-    fn internal(&self, source: &PushRepository) -> Internal {
-        let known = self.internal.as_deref().map_err(String::as_str);
-        Internal::of(&source.host, known)
-    }
-
     pub async fn listing(&self, source: &PushRepository) -> Listing {
-        let internal = self.internal(source);
+        let known = self.internal.as_deref().map_err(String::as_str);
+        let internal = Internal::of(&source.host, known);
         match self.reader(source) {
             Ok(reader) => reader.listing(source, internal).await,
             Err(why) => Listing {
@@ -111,36 +107,23 @@ impl Registries {
     }
 }
 
-/// Why push secret `name` (in [`MCO_NAMESPACE`]) cannot be used (never quoting its content).
-#[derive(Debug, thiserror::Error)]
-enum PushSecretError {
-    #[error("Secret {MCO_NAMESPACE}/{name} does not exist")]
-    Missing { name: String },
-    #[error("reading Secret {MCO_NAMESPACE}/{name}: {reason}")]
-    Read { name: String, reason: String },
-    #[error(
-        "Secret {MCO_NAMESPACE}/{name} holds neither .dockerconfigjson nor .dockercfg credentials: {reason}"
-    )]
-    Decode { name: String, reason: String },
-}
-
 /// The namespace MCO keeps push secrets in.
 const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
 
 /// The credentials of push secret `name` in `openshift-machine-config-operator`, as MCO reads
-/// them (`secrets.NewImageRegistrySecret`: `.dockerconfigjson` or `.dockercfg`). Read when it
-/// is used, never kept beyond the run or printed.
-async fn push_secret(client: &kube::Client, name: &str) -> Result<AuthFile, PushSecretError> {
+/// them (`secrets.NewImageRegistrySecret`: `.dockerconfigjson` or `.dockercfg`), or why it
+/// cannot be used (never quoting its content). Read when it is used, never kept beyond the run
+/// or printed.
+async fn push_secret(client: &kube::Client, name: &str) -> Result<AuthFile, String> {
     let api: Api<Secret> = Api::namespaced(client.clone(), MCO_NAMESPACE);
-    let name = name.to_string();
-    let secret = match api.get_opt(&name).await {
+    let secret = match api.get_opt(name).await {
         Ok(Some(s)) => s,
-        Ok(None) => return Err(PushSecretError::Missing { name }),
+        Ok(None) => return Err(format!("Secret {MCO_NAMESPACE}/{name} does not exist")),
         Err(e) => {
-            return Err(PushSecretError::Read {
-                reason: chain(&e),
-                name,
-            });
+            return Err(format!(
+                "reading Secret {MCO_NAMESPACE}/{name}: {}",
+                chain(&e)
+            ));
         }
     };
     let data = secret.data.unwrap_or_default();
@@ -151,7 +134,12 @@ async fn push_secret(client: &kube::Client, name: &str) -> Result<AuthFile, Push
         Some(raw) => AuthFile::parse(&raw.0).map_err(|e| e.to_string()),
         None => Err("no such key".to_string()),
     };
-    parsed.map_err(|reason| PushSecretError::Decode { name, reason })
+    parsed.map_err(|reason| {
+        format!(
+            "Secret {MCO_NAMESPACE}/{name} holds neither .dockerconfigjson nor .dockercfg \
+             credentials: {reason}"
+        )
+    })
 }
 
 /// The hosts OpenShift's internal registry answers on, as MCO finds them: its Services and

@@ -141,12 +141,7 @@ impl Session {
             }
         }
         Session {
-            clients: Clients::new(
-                Arc::clone(&config),
-                limits.connect_timeout,
-                limits.request_timeout,
-                limits.redirects,
-            ),
+            clients: Clients::new(Arc::clone(&config), limits.clone()),
             config,
             limits,
             tokens: Mutex::new(HashMap::new()),

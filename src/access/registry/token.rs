@@ -72,13 +72,9 @@ pub async fn fetch(
     let host = host_of(realm);
     let mut url = reqwest::Url::parse(realm)
         .map_err(|_| format!("the registry's token realm {host} is not a URL"))?;
-    {
-        let mut query = url.query_pairs_mut();
-        query.append_pair("scope", scope);
-        if let Some(service) = service {
-            query.append_pair("service", service);
-        }
-    }
+    url.query_pairs_mut()
+        .append_pair("scope", scope)
+        .extend_pairs(service.map(|service| ("service", service)));
     let mut request = client.get(url);
     if let Some(c) = credential {
         request = request.basic_auth(&c.username, Some(c.password()));
