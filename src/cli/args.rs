@@ -8,7 +8,6 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::access::live;
-use crate::cli::certs::CertsArgs;
 use crate::core::model::MACHINE_OS_BUILDER_USER;
 use crate::core::policy::PolicyMode;
 use crate::decision::{DeletionMode, Enforcement};
@@ -240,6 +239,28 @@ pub struct CheckArgs {
     /// (live only; a dump is never asked). The answer never changes the exit status.
     #[arg(long)]
     pub no_registry: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    /// Name of the Service the webhook configuration calls.
+    #[arg(long, default_value = "mosc-guard")]
+    pub service: String,
+    /// Namespace of that Service.
+    #[arg(long, default_value = "mosc-guard")]
+    pub namespace: String,
+    /// Directory to write ca.crt, tls.crt and tls.key into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Also valid for this IP address (repeatable), e.g. 127.0.0.1 for a local run.
+    #[arg(long = "ip", value_name = "ADDRESS")]
+    pub ips: Vec<String>,
+    /// Validity of both certificates, in days.
+    #[arg(long, default_value_t = 365)]
+    pub days: u32,
+    /// Replace ca.crt, tls.crt and tls.key if they exist.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -15,12 +15,12 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
-use clap::Args;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
     ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
 };
 
+use crate::cli::args::CertsArgs;
 use crate::cli::output;
 
 /// Secret the manifests mount (`manifests/base/deployment.yaml`).
@@ -32,28 +32,6 @@ pub const MAX_DAYS: u32 = 36_500;
 /// Certificates start this long before "now": the API server's clock may lag this machine's.
 const BACKDATE: Duration = Duration::from_secs(60 * 60);
 const FILES: [&str; 3] = ["ca.crt", "tls.crt", "tls.key"];
-
-#[derive(Debug, Args)]
-pub struct CertsArgs {
-    /// Name of the Service the webhook configuration calls.
-    #[arg(long, default_value = "mosc-guard")]
-    pub service: String,
-    /// Namespace of that Service.
-    #[arg(long, default_value = "mosc-guard")]
-    pub namespace: String,
-    /// Directory to write ca.crt, tls.crt and tls.key into (created if missing).
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
-    /// Also valid for this IP address (repeatable), e.g. 127.0.0.1 for a local run.
-    #[arg(long = "ip", value_name = "ADDRESS")]
-    pub ips: Vec<String>,
-    /// Validity of both certificates, in days.
-    #[arg(long, default_value_t = 365)]
-    pub days: u32,
-    /// Replace ca.crt, tls.crt and tls.key if they exist.
-    #[arg(long)]
-    pub force: bool,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum CertsError {
