@@ -28,6 +28,13 @@ pub async fn prune(args: PruneArgs) -> ExitCode {
     output::status(run(&args).await)
 }
 
+fn options(args: &PruneArgs) -> Options {
+    Options {
+        keep: args.keep,
+        keep_younger_than: args.keep_younger_than,
+    }
+}
+
 async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
     live_only(
         &args.dump,
@@ -50,10 +57,7 @@ async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
         client,
         ..
     } = read_source(&args.cluster, &args.dump, trust, version).await?;
-    let options = Options {
-        keep: args.keep,
-        keep_younger_than: args.keep_younger_than,
-    };
+    let options = options(args);
     let now = Timestamp::now();
     let plans = snapshots
         .iter()
@@ -103,7 +107,8 @@ async fn run(args: &PruneArgs) -> Result<ExitCode, CliError> {
         print!("{}", words::text(&plan, &image_plan));
     }
     let deletable = image_plan.deletable();
-    let images = (registries.as_ref())
+    let images = registries
+        .as_ref()
         .filter(|_| args.images)
         .map(|r| (deletable.as_slice(), r));
     let settings = Settings {
