@@ -85,22 +85,18 @@ pub(super) async fn read_source(
     let (snapshots, notes, place, client) = match &dump.from_dir {
         Some(dir) => {
             let loaded = read_dump(dir, dump.allow_incomplete, Want::Policy, trust)?;
+            let notes = notes::of_dump(&loaded);
             let snapshots: Vec<Snapshot> = loaded.snapshots().cloned().collect();
-            (
-                snapshots,
-                notes::of_dump(&loaded),
-                dir.display().to_string(),
-                None,
-            )
+            (snapshots, notes, dir.display().to_string(), None)
         }
         None => {
             let client = cluster.client().await?;
             let (snapshot, missing) = live::snapshot(&client).await?;
-            let place = "the cluster".to_string();
+            let notes = notes::of_live(&missing);
             (
                 vec![snapshot],
-                notes::of_live(&missing),
-                place,
+                notes,
+                "the cluster".to_string(),
                 Some(client),
             )
         }
