@@ -123,16 +123,17 @@ pub fn table(verdicts: &[Verdict]) -> String {
 /// A text table: `head`, then `rows`, every column but the last padded to its widest cell.
 pub fn columns<const N: usize>(head: [&str; N], rows: &[[String; N]]) -> String {
     let head = head.map(str::to_string);
-    // Width 0 for the last column: it is not padded.
     let width = |c: usize| {
         std::iter::once(&head)
             .chain(rows)
-            .filter(|_| c + 1 < N)
             .map(|r| r[c].chars().count())
             .max()
             .unwrap_or(0)
     };
-    let widths: Vec<usize> = (0..N).map(width).collect();
+    let mut widths: Vec<usize> = (0..N).map(width).collect();
+    if let Some(last) = widths.last_mut() {
+        *last = 0; // the last column is not padded
+    }
     let mut out = String::new();
     for row in std::iter::once(&head).chain(rows) {
         let cells: Vec<String> = row
