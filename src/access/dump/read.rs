@@ -52,8 +52,8 @@ pub(super) fn claim(rel: &Path, raw: &[u8], want: Want) -> Option<&'static str> 
     }
 }
 
-/// The kind (its plural) the first component of `rel` that names one of `kinds` names: by the
-/// kind's own name, singular or plural, or one of the `short` names.
+/// The kind (as its plural) named by the first component of `rel` that names one of `kinds`:
+/// by the kind's own name, singular or plural, or by one of the `short` names.
 fn by_path(
     rel: &Path,
     kinds: &[(&str, &'static str)],
