@@ -194,3 +194,6 @@ pub fn text(verdict: &Verdict) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
