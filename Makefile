@@ -64,7 +64,8 @@ lint: deps lint-code
 JOBS ?= 2
 THREADS ?= 2
 export JOBS THREADS
-test: deps binaries lint
+test: deps lint
+	@hack/build-binaries.sh control-plane >/dev/null
 	@CARGO=$(CARGO) hack/test.sh all
 
 ## The fast tier, for every change: lint-code, then the unit tests and every integration test

@@ -10,8 +10,10 @@
 #                             time, each with THREADS test threads, longest first
 #   hack/test.sh all          `make test`: the cargo tier, then the image tier (hack/image.sh
 #                             ci) and the node tier (hack/node.sh ci), which run the binaries
-#                             built here; ends with the time of each tier and of the ten slowest
-#                             test binaries, and the tiers line
+#                             built here; what only those two tiers and packaging's OLM test
+#                             need is built beside the cargo tier (prebuild, below); ends with
+#                             the time of each tier and of the ten slowest test binaries, and
+#                             the tiers line
 #
 # Each binary runs from its package's directory (as `cargo test` runs it), its output kept in
 # target/test-logs/NAME.log and printed whole when it ends, so concurrent binaries never
@@ -141,6 +143,16 @@ cargo_tier() {
 
 fast() { pool "${FAST_TESTS[@]}"; }
 
+# prebuild: opm (packaging's OLM test), the node's binaries and the image's static release
+# binary (hack/image-context.sh), at the lowest CPU priority beside the cargo tier, whose tests
+# leave much of the CPU idle while they wait on their control planes. Whoever needs one of them
+# first waits for it (hack/build-binaries.sh's lock, cargo's) or builds it, so a failure here
+# only costs time: the tier that needs what failed builds it again and says why.
+prebuild() {
+    nice -n 19 hack/build-binaries.sh opm node >/dev/null &&
+        nice -n 19 hack/image-context.sh >/dev/null
+}
+
 # tier NAME COMMAND...: runs COMMAND, recording its wall time as tier NAME.
 tier() {
     local name="$1" start=$SECONDS status=0
@@ -200,9 +212,15 @@ main() {
             fresh_logs
             started=$SECONDS
             status=0
+            tier prebuild prebuild >"$logs/prebuild.out" 2>&1 &
+            prebuild_pid=$!
             tier build build || status=1
             if tier cargo cargo_tier; then cargo_result=PASSED; else cargo_result=FAILED; status=1; fi
             totals
+            if ! wait "$prebuild_pid"; then
+                echo "prebuild failed (the tiers below build what they need themselves):" >&2
+                tail -n 20 "$logs/prebuild.out" >&2
+            fi
             report="$(mktemp)"
             tier image env CARGO="$cargo" hack/image.sh ci "$report" || status=1
             image_result="$(cat "$report")"
