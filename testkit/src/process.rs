@@ -6,6 +6,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::Result;
@@ -14,8 +15,9 @@ use crate::Result;
 /// process: SIGTERM, then SIGKILL once the stop grace period (default: none) has passed.
 ///
 /// As a backstop the child gets `PR_SET_PDEATHSIG = SIGKILL`, so it also dies if the test process
-/// dies without running destructors. (Linux ties this to the thread that spawned the child; the
-/// harness spawns from test or runtime worker threads, which outlive the servers they start.)
+/// dies without running destructors. (Linux ties this to the thread that spawned the child, so
+/// every child is spawned by one thread that lives as long as the process: a control plane
+/// outlives the test that started it when another test reuses it.)
 #[derive(Debug)]
 pub struct ChildProcess {
     name: String,
@@ -39,9 +41,9 @@ impl ChildProcess {
         unsafe {
             cmd.pre_exec(move || die_with_parent(parent));
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("spawning {name} ({:?}): {e}", cmd.get_program()))?;
+        let program = cmd.get_program().to_owned();
+        let child =
+            spawn_lasting(cmd).map_err(|e| format!("spawning {name} ({program:?}): {e}"))?;
         tracing::debug!("started {name} (pid {}), log {}", child.id(), log.display());
         Ok(Self {
             name: name.to_owned(),
@@ -214,6 +216,33 @@ impl Drop for ChildProcess {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Spawns `cmd` from the process's spawning thread, started on first use and never ended, so
+/// `PR_SET_PDEATHSIG` fires when the process dies, not when the calling thread ends.
+fn spawn_lasting(cmd: Command) -> std::io::Result<Child> {
+    type Request = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: OnceLock<mpsc::Sender<Request>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (requests, incoming) = mpsc::channel::<Request>();
+        std::thread::Builder::new()
+            .name("testkit-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in incoming {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .map(|_| ())
+            .unwrap_or_else(|e| panic!("starting the spawning thread: {e}"));
+        requests
+    });
+    let (reply, answer) = mpsc::channel();
+    spawner
+        .send((cmd, reply))
+        .map_err(|_| std::io::Error::other("the spawning thread is gone"))?;
+    answer
+        .recv()
+        .map_err(|_| std::io::Error::other("the spawning thread is gone"))?
 }
 
 /// Runs in the forked child before exec: die with SIGKILL when the parent goes away.
