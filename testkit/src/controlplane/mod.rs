@@ -3,8 +3,10 @@
 //! `foregroundDeletion`, the MOSBs' finalizer, and deletes MOSBs whose MOSC is gone). No
 //! scheduler and no other controllers: nodes are plain objects and MCO is simulated. The node
 //! tier's control plane ([`ControlPlane::start_for_node`]) adds what a real node's pods need
-//! ([`workloads`]).
+//! ([`workloads`]). [`ControlPlane::start`] lends one an earlier test of the process finished
+//! with, reset ([`pool`]).
 
+mod pool;
 mod servers;
 mod workloads;
 
@@ -12,6 +14,7 @@ use std::ffi::{OsStr, OsString};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
@@ -35,8 +38,17 @@ use servers::{
 pub use crate::crds::FIELD_MANAGER;
 
 /// A running etcd + kube-apiserver + garbage collector (+ kube-scheduler for a real node).
-/// Dropping it stops them all and removes their data.
+/// Dropping it stops them all and removes their data, or, for one [`ControlPlane::start`]
+/// started, gives it back to this process's [`pool`] for the next test.
 pub struct ControlPlane {
+    servers: Option<Servers>,
+    client: kube::Client,
+    // Cleared by whatever a reset cannot undo (a restarted server, a removed CRD).
+    reusable: AtomicBool,
+}
+
+/// What a control plane is beyond its client: its processes, ports, PKI and directory.
+struct Servers {
     // Fields drop in order: the scheduler, the controller-manager, then the API server, then
     // etcd, the directory last.
     _scheduler: Option<ChildProcess>,
@@ -48,11 +60,12 @@ pub struct ControlPlane {
     apiserver_spec: Respawn,
     etcd_spec: Respawn,
     etcd_url: String,
-    client: kube::Client,
     pki: Pki,
     kubeconfig: PathBuf,
     server: String,
     startup: Duration,
+    // The objects a fresh control plane holds: what a reset keeps ([`pool`]).
+    baseline: pool::Baseline,
     dir: TempDir,
 }
 
@@ -79,11 +92,21 @@ impl ControlPlane {
         clusterversion::finish_upgrade(&self.client).await
     }
 
-    /// Starts etcd and kube-apiserver on free ports, writes an admin kubeconfig, waits for
+    /// Lends an idle control plane of this process, reset, where there is one ([`pool`]); else
+    /// starts etcd and kube-apiserver on free ports, writes an admin kubeconfig, waits for
     /// `/readyz`, applies the CRDs in `tests/crds/`, waits until they are Established and warms
     /// them up (see [`crds::install`]), so the first test requests are not slowed down.
     pub async fn start() -> Result<Self> {
-        retry_start("control plane", || Self::start_once(None, &[], None)).await
+        if let Some(leased) = pool::lease().await {
+            return Ok(leased);
+        }
+        let mut cp = retry_start("control plane", || Self::start_once(None, &[], None)).await?;
+        let baseline = pool::Baseline::capture(&cp.client).await?;
+        if let Some(servers) = cp.servers.as_mut() {
+            servers.baseline = baseline;
+        }
+        cp.reusable = true.into();
+        Ok(cp)
     }
 
     /// Like [`ControlPlane::start`], for a real node at `node_ip` ([`crate::node::Node`]):
@@ -208,7 +231,7 @@ impl ControlPlane {
              after it, garbage collector synced meanwhile)",
             crds_ready - apiserver_ready,
         );
-        Ok(Self {
+        let servers = Servers {
             _scheduler: scheduler,
             _controller_manager: controller_manager,
             apiserver: Mutex::new(apiserver),
@@ -216,12 +239,17 @@ impl ControlPlane {
             apiserver_spec,
             etcd_spec,
             etcd_url,
-            client,
             pki,
             kubeconfig,
             server,
             startup,
+            baseline: pool::Baseline::default(),
             dir,
+        };
+        Ok(Self {
+            servers: Some(servers),
+            client,
+            reusable: false.into(),
         })
     }
 
@@ -255,32 +283,33 @@ impl ControlPlane {
 
     /// The admin kubeconfig file.
     pub fn kubeconfig(&self) -> &Path {
-        &self.kubeconfig
+        &self.servers().kubeconfig
     }
 
     /// The CA that signed the API server's and the admin's certificates (reuse it for more).
     pub fn pki(&self) -> &Pki {
-        &self.pki
+        &self.servers().pki
     }
 
     /// `https://127.0.0.1:PORT`.
     pub fn server(&self) -> &str {
-        &self.server
+        &self.servers().server
     }
 
-    /// How long [`ControlPlane::start`] took.
+    /// How long starting this control plane took (when it was first started, if lent).
     pub fn startup_time(&self) -> Duration {
-        self.startup
+        self.servers().startup
     }
 
     /// The control plane's temporary directory (logs, PKI, kubeconfig).
     pub fn dir(&self) -> &Path {
-        self.dir.path()
+        self.servers().dir.path()
     }
 
     /// Deletes the CRD `name` (e.g. `machineosbuilds.machineconfiguration.openshift.io`) and waits
     /// until it is gone: the API it served disappears.
     pub async fn remove_crd(&self, name: &str) -> Result<()> {
+        self.not_reusable();
         let out = self.kubectl(["delete", "crd", name, "--wait=true"]).await?;
         if out.success() {
             Ok(())
@@ -291,6 +320,7 @@ impl ControlPlane {
 
     /// Applies `tests/crds/FILE` (e.g. `machineosbuilds.yaml`) again.
     pub async fn restore_crd(&self, file: &str) -> Result<()> {
+        self.not_reusable();
         let path = crate::repo_root().join("tests/crds").join(file);
         let out = self
             .kubectl([OsStr::new("apply"), OsStr::new("-f"), path.as_os_str()])
@@ -305,7 +335,8 @@ impl ControlPlane {
     /// Kills kube-apiserver with SIGKILL (a crash: no graceful shutdown); connections to it
     /// are reset and new ones refused until [`ControlPlane::start_apiserver_again`].
     pub fn kill_apiserver(&self) {
-        lock(&self.apiserver).kill();
+        self.not_reusable();
+        lock(&self.servers().apiserver).kill();
         tracing::info!("control plane: killed kube-apiserver");
     }
 
@@ -313,11 +344,19 @@ impl ControlPlane {
     /// service-account keys (so existing clients and tokens keep working) and waits until its
     /// `/readyz` answers 200; returns how long that took.
     pub async fn start_apiserver_again(&self) -> Result<Duration> {
+        self.not_reusable();
         let started = Instant::now();
-        let mut process = self.apiserver_spec.spawn()?;
-        let https = https_client(&self.pki.ca_pem())?;
-        wait_apiserver_ready(&mut process, &https, &self.server, Duration::from_secs(90)).await?;
-        *lock(&self.apiserver) = process;
+        let servers = self.servers();
+        let mut process = servers.apiserver_spec.spawn()?;
+        let https = https_client(&servers.pki.ca_pem())?;
+        wait_apiserver_ready(
+            &mut process,
+            &https,
+            &servers.server,
+            Duration::from_secs(90),
+        )
+        .await?;
+        *lock(&servers.apiserver) = process;
         let took = started.elapsed();
         tracing::info!("control plane: kube-apiserver serves again after {took:.2?}");
         Ok(took)
@@ -331,19 +370,22 @@ impl ControlPlane {
 
     /// Kills etcd with SIGKILL; kube-apiserver keeps running and fails its storage calls.
     pub fn kill_etcd(&self) {
-        lock(&self.etcd).kill();
+        self.not_reusable();
+        lock(&self.servers().etcd).kill();
         tracing::info!("control plane: killed etcd");
     }
 
     /// Starts etcd again on the same data directory and ports, waits until it is healthy and
     /// kube-apiserver's `/readyz` answers 200 again; returns how long that took.
     pub async fn start_etcd_again(&self) -> Result<Duration> {
+        self.not_reusable();
         let started = Instant::now();
-        let mut process = self.etcd_spec.spawn()?;
-        wait_etcd_ready(&mut process, &self.etcd_url).await?;
-        *lock(&self.etcd) = process;
-        let https = https_client(&self.pki.ca_pem())?;
-        let server = self.server.clone();
+        let servers = self.servers();
+        let mut process = servers.etcd_spec.spawn()?;
+        wait_etcd_ready(&mut process, &servers.etcd_url).await?;
+        *lock(&servers.etcd) = process;
+        let https = https_client(&servers.pki.ca_pem())?;
+        let server = servers.server.clone();
         crate::poll::wait_for(
             || {
                 let (https, url) = (https.clone(), format!("{server}/readyz"));
@@ -377,8 +419,30 @@ impl ControlPlane {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let cache = self.dir.path().join("kubectl-cache");
-        kubectl::run(&self.kubeconfig, &cache, args, stdin).await
+        let cache = self.dir().join("kubectl-cache");
+        kubectl::run(self.kubeconfig(), &cache, args, stdin).await
+    }
+
+    fn servers(&self) -> &Servers {
+        // Only Drop takes them.
+        self.servers
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("servers taken before drop"))
+    }
+
+    /// What the caller does cannot be undone by a reset: stop this control plane when dropped.
+    fn not_reusable(&self) {
+        self.reusable.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        if let Some(servers) = self.servers.take()
+            && self.reusable.load(Ordering::Relaxed)
+        {
+            pool::give_back(servers);
+        }
     }
 }
 
