@@ -143,14 +143,19 @@ cargo_tier() {
 
 fast() { pool "${FAST_TESTS[@]}"; }
 
-# prebuild: opm (packaging's OLM test), the node's binaries and the image's static release
-# binary (hack/image-context.sh), at the lowest CPU priority beside the cargo tier, whose tests
-# leave much of the CPU idle while they wait on their control planes. Whoever needs one of them
-# first waits for it (hack/build-binaries.sh's lock, cargo's) or builds it, so a failure here
-# only costs time: the tier that needs what failed builds it again and says why.
+# prebuild: opm (packaging's OLM test) and the node's binaries (Go), and beside them the image's
+# static release binary (hack/image-context.sh, whose fat-LTO link uses one core), at the
+# lowest CPU priority beside the cargo tier: they take the CPU its tests leave, and after it
+# whatever they still need. Whoever needs one of them first waits for it (hack/build-binaries.sh's
+# lock, cargo's) or builds it, so a failure here only costs time: the tier that needs what
+# failed builds it again and says why.
 prebuild() {
-    nice -n 19 hack/build-binaries.sh opm node >/dev/null &&
-        nice -n 19 hack/image-context.sh >/dev/null
+    local go status=0
+    nice -n 19 hack/build-binaries.sh opm node >/dev/null &
+    go=$!
+    nice -n 19 hack/image-context.sh >/dev/null || status=1
+    wait "$go" || status=1
+    return "$status"
 }
 
 # tier NAME COMMAND...: runs COMMAND, recording its wall time as tier NAME.
