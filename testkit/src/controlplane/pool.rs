@@ -1,26 +1,33 @@
 //! Control planes reused between the tests of one process. Starting etcd, kube-apiserver and
 //! the garbage collector costs about 4 CPU-seconds, most of a short test; so
-//! [`ControlPlane::start`] leases an idle one, reset to what a fresh one holds, and dropping it
-//! gives it back. The reset deletes every object the fresh control plane did not hold (webhooks
-//! and admission policies first, so nothing refuses the rest; finalizers stripped, namespaces
-//! finalized, as no namespace controller runs), waits until they are gone and writes the
-//! ClusterVersion afresh. A control plane the test changed beyond that (a kept object edited,
-//! a server restarted, a CRD removed) is stopped instead, and the lease starts a fresh one.
-//! The idle ones stop when the process exits.
+//! [`ControlPlane::start`] leases an idle one, reset to what a fresh one holds. A dropped one
+//! becomes idle when its test's thread ends, once nothing of that test can still write to it.
+//! The reset deletes every object the fresh control plane did not hold (webhooks and admission
+//! policies first, so nothing refuses the rest; finalizers stripped, namespaces finalized, as
+//! no namespace controller runs), waits until they are gone and writes the ClusterVersion
+//! afresh. A control plane the test changed beyond that (a kept object edited or deleted, a
+//! server restarted, a CRD removed) is stopped instead, and the lease starts a fresh one. The
+//! idle ones stop when the process exits.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::{ApiResource, Discovery, verbs};
 use serde_json::json;
+use tokio::sync::Notify;
 
 use super::{ControlPlane, DEFAULT_RELEASE, Servers, client_from_kubeconfig};
 use crate::{Result, clusterversion};
 
 static IDLE: Mutex<Vec<Servers>> = Mutex::new(Vec::new());
+/// How many control planes wait in an ending thread's handover, and the signal they arrived.
+static HANDED: AtomicUsize = AtomicUsize::new(0);
+static IDLE_AGAIN: Notify = Notify::const_new();
 
 /// Kinds whose kept objects the API server itself rewrites as it runs: a changed
 /// resourceVersion there is not the test's doing.
@@ -77,10 +84,24 @@ impl Baseline {
     }
 }
 
-/// An idle control plane of this process, reset, or `None` if there is none to reuse.
+/// An idle control plane of this process, reset, or `None` if there is none to reuse. One a
+/// test just dropped, whose thread has not yet ended, is waited for (at most 2 s).
 pub(super) async fn lease() -> Option<ControlPlane> {
     loop {
-        let servers = lock().pop()?;
+        let next = lock().pop();
+        let servers = match next {
+            Some(servers) => servers,
+            None if HANDED.load(Ordering::SeqCst) > 0 => {
+                let arrived = IDLE_AGAIN.notified();
+                if lock().is_empty() {
+                    tokio::time::timeout(Duration::from_secs(2), arrived)
+                        .await
+                        .ok()?;
+                }
+                continue;
+            }
+            None => return None,
+        };
         match reset(&servers).await {
             Ok(client) => {
                 tracing::info!("control plane: reusing the one at {}", servers.server);
@@ -97,16 +118,42 @@ pub(super) async fn lease() -> Option<ControlPlane> {
     }
 }
 
-/// Keeps `servers` for the next lease; the first one kept arranges for all to stop at exit.
+/// Keeps `servers` for the next lease once the calling thread ends: a test's thread ends after
+/// its runtime stopped every task and its other locals (guards, CLI runs) were dropped, so
+/// nothing of the test still writes when the next one resets it. On the main thread (a kit
+/// program, not a test) it stops at once.
 pub(super) fn give_back(servers: Servers) {
-    static AT_EXIT: std::sync::Once = std::sync::Once::new();
-    AT_EXIT.call_once(|| {
-        // SAFETY: registers a plain function with no arguments; it only runs at process exit.
-        unsafe {
-            libc::atexit(stop_idle);
-        }
+    if std::thread::current().name() == Some("main") {
+        return;
+    }
+    // Past the thread's own end (its locals already destroyed) it stops at once too.
+    let _ = HANDOVER.try_with(move |handover| {
+        HANDED.fetch_add(1, Ordering::SeqCst);
+        handover.0.borrow_mut().push(servers);
     });
-    lock().push(servers);
+}
+
+struct Handover(RefCell<Vec<Servers>>);
+
+thread_local! {
+    static HANDOVER: Handover = const { Handover(RefCell::new(Vec::new())) };
+}
+
+impl Drop for Handover {
+    fn drop(&mut self) {
+        static AT_EXIT: std::sync::Once = std::sync::Once::new();
+        AT_EXIT.call_once(|| {
+            // SAFETY: registers a plain function with no arguments; it only runs at process exit.
+            unsafe {
+                libc::atexit(stop_idle);
+            }
+        });
+        let handed = self.0.get_mut();
+        let count = handed.len();
+        lock().append(handed);
+        HANDED.fetch_sub(count, Ordering::SeqCst);
+        IDLE_AGAIN.notify_waiters();
+    }
 }
 
 extern "C" fn stop_idle() {
@@ -136,7 +183,7 @@ async fn reset(servers: &Servers) -> Result<kube::Client> {
     };
     let mut kinds: Vec<&ApiResource> = baseline.kinds.iter().collect();
     kinds.sort_by_key(order);
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let mut left = Vec::new();
         for ar in &kinds {
@@ -145,35 +192,47 @@ async fn reset(servers: &Servers) -> Result<kube::Client> {
                     continue;
                 }
                 let name = object.metadata.name.clone().unwrap_or_default();
-                remove(&client, ar, &object).await?;
-                left.push(format!("{} {name}", ar.plural));
+                // An API server may still call a webhook just deleted: tried again next pass.
+                match remove(&client, ar, &object).await {
+                    Ok(()) => left.push(format!("{} {name}", ar.plural)),
+                    Err(e) => left.push(format!("{} {name} ({e})", ar.plural)),
+                }
             }
         }
         if left.is_empty() {
             break;
         }
         if Instant::now() > deadline {
-            return Err(format!("still there after 30 s: {}", left.join(", ")).into());
+            return Err(format!("still there after 10 s: {}", left.join(", ")).into());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let mut found = HashSet::new();
     for ar in &kinds {
-        if CHURNS.contains(&ar.plural.as_str()) {
-            continue;
-        }
         for object in list(&client, ar).await? {
             let (Some(uid), Some(version)) =
                 (&object.metadata.uid, &object.metadata.resource_version)
             else {
                 continue;
             };
-            if let Some((_, kept)) = baseline.objects.get(uid)
-                && kept != version
-            {
+            let Some((_, kept)) = baseline.objects.get(uid) else {
+                continue;
+            };
+            found.insert(uid.clone());
+            if kept != version && !CHURNS.contains(&ar.plural.as_str()) {
                 let name = object.metadata.name.unwrap_or_default();
                 return Err(format!("the test changed {} {name}", ar.plural).into());
             }
         }
+    }
+    if found.len() < baseline.objects.len() {
+        let gone = baseline.objects.len() - found.len();
+        return Err(format!("the test deleted {gone} objects a fresh control plane holds").into());
+    }
+    // kubectl's discovery cache may hold what a test's own CRD served.
+    match std::fs::remove_dir_all(servers.dir.path().join("kubectl-cache")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
     }
     clusterversion::set_release(&client, DEFAULT_RELEASE).await?;
     Ok(client)
