@@ -57,9 +57,9 @@ lint: deps lint-code
 ## image tier: image-test where this machine can build and run the image, else SKIPPED with the
 ## reason (hack/image.sh ci); then the node tier: the manifests' Deployment as pods on a real
 ## node (kubelet, containerd; needs root and the image), else SKIPPED with the reason
-## (hack/node.sh ci). What only those two tiers and packaging's OLM test need (opm, the node's
-## Go binaries, the image's release binary) builds at the lowest CPU priority beside the cargo
-## tier. Every tier runs; it ends with the time of each tier and of the ten slowest test
+## (hack/node.sh ci). What only those two tiers and packaging's OLM test need builds beside the
+## cargo tier: opm first, then the node's Go binaries and the image's release binary at the
+## lowest CPU priority. Every tier runs; it ends with the time of each tier and of the ten slowest test
 ## binaries, and a line saying how each tier ended; the exit status is non-zero if any
 ## failed. (Benchmarks and the demo are compiled and linted by `lint`; `make bench`/`make demo`
 ## run them.)

@@ -143,15 +143,18 @@ cargo_tier() {
 
 fast() { pool "${FAST_TESTS[@]}"; }
 
-# prebuild: opm (packaging's OLM test) and the node's binaries (Go), and beside them the image's
-# static release binary (hack/image-context.sh, whose fat-LTO link uses one core), at the
-# lowest CPU priority beside the cargo tier: they take the CPU its tests leave, and after it
-# whatever they still need. Whoever needs one of them first waits for it (hack/build-binaries.sh's
-# lock, cargo's) or builds it, so a failure here only costs time: the tier that needs what
-# failed builds it again and says why.
+# prebuild: what only the image and node tiers and packaging's OLM test need, built beside the
+# cargo tier. opm first, at normal priority: packaging's OLM test waits for it, and a test
+# waiting on a build at the lowest priority would wait for the whole tier. Then, at the lowest
+# priority, so the tests keep the CPU and the builds take what they leave, the node's Go
+# binaries and beside them the image's static release binary (hack/image-context.sh), whose
+# fat-LTO link leaves a core to the Go compiler. Whoever needs one of them first waits for it
+# (hack/build-binaries.sh's lock, cargo's) or builds it, so a failure here only costs time: the
+# tier that needs what failed builds it again and says why.
 prebuild() {
     local go status=0
-    nice -n 19 hack/build-binaries.sh opm node >/dev/null &
+    hack/build-binaries.sh opm >/dev/null || status=1
+    nice -n 19 hack/build-binaries.sh node >/dev/null &
     go=$!
     nice -n 19 hack/image-context.sh >/dev/null || status=1
     wait "$go" || status=1
