@@ -111,3 +111,86 @@ async fn control_plane_and_registry_work() {
     );
     eprintln!("harness smoke test done in {:.2?}", started.elapsed());
 }
+
+/// What one test leaves on its control plane: a namespace holding an object with a finalizer, a
+/// node, and (written last) a webhook that refuses every configmap write and deletion, as a
+/// guard's does once its server is gone.
+const LEFT_BEHIND: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: left-behind}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kept, namespace: left-behind, finalizers: [example.com/keep]}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: left-behind-node}
+"#;
+const DEAD_WEBHOOK: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: left-behind}
+webhooks:
+- name: left-behind.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  clientConfig: {url: "https://127.0.0.1:1/"}
+  rules:
+  - {apiGroups: [""], apiVersions: [v1], operations: [CREATE, DELETE], resources: [configmaps]}
+"#;
+
+/// A control plane a test gave back is lent to the next test reset: what the earlier test wrote
+/// is gone (the refusing webhook first, or nothing else could be deleted), its release is the
+/// default again, and it serves the next test's writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lent_control_plane_holds_nothing_of_the_test_before() {
+    // The earlier test, on a thread of its own: its control plane becomes idle when it ends.
+    let earlier = std::thread::spawn(|| {
+        let runtime = testkit::runtime().expect("runtime");
+        runtime.block_on(async {
+            let cp = ControlPlane::start().await.expect("control plane");
+            for yaml in [LEFT_BEHIND, DEAD_WEBHOOK] {
+                let out = cp
+                    .kubectl_with_stdin(["create", "-f", "-"], Some(yaml))
+                    .await
+                    .expect("run kubectl create");
+                assert!(out.success(), "kubectl create failed: {}", out.stderr);
+            }
+            cp.set_release("4.22.3").await.expect("set release");
+            cp.server().to_owned()
+        })
+    });
+    let server = earlier.join().expect("the earlier test");
+
+    let cp = ControlPlane::start().await.expect("control plane");
+    assert_eq!(cp.server(), server, "the idle control plane is lent");
+    for (kind, name) in [
+        ("namespace", "left-behind"),
+        ("node", "left-behind-node"),
+        ("validatingwebhookconfiguration", "left-behind"),
+    ] {
+        let out = cp
+            .kubectl(["get", kind, name])
+            .await
+            .expect("run kubectl get");
+        assert!(
+            !out.success() && out.stderr.contains("NotFound"),
+            "{kind} {name} is still there: {out:?}"
+        );
+    }
+    let release = testkit::clusterversion::desired_version(&cp.client())
+        .await
+        .expect("read the ClusterVersion");
+    assert_eq!(
+        release.as_deref(),
+        Some(testkit::controlplane::DEFAULT_RELEASE)
+    );
+    let out = cp
+        .kubectl(["create", "configmap", "fresh", "-n", "default"])
+        .await
+        .expect("run kubectl create");
+    assert!(out.success(), "a write after the reset: {}", out.stderr);
+}
