@@ -59,9 +59,9 @@ lint: deps lint-code
 ## node (kubelet, containerd; needs root and the image), else SKIPPED with the reason
 ## (hack/node.sh ci). What only those two tiers and packaging's OLM test need builds beside the
 ## cargo tier: opm first, then the node's Go binaries and the image's release binary at the
-## lowest CPU priority. Every tier runs; it ends with the time of each tier and of the ten slowest test
-## binaries, and a line saying how each tier ended; the exit status is non-zero if any
-## failed. (Benchmarks and the demo are compiled and linted by `lint`; `make bench`/`make demo`
+## lowest CPU priority. Every tier runs; it ends with the time of each tier and of the ten
+## slowest test binaries, and a line saying how each tier ended; the exit status is non-zero if
+## any failed. (Benchmarks and the demo are compiled and linted by `lint`; `make bench`/`make demo`
 ## run them.)
 JOBS ?= 2
 THREADS ?= 2
