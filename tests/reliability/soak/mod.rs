@@ -171,6 +171,8 @@ struct Soak {
     seed: u64,
     cluster: Cluster,
     guard: tokio::sync::Mutex<Guard>,
+    /// The logs of the guards killed so far (a guard's log goes with it).
+    killed_logs: Mutex<Vec<String>>,
     ports: (u16, u16),
     /// Serializes restarts (one fault at a time).
     chaos: tokio::sync::Mutex<()>,
@@ -195,6 +197,11 @@ impl Soak {
         let mut guard = self.guard.lock().await;
         tracing::info!("soak: SIGKILL the guard (pid {})", guard.pid());
         guard.kill();
+        let log = guard.log();
+        self.killed_logs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(log);
         tokio::time::sleep(rng.millis(0, 2000)).await;
         let args = self.mode.args();
         let mut started = None;
@@ -334,6 +341,7 @@ async fn soak(mode: Mode) {
         seed,
         cluster,
         guard: tokio::sync::Mutex::new(guard),
+        killed_logs: Mutex::new(Vec::new()),
         ports,
         chaos: tokio::sync::Mutex::new(()),
         guard_epoch: AtomicU64::new(0),
@@ -402,8 +410,19 @@ async fn soak(mode: Mode) {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let rejected = soak.cluster.sim.rejected_writes();
-    let guard_log = soak.guard.lock().await.log_tail(40);
+    let (guard_log, current_log) = {
+        let guard = soak.guard.lock().await;
+        (guard.log_tail(40), guard.log())
+    };
     let stats = soak.stats.into_inner().unwrap_or_else(|p| p.into_inner());
+    let killed_logs = soak
+        .killed_logs
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner());
+    let decisions = lines_naming(
+        &stats.false_allow_pools,
+        killed_logs.iter().chain([&current_log]),
+    );
     let line = summary(mode, soak.seed, &stats, trials, started.elapsed());
     // One line a grep can find (`make soak` prints it in its summary).
     println!("{line}");
@@ -411,7 +430,10 @@ async fn soak(mode: Mode) {
         left.is_empty(),
         "MachineOSConfigs keep {FINALIZER}: {left:?}"
     );
-    assert_eq!(stats.false_allows, 0, "false allows: {line}\n{guard_log}");
+    assert_eq!(
+        stats.false_allows, 0,
+        "false allows: {line}\n{guard_log}\nthe guards' log lines naming those trials:\n{decisions}"
+    );
     assert_eq!(stats.degraded, 0, "degraded pools: {line}\n{guard_log}");
     assert_eq!(
         stats.stranded, 0,
@@ -435,6 +457,25 @@ async fn soak(mode: Mode) {
         stats.trials as usize + stats.trial_errors as usize,
         begun.load(Ordering::SeqCst)
     );
+}
+
+/// The lines of `logs` (oldest guard first) that name one of `pools`' objects (a trial's
+/// MachineOSConfig, builds and nodes all start with its pool's name), the last 60 per pool.
+fn lines_naming<'a>(pools: &BTreeSet<String>, logs: impl Iterator<Item = &'a String>) -> String {
+    let logs: Vec<&String> = logs.collect();
+    let mut out = String::new();
+    for pool in pools {
+        let lines: Vec<&str> = logs
+            .iter()
+            .flat_map(|log| log.lines())
+            .filter(|l| l.contains(pool.as_str()))
+            .collect();
+        for l in &lines[lines.len().saturating_sub(60)..] {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

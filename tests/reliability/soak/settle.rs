@@ -91,10 +91,9 @@ impl Trial<'_> {
                 let blocking = before.blocking(&self.images);
                 let stuck = still_blocking(&before.nodes, &blocking, &after);
                 if !stuck.is_empty() {
-                    self.soak.stats(|s| s.false_allows += 1);
-                    self.note(format!(
-                        "FALSE ALLOW: machineosconfig/{} removed while {stuck:?} needed one of \
-                         {:?} (unchanged across the removal)",
+                    self.false_allow(format!(
+                        "machineosconfig/{} removed while {stuck:?} needed one of {:?} \
+                         (unchanged across the removal)",
                         self.pool, self.images
                     ));
                 }

@@ -17,6 +17,8 @@ pub(super) struct Stats {
     pub(super) not_found: u64,
     pub(super) safe_attempts: u64,
     pub(super) false_allows: u64,
+    /// The trials (by pool) with a false allow: the guard's log lines naming them are printed.
+    pub(super) false_allow_pools: BTreeSet<String>,
     pub(super) raced_allows: u64,
     pub(super) removals_checked: u64,
     pub(super) false_denials: u64,

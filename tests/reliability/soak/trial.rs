@@ -22,6 +22,16 @@ impl<'a> Trial<'a> {
         });
     }
 
+    /// Counts a false allow and notes it; the guard's log lines naming the trial's objects are
+    /// printed with the failure (its decisions on them, across restarts).
+    pub(super) fn false_allow(&self, what: String) {
+        self.soak.stats(|s| {
+            s.false_allows += 1;
+            s.false_allow_pools.insert(self.pool.clone());
+        });
+        self.note(format!("FALSE ALLOW: {what}"));
+    }
+
     /// Creates the trial's pool, nodes and MachineOSConfig; creates only what is missing, so a
     /// retry after a failure (an API-server restart mid-setup) completes what is there.
     pub(super) async fn setup(&mut self) -> testkit::Result<()> {
@@ -190,9 +200,8 @@ impl<'a> Trial<'a> {
                     if stuck.is_empty() {
                         self.soak.stats(|s| s.raced_allows += 1);
                     } else {
-                        self.soak.stats(|s| s.false_allows += 1);
-                        self.note(format!(
-                            "FALSE ALLOW: {what} allowed while {stuck:?} needed {images:?} \
+                        self.false_allow(format!(
+                            "{what} allowed while {stuck:?} needed {images:?} \
                              (unchanged before and after the request): {:?}",
                             before.nodes
                         ));
