@@ -51,24 +51,22 @@ lint-code:
 lint: deps lint-code
 	cargo-deny deny --log-level error --locked check licenses bans sources
 
-## Every test tier (hack/test.sh all). The test binaries are compiled once (`cargo test
-## --workspace --no-run`) and every tier runs them: the cargo tier (unit tests and tests/*/, the
-## test kit's own unit tests too; JOBS binaries at a time, THREADS test threads each), then the
-## image tier: image-test where this machine can build and run the image, else SKIPPED with the
-## reason (hack/image.sh ci); then the node tier: the manifests' Deployment as pods on a real
-## node (kubelet, containerd; needs root and the image), else SKIPPED with the reason
-## (hack/node.sh ci). What only those two tiers and packaging's OLM test need builds beside the
-## cargo tier: opm first, then the node's Go binaries and the image's release binary at the
-## lowest CPU priority. Every tier runs; it ends with the time of each tier and of the ten
-## slowest test binaries, and a line saying how each tier ended; the exit status is non-zero if
-## any failed. (Benchmarks and the demo are compiled and linted by `lint`; `make bench`/`make demo`
-## run them.)
+## Every test tier (hack/test.sh all): make lint, then the test binaries compiled once (`cargo
+## test --workspace --no-run`) and every tier run from them: the cargo tier (unit tests and
+## tests/*/, the test kit's own unit tests too; JOBS binaries at a time, THREADS test threads
+## each), and beside it the image tier: image-test where this machine can build and run the
+## image, else SKIPPED with the reason (hack/image.sh ci); then the node tier: the manifests'
+## Deployment as pods on a real node (kubelet, containerd; needs root and the image), else
+## SKIPPED with the reason (hack/node.sh ci). What only those two tiers and packaging's OLM test
+## need (the image's release binary, opm, the node's Go binaries) builds from the start, beside
+## lint, as do the control plane's Go binaries when they are not cached yet. Every tier runs; it ends with the time of each tier and of the ten slowest test
+## binaries, and a line saying how each tier ended; the exit status is non-zero if any failed.
+## (Benchmarks and the demo are compiled and linted by `lint`; `make bench`/`make demo` run them.)
 JOBS ?= 2
 THREADS ?= 2
 export JOBS THREADS
-test: deps lint
-	@hack/build-binaries.sh control-plane >/dev/null
-	@CARGO=$(CARGO) hack/test.sh all
+test: deps
+	@MAKE="$(MAKE)" CARGO=$(CARGO) hack/test.sh all
 
 ## The fast tier, for every change: lint-code, then the unit tests and every integration test
 ## that needs no API server (hack/test.sh fast: HTTPS, the CLIs on dumps, certs, the docs'

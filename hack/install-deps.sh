@@ -44,6 +44,8 @@ need git git
 if [[ "$scope" != demo ]]; then
 # promtool unit-tests the PrometheusRule (tests/packaging/alerts.rs).
 need promtool prometheus
+# hack/test.sh stops the builds it started beside lint when lint fails.
+need pgrep procps
 fi
 if [[ "$scope" == test ]]; then
 # `make image` builds the container image with buildah; tests/image/main.rs runs it with podman and

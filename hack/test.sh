@@ -8,16 +8,17 @@
 #                             that needs no API server (FAST_TESTS below)
 #   hack/test.sh cargo        the cargo tier: every test binary but image and node, JOBS at a
 #                             time, each with THREADS test threads, longest first
-#   hack/test.sh all          `make test`: the cargo tier, then the image tier (hack/image.sh
-#                             ci) and the node tier (hack/node.sh ci), which run the binaries
-#                             built here; what only those two tiers and packaging's OLM test
-#                             need is built beside the cargo tier (prebuild, below); ends with
-#                             the time of each tier and of the ten slowest test binaries, and
-#                             the tiers line
+#   hack/test.sh all          `make test`: `make lint`, then the cargo tier and, beside it, the
+#                             image tier (hack/image.sh ci) and the node tier (hack/node.sh
+#                             ci), which run the binaries built here once what only they and
+#                             packaging's OLM test need is built (prebuild, below, from the
+#                             start); ends with the time of each tier and of the ten slowest
+#                             test binaries, and the tiers line
 #
 # Each binary runs from its package's directory (as `cargo test` runs it), its output kept in
 # target/test-logs/NAME.log and printed whole when it ends, so concurrent binaries never
-# interleave. Environment: JOBS (default 2), THREADS (default 2), CARGO.
+# interleave; so is each late tier's (image.out, node.out). Environment: JOBS (default 2),
+# THREADS (default 2), CARGO, MAKE.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -58,7 +59,9 @@ build() {
         rm -f "$json"
         return 1
     fi
-    artifacts <"$json" >"$list"
+    # Replaced whole: a tier running beside this build reads the list.
+    artifacts <"$json" >"$list.tmp.$$"
+    mv -f "$list.tmp.$$" "$list"
     rm -f "$json"
     echo "test binaries: $(wc -l <"$list") built in $((SECONDS - start))s ($list)" >&2
 }
@@ -99,8 +102,11 @@ run_one() {
 }
 
 # pool ENTRY...: runs each entry ("NAME ARGS...") with at most $jobs at once; fails if any did.
-pool() {
-    local status=0 running=0 entry
+# In a subshell of its own, so `wait -n` waits for its entries only, never for a tier the
+# caller runs beside it.
+pool() (
+    status=0
+    running=0
     for entry in "$@"; do
         if ((running >= jobs)); then
             wait -n || status=1
@@ -114,8 +120,8 @@ pool() {
         wait -n || status=1
         running=$((running - 1))
     done
-    return "$status"
-}
+    exit "$status"
+)
 
 # totals: the sum of every log's libtest result lines, as one closing line.
 totals() {
@@ -143,22 +149,56 @@ cargo_tier() {
 
 fast() { pool "${FAST_TESTS[@]}"; }
 
-# prebuild: what only the image and node tiers and packaging's OLM test need, built beside the
-# cargo tier. opm first, at normal priority: packaging's OLM test waits for it, and a test
-# waiting on a build at the lowest priority would wait for the whole tier. Then, at the lowest
-# priority, so the tests keep the CPU and the builds take what they leave, the node's Go
-# binaries and beside them the image's static release binary (hack/image-context.sh), whose
-# fat-LTO link leaves a core to the Go compiler. Whoever needs one of them first waits for it
-# (hack/build-binaries.sh's lock, cargo's) or builds it, so a failure here only costs time: the
-# tier that needs what failed builds it again and says why.
+# prebuild: what only the image and node tiers and packaging's OLM test need, built from the
+# start of `make test`, beside lint and the test build, at normal priority: the image's static
+# release binary (hack/image-context.sh) first, as its fat-LTO link runs on one core for minutes
+# and must not be the last thing left; beside it opm (packaging's OLM test waits for it), then
+# the node's Go binaries. Whoever needs one of them first waits for it (hack/build-binaries.sh's
+# lock, cargo's) or builds it, so a failure here only costs time: the tier that needs what
+# failed builds it again and says why.
 prebuild() {
-    local go status=0
+    local release status=0
+    hack/image-context.sh >/dev/null &
+    release=$!
+    # The control plane's binaries first (`all` builds them beside this; the lock makes this
+    # wait for that build), so opm never holds up the cargo tier's.
+    hack/build-binaries.sh control-plane >/dev/null || status=1
     hack/build-binaries.sh opm >/dev/null || status=1
-    nice -n 19 hack/build-binaries.sh node >/dev/null &
-    go=$!
-    nice -n 19 hack/image-context.sh >/dev/null || status=1
-    wait "$go" || status=1
+    hack/build-binaries.sh node >/dev/null || status=1
+    wait "$release" || status=1
     return "$status"
+}
+
+# late_tiers IMAGE_REPORT NODE_REPORT: the prebuild, then the image tier and the node tier,
+# beside lint, the test build and the cargo tier (the tiers' `hack/test.sh path` waits for the
+# test build: cargo's lock); each tier's output kept in $logs/NAME.out and printed whole when
+# it ends, its result (PASSED, FAILED, SKIPPED (...)) written to its report file.
+late_tiers() {
+    local status=0 name report
+    if ! tier prebuild prebuild >"$logs/prebuild.out" 2>&1; then
+        echo "prebuild failed (the tiers below build what they need themselves):" >&2
+        tail -n 20 "$logs/prebuild.out" >&2
+    fi
+    for name in image node; do
+        report="$1"
+        [[ "$name" == image ]] || report="$2"
+        tier "$name" env CARGO="$cargo" "hack/$name.sh" ci "$report" >"$logs/$name.out" 2>&1 || status=1
+        {
+            echo "=== tier $name"
+            cat "$logs/$name.out"
+        } >&2
+    done
+    return "$status"
+}
+
+# stop_tree PID: stops PID and every process it started (lint failed: the late tiers' builds
+# must not outlive `make test`).
+stop_tree() {
+    local child
+    for child in $(pgrep -P "$1" || true); do
+        stop_tree "$child"
+    done
+    kill "$1" 2>/dev/null || true
 }
 
 # tier NAME COMMAND...: runs COMMAND, recording its wall time as tier NAME.
@@ -220,21 +260,32 @@ main() {
             fresh_logs
             started=$SECONDS
             status=0
-            tier prebuild prebuild >"$logs/prebuild.out" 2>&1 &
-            prebuild_pid=$!
+            image_report="$(mktemp)"
+            node_report="$(mktemp)"
+            # The cargo tier's Go binaries (cached after `make demo`), built beside lint.
+            tier binaries hack/build-binaries.sh control-plane >"$logs/binaries.out" 2>&1 &
+            binaries_pid=$!
+            late_tiers "$image_report" "$node_report" &
+            late_pid=$!
+            if ! tier lint "${MAKE:-make}" --no-print-directory lint; then
+                stop_tree "$late_pid"
+                stop_tree "$binaries_pid"
+                rm -f "$image_report" "$node_report"
+                echo "make test: lint failed; no tier ran" >&2
+                exit 1
+            fi
             tier build build || status=1
+            if ! wait "$binaries_pid"; then
+                echo "building the control plane's binaries failed (the end-to-end tests will say so too):" >&2
+                tail -n 20 "$logs/binaries.out" >&2
+                status=1
+            fi
             if tier cargo cargo_tier; then cargo_result=PASSED; else cargo_result=FAILED; status=1; fi
             totals
-            if ! wait "$prebuild_pid"; then
-                echo "prebuild failed (the tiers below build what they need themselves):" >&2
-                tail -n 20 "$logs/prebuild.out" >&2
-            fi
-            report="$(mktemp)"
-            tier image env CARGO="$cargo" hack/image.sh ci "$report" || status=1
-            image_result="$(cat "$report")"
-            tier node env CARGO="$cargo" hack/node.sh ci "$report" || status=1
-            node_result="$(cat "$report")"
-            rm -f "$report"
+            wait "$late_pid" || status=1
+            image_result="$(cat "$image_report")"
+            node_result="$(cat "$node_report")"
+            rm -f "$image_report" "$node_report"
             summary
             echo "  all tiers: $((SECONDS - started))"
             if ((status != 0)); then

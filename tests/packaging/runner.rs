@@ -111,3 +111,23 @@ fn the_summary_lists_tiers_and_the_slowest_binaries_first() {
          \x20   check               35\n"
     );
 }
+
+#[test]
+fn the_pool_ends_with_its_last_entry_whatever_runs_beside_it() {
+    // `make test` runs the image and node tiers beside the cargo tier's pool: a job of the
+    // caller's ending must neither free a slot of the pool nor count as one of its entries.
+    let script = "printf 'a\\t%s\\t%s/a.sh\\nb\\t%s\\t%s/b.sh\\n' \"$PWD\" \"$PWD\" \"$PWD\" \"$PWD\" >list.tsv; \
+                  chmod +x a.sh b.sh; mkdir -p logs; \
+                  list=list.tsv logs=logs times=times.tsv jobs=1; : >times.tsv; \
+                  sleep 0.2 & \
+                  pool a b 2>/dev/null; \
+                  cut -f2 times.tsv | tr '\\n' ' '; wait";
+    let ended = sourced(
+        script,
+        &[
+            ("a.sh", "#!/bin/sh\nsleep 1\n"),
+            ("b.sh", "#!/bin/sh\nsleep 1\n"),
+        ],
+    );
+    assert_eq!(ended, "a b ", "the pool returned before b ended");
+}
