@@ -299,7 +299,8 @@ impl Caches {
         pools: &[Arc<MachineConfigPool>],
     ) -> Result<FreshNodes, live::LiveError> {
         let nodes = live::nodes_for(&self.client, pools).await?;
-        Ok(FreshNodes::Listed(nodes.unwrap_or_default()))
+        let nodes = nodes.ok_or(live::LiveError::NotServed(vec!["nodes"]))?;
+        Ok(FreshNodes::Listed(nodes))
     }
 
     /// Each required cache, and "machineconfigpools (watch failing for 35s: ...)" when it is

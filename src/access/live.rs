@@ -44,6 +44,11 @@ pub enum LiveError {
     },
     #[error("listing nodes: the request task failed: {0}")]
     Task(String),
+    /// A kind every decision reads answered 404: not knowing its objects is not knowing there
+    /// are none (an API server that just started can answer 404 for a custom resource it
+    /// serves, kubernetes/kubernetes#115241).
+    #[error("the API server answered 404 (not served) for {}", .0.join(", "))]
+    NotServed(Vec<&'static str>),
 }
 
 impl LiveError {
@@ -94,10 +99,27 @@ pub async fn snapshot(client: &Client) -> Result<(Snapshot, Vec<&'static str>), 
 /// admission request carries), listed now: builds, pools, MachineOSConfigs, Machines and the
 /// release. They are small lists; reading them fresh means a cache whose watch is failing
 /// cannot turn a stale pool status or a machine that just started provisioning into an allow.
-/// An API the cluster does not serve lists as empty.
+/// Machines and ClusterVersions the cluster does not serve list as empty; MachineOSConfigs,
+/// builds or pools not served are an error ([`LiveError::NotServed`]): read as none, they
+/// would allow a deletion no build guards.
 pub async fn decision_objects(client: &Client) -> Result<Snapshot, LiveError> {
-    Ok(listed_objects(client).await?.0)
+    let (snapshot, missing) = listed_objects(client).await?;
+    let required: Vec<&'static str> = missing
+        .into_iter()
+        .filter(|kind| REQUIRED.contains(kind))
+        .collect();
+    if required.is_empty() {
+        Ok(snapshot)
+    } else {
+        Err(LiveError::NotServed(required))
+    }
 }
+
+const CONFIGS_API: &str = "machineosconfigs.machineconfiguration.openshift.io";
+const BUILDS_API: &str = "machineosbuilds.machineconfiguration.openshift.io";
+const POOLS_API: &str = "machineconfigpools.machineconfiguration.openshift.io";
+/// The kinds besides nodes no decision can be made without.
+const REQUIRED: [&str; 3] = [CONFIGS_API, BUILDS_API, POOLS_API];
 
 /// The kinds besides nodes, each listed in full, and the APIs the cluster does not serve.
 pub(crate) async fn listed_objects(
@@ -110,18 +132,9 @@ pub(crate) async fn listed_objects(
         around_the_pools(client),
     )?;
     let served = [
-        (
-            configs.is_some(),
-            "machineosconfigs.machineconfiguration.openshift.io",
-        ),
-        (
-            builds.is_some(),
-            "machineosbuilds.machineconfiguration.openshift.io",
-        ),
-        (
-            pools.is_some(),
-            "machineconfigpools.machineconfiguration.openshift.io",
-        ),
+        (configs.is_some(), CONFIGS_API),
+        (builds.is_some(), BUILDS_API),
+        (pools.is_some(), POOLS_API),
         (machines.is_some(), "machines.machine.openshift.io"),
         (versions_served, "clusterversions.config.openshift.io"),
     ];

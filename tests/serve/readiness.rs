@@ -47,6 +47,53 @@ async fn readiness_waits_for_every_cache_and_a_missing_crd_is_retried() {
         .expect("mosc-guard becomes ready once the CRD exists");
 }
 
+/// A confirming read that finds a kind every decision reads answering 404 cannot tell, and the
+/// guard refuses: an API server that just started can answer 404 for a custom resource it serves
+/// (kubernetes/kubernetes#115241), and builds read as none would guard no image. Here the
+/// MachineOSBuild CRD is gone while a MachineOSConfig is deleted (no node needs anything: the
+/// only reason to refuse is the read); once it is back, the same deletion is allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_answering_404_is_not_read_as_none() {
+    let cp = ControlPlane::start().await.expect("control plane");
+    let image = testkit::scenario::objects::image("ab");
+    testkit::scenario::objects::create_built_mosc(&cp.client(), "worker", &image)
+        .await
+        .expect("built MachineOSConfig");
+    cp.remove_crd("machineosbuilds.machineconfiguration.openshift.io")
+        .await
+        .expect("CRD deleted");
+    let guard = BIN.serve(&cp).spawn().expect("spawn guard");
+    guard
+        .wait_status("/healthz", 200, Duration::from_secs(30))
+        .await
+        .expect("mosc-guard serves /healthz");
+    testkit::webhooks::register_validating_webhook(&cp, &guard)
+        .await
+        .expect("webhook registered");
+    let refused = dry_run_delete(&cp.client(), "worker")
+        .await
+        .expect_err("builds not served: the deletion cannot be verified");
+    assert!(
+        refused.contains(testkit::scenario::REFUSED_BY_GUARD)
+            && refused.contains("could not verify")
+            && refused.contains("404")
+            && refused.contains("machineosbuilds"),
+        "{refused}\n{}",
+        guard.log_tail(40)
+    );
+
+    cp.restore_crd("machineosbuilds.yaml")
+        .await
+        .expect("CRD restored");
+    testkit::scenario::wait_for(
+        || async { Ok(dry_run_delete(&cp.client(), "worker").await.ok()) },
+        Duration::from_secs(60),
+        "the same deletion allowed once builds are served again",
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", guard.log_tail(40)));
+}
+
 /// RBAC of the guard's user `guard`, minus MachineConfigPools, which the binding `guard-pools`
 /// grants separately (deleted and re-applied by the test).
 const GUARD_RBAC: &str = r#"

@@ -1,6 +1,0 @@
-//go:build tools
-
-// Package tools records the command this module builds, so `go mod tidy` keeps it.
-package tools
-
-import _ "github.com/distribution/distribution/v3/cmd/registry"
