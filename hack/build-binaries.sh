@@ -106,7 +106,9 @@ if wanted control-plane; then
     build kube-apiserver "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
     # The real garbage collector (run with --controllers=garbagecollector only) acts on foregroundDeletion.
     build kube-controller-manager "$kube_version" "$here/controlplane" k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
-    build registry "$registry_version" "$here/registry" github.com/distribution/distribution/v3/cmd/registry
+    # Our own main (hack/registry/main.go): distribution's registry with the storage drivers and
+    # auth the harness configures, not the cloud ones; "-fs" names that build in the cache.
+    build registry "$registry_version-fs" "$here/registry" .
 fi
 if wanted node; then
     # The node tier's node (testkit/src/node/): kubelet, kube-proxy (routes the `kubernetes`
