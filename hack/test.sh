@@ -31,6 +31,8 @@ logs="$target_dir/test-logs"
 times="$target_dir/test-times.tsv"
 jobs="${JOBS:-2}"
 threads="${THREADS:-2}"
+# The priority lint, the test build and the test binaries run at: `all` lowers it (below).
+lower=()
 
 # The cargo tier's binaries, longest first (docs/development.md has their times): the unit
 # tests of the crate (lib, bin) and of the test kit, then every tests/*/ binary but the image
@@ -55,7 +57,7 @@ build() {
     mkdir -p "$target_dir"
     local start=$SECONDS json
     json="$(mktemp)"
-    if ! "$cargo" test --workspace --locked --no-run --message-format=json-render-diagnostics >"$json"; then
+    if ! "${lower[@]}" "$cargo" test --workspace --locked --no-run --message-format=json-render-diagnostics >"$json"; then
         rm -f "$json"
         return 1
     fi
@@ -92,7 +94,7 @@ run_one() {
     local dir exe start status=0
     dir="$(field "$name" 2)" && exe="$(field "$name" 3)" || return 1
     start=$SECONDS
-    (cd "$dir" && "$exe" "$@") >"$logs/$name.log" 2>&1 || status=$?
+    (cd "$dir" && "${lower[@]}" "$exe" "$@") >"$logs/$name.log" 2>&1 || status=$?
     printf 'binary\t%s\t%s\t%s\n' "$name" "$((SECONDS - start))" "$status" >>"$times"
     {
         echo "=== $name: exit $status in $((SECONDS - start))s ($*)"
@@ -150,21 +152,23 @@ cargo_tier() {
 fast() { pool "${FAST_TESTS[@]}"; }
 
 # prebuild: what only the image and node tiers and packaging's OLM test need, built from the
-# start of `make test`, beside lint and the test build, at normal priority: the image's static
-# release binary (hack/image-context.sh) first, as its fat-LTO link runs on one core for minutes
-# and must not be the last thing left; beside it opm (packaging's OLM test waits for it), then
-# the node's Go binaries. Whoever needs one of them first waits for it (hack/build-binaries.sh's
-# lock, cargo's) or builds it, so a failure here only costs time: the tier that needs what
-# failed builds it again and says why.
+# start of `make test`. The image's static release binary (hack/image-context.sh) first and at
+# normal priority, above everything else `all` runs (`lower`): its fat-LTO link runs on one core
+# for minutes, and beside tests at the same priority it got so little of it that the image and
+# node tiers started minutes after the cargo tier ended (fresh check of 7ffa5c0). Beside it, as
+# low as the tests, opm (packaging's OLM test waits for it) and then the node's Go binaries.
+# Whoever needs one of them first waits for it (hack/build-binaries.sh's lock, cargo's) or builds
+# it, so a failure here only costs time: the tier that needs what failed builds it again and
+# says why.
 prebuild() {
     local release status=0
     hack/image-context.sh >/dev/null &
     release=$!
     # The control plane's binaries first (`all` builds them beside this; the lock makes this
     # wait for that build), so opm never holds up the cargo tier's.
-    hack/build-binaries.sh control-plane >/dev/null || status=1
-    hack/build-binaries.sh opm >/dev/null || status=1
-    hack/build-binaries.sh node >/dev/null || status=1
+    "${lower[@]}" hack/build-binaries.sh control-plane >/dev/null || status=1
+    "${lower[@]}" hack/build-binaries.sh opm >/dev/null || status=1
+    "${lower[@]}" hack/build-binaries.sh node >/dev/null || status=1
     wait "$release" || status=1
     return "$status"
 }
@@ -260,14 +264,18 @@ main() {
             fresh_logs
             started=$SECONDS
             status=0
+            # Everything but the release build and the image and node tiers' tests one step
+            # lower (nice 10: a tenth of the weight), so the release build gets a core when it
+            # needs one and those two tiers end while the cargo tier still runs.
+            lower=(nice -n 10)
             image_report="$(mktemp)"
             node_report="$(mktemp)"
             # The cargo tier's Go binaries (cached after `make demo`), built beside lint.
-            tier binaries hack/build-binaries.sh control-plane >"$logs/binaries.out" 2>&1 &
+            tier binaries "${lower[@]}" hack/build-binaries.sh control-plane >"$logs/binaries.out" 2>&1 &
             binaries_pid=$!
             late_tiers "$image_report" "$node_report" &
             late_pid=$!
-            if ! tier lint "${MAKE:-make}" --no-print-directory lint; then
+            if ! tier lint "${lower[@]}" "${MAKE:-make}" --no-print-directory lint; then
                 stop_tree "$late_pid"
                 stop_tree "$binaries_pid"
                 rm -f "$image_report" "$node_report"
