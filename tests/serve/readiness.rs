@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use testkit::controlplane::ControlPlane;
-use testkit::guard::GuardBin;
+use testkit::guard::{Guard, GuardBin};
 use testkit::scenario::dry_run_delete;
 
 const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
@@ -15,15 +15,7 @@ const BIN: GuardBin = GuardBin::at(env!("CARGO_BIN_EXE_mosc-guard"));
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_waits_for_every_cache_and_a_missing_crd_is_retried() {
     let cp = ControlPlane::start().await.expect("control plane");
-    cp.remove_crd("machineosbuilds.machineconfiguration.openshift.io")
-        .await
-        .expect("CRD deleted");
-
-    let guard = BIN.serve(&cp).spawn().expect("spawn guard");
-    guard
-        .wait_status("/healthz", 200, Duration::from_secs(30))
-        .await
-        .expect("mosc-guard serves /healthz");
+    let guard = guard_without_builds(&cp).await;
     // Several seconds without the MOSB API: alive, not ready, saying why in the log.
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
@@ -47,6 +39,19 @@ async fn readiness_waits_for_every_cache_and_a_missing_crd_is_retried() {
         .expect("mosc-guard becomes ready once the CRD exists");
 }
 
+/// Removes the MachineOSBuild CRD, then starts a guard and waits until it serves `/healthz`.
+async fn guard_without_builds(cp: &ControlPlane) -> Guard {
+    cp.remove_crd("machineosbuilds.machineconfiguration.openshift.io")
+        .await
+        .expect("CRD deleted");
+    let guard = BIN.serve(cp).spawn().expect("spawn guard");
+    guard
+        .wait_status("/healthz", 200, Duration::from_secs(30))
+        .await
+        .expect("mosc-guard serves /healthz");
+    guard
+}
+
 /// A confirming read that finds a kind every decision reads answering 404 cannot tell, and the
 /// guard refuses: an API server that just started can answer 404 for a custom resource it serves
 /// (kubernetes/kubernetes#115241), and builds read as none would guard no image. Here the
@@ -59,14 +64,7 @@ async fn a_kind_answering_404_is_not_read_as_none() {
     testkit::scenario::objects::create_built_mosc(&cp.client(), "worker", &image)
         .await
         .expect("built MachineOSConfig");
-    cp.remove_crd("machineosbuilds.machineconfiguration.openshift.io")
-        .await
-        .expect("CRD deleted");
-    let guard = BIN.serve(&cp).spawn().expect("spawn guard");
-    guard
-        .wait_status("/healthz", 200, Duration::from_secs(30))
-        .await
-        .expect("mosc-guard serves /healthz");
+    let guard = guard_without_builds(&cp).await;
     testkit::webhooks::register_validating_webhook(&cp, &guard)
         .await
         .expect("webhook registered");
