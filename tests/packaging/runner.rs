@@ -131,3 +131,19 @@ fn the_pool_ends_with_its_last_entry_whatever_runs_beside_it() {
     );
     assert_eq!(ended, "a b ", "the pool returned before b ended");
 }
+
+#[test]
+fn stop_tree_stops_a_job_and_what_it_started() {
+    // `make test` stops the builds it started beside lint when lint fails: the job (a shell)
+    // and the programs that shell started (a zombie not reaped yet counts as stopped).
+    let script = "bash -c 'sleep 30 & echo $! >grandchild; wait' & job=$!; \
+                  while [[ ! -s grandchild ]]; do sleep 0.05; done; \
+                  stop_tree \"$job\"; wait \"$job\" 2>/dev/null || true; sleep 0.2; \
+                  state=\"$(awk '{ print $3 }' /proc/\"$(cat grandchild)\"/stat 2>/dev/null || true)\"; \
+                  if [[ -n \"$state\" && \"$state\" != Z ]]; then echo running; else echo stopped; fi";
+    assert_eq!(
+        sourced(script, &[]),
+        "stopped\n",
+        "a program the job started outlived it"
+    );
+}
