@@ -1,7 +1,8 @@
-// The test harness's registry: distribution's cmd/registry with only what the harness and the
-// demo configure (filesystem and in-memory storage, token, htpasswd and silly auth, the pull-
-// through proxy, the redirect and rewrite middleware). Its cmd/registry also links the Azure,
-// GCS and S3 drivers and the CloudFront middleware, with their SDKs: about half its build.
+// The test harness's registry: distribution's cmd/registry without the cloud storage. The
+// harness and the demo configure filesystem storage and token auth; in-memory storage,
+// htpasswd and silly auth, the pull-through proxy and the redirect and rewrite middleware are
+// kept because they cost little. Its cmd/registry also links the Azure, GCS and S3 drivers and
+// the CloudFront middleware with their SDKs: 68 s of a cold build against 28 s (2026-12-08).
 package main
 
 import (
